@@ -1,0 +1,31 @@
+# The two commands of the README. Each sets up everything it needs on a fresh machine.
+#   make quickstart   create .venv, install klog, run examples/quickstart.py
+#   make test         create .venv, install klog with its test tools, run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.klog-installed
+
+.PHONY: quickstart test bench lint clean
+
+$(STAMP): pyproject.toml setup.py storage_core/_kernel.c
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[spark,dev]'
+	touch $(STAMP)
+
+quickstart: $(STAMP)
+	$(PY) examples/quickstart.py
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check storage_core spark_logsource tests benchmarks examples
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info storage_core/*.so klog-data

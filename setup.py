@@ -1,0 +1,48 @@
+"""Builds the optional native kernel (storage_core._kernel) with the machine's C compiler.
+
+Everything else is declared in pyproject.toml. If the kernel cannot be compiled, the install
+still succeeds and klog uses its pure-Python path (with a one-time warning).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - any compiler failure means: no kernel
+            if os.environ.get("KLOG_REQUIRE_KERNEL"):
+                raise
+            print(f"klog: native kernel not built ({exc}); the pure-Python path will be used", file=sys.stderr)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            if os.environ.get("KLOG_REQUIRE_KERNEL"):
+                raise
+            print(f"klog: native kernel not built ({exc}); the pure-Python path will be used", file=sys.stderr)
+
+
+cflags = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+if os.environ.get("KLOG_ASAN"):
+    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "storage_core._kernel",
+            sources=["storage_core/_kernel.c"],
+            extra_compile_args=cflags,
+            extra_link_args=["-fsanitize=address,undefined"] if os.environ.get("KLOG_ASAN") else [],
+        )
+    ],
+    cmdclass={"build_ext": OptionalBuildExt},
+)

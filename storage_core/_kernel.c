@@ -1,0 +1,528 @@
+/*
+ * storage_core._kernel: the record hot loop of klog, in C.
+ *
+ * It only moves bytes. Python keeps all of the logic (batch headers, CRCs, codecs, ranges);
+ * this module walks the records of one decompressed v2 records area and appends them to
+ * growing Arrow-layout buffers, in one pass:
+ *
+ *   offsets      int64[n]            absolute record offsets
+ *   timestamps   int64[n]            milliseconds (LogAppendTime already applied)
+ *   key_offsets  int32[n+1]          Arrow binary offsets; key_data; key_valid (LSB bitmap)
+ *   value_*      the same for values
+ *   hdr_offsets  int32[n+1]          Arrow list offsets into the header entries; hdr_valid
+ *                                    (a record without headers is null, as in Spark's Kafka source)
+ *   hk_*         utf-8 header keys   (string, never null)
+ *   hv_*         header values       (binary, nullable)
+ *
+ * The record grammar and the checks are DefaultRecord.readFrom's; storage_core/records.py
+ * holds the same loop in Python, the reference that the tests compare this against.
+ * Every read is bounded by the end of the record; any violation raises
+ * storage_core.errors.InvalidRecordError. Buffers are handed to pyarrow without copies
+ * (OwnedBuffer implements the buffer protocol over the malloc'd memory).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *InvalidRecordError = NULL;
+
+/* ---------------------------------------------------------------- growable buffer */
+
+typedef struct {
+    uint8_t *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    uint8_t *p = (uint8_t *)realloc(b->data, (size_t)cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    memset(p + b->cap, 0, (size_t)(cap - b->cap)); /* bitmaps rely on zeroed growth */
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    if (n) memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
+static inline int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
+
+static inline int bit_set(Buf *b, Py_ssize_t i, int valid) {
+    Py_ssize_t need = (i >> 3) + 1;
+    if (need > b->len) {
+        if (buf_reserve(b, need - b->len) < 0) return -1;
+        b->len = need;
+    }
+    if (valid) b->data[i >> 3] |= (uint8_t)(1u << (i & 7));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- OwnedBuffer */
+
+typedef struct {
+    PyObject_HEAD
+    uint8_t *data;
+    Py_ssize_t len;
+    Py_ssize_t exports;
+} OwnedBuffer;
+
+static void OwnedBuffer_dealloc(OwnedBuffer *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int OwnedBuffer_getbuffer(OwnedBuffer *self, Py_buffer *view, int flags) {
+    int rc = PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : (uint8_t *)"", self->len, 1, flags);
+    if (rc == 0) self->exports++;
+    return rc;
+}
+
+static void OwnedBuffer_releasebuffer(OwnedBuffer *self, Py_buffer *view) {
+    (void)view;
+    self->exports--;
+}
+
+static Py_ssize_t OwnedBuffer_length(OwnedBuffer *self) { return self->len; }
+
+static PyBufferProcs OwnedBuffer_as_buffer = {
+    (getbufferproc)OwnedBuffer_getbuffer,
+    (releasebufferproc)OwnedBuffer_releasebuffer,
+};
+
+static PySequenceMethods OwnedBuffer_as_sequence = {
+    .sq_length = (lenfunc)OwnedBuffer_length,
+};
+
+static PyTypeObject OwnedBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "storage_core._kernel.OwnedBuffer",
+    .tp_basicsize = sizeof(OwnedBuffer),
+    .tp_dealloc = (destructor)OwnedBuffer_dealloc,
+    .tp_as_buffer = &OwnedBuffer_as_buffer,
+    .tp_as_sequence = &OwnedBuffer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Read-only bytes owned by the kernel, exported through the buffer protocol.",
+};
+
+/* Move a Buf into a new OwnedBuffer; the Buf is left empty. */
+static PyObject *take_buffer(Buf *b) {
+    OwnedBuffer *o = PyObject_New(OwnedBuffer, &OwnedBufferType);
+    if (!o) return NULL;
+    o->data = b->data;
+    o->len = b->len;
+    o->exports = 0;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
+}
+
+/* ---------------------------------------------------------------- varints */
+
+/* Unsigned LEB128 of at most max_bytes bytes, bounded by end. 0 ok, -1 premature end, -2 too long. */
+static inline int read_uleb(const uint8_t **pp, const uint8_t *end, int max_bytes, uint64_t *out) {
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p >= end) return -1;
+        uint8_t b = *p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *pp = p; *out = v; return 0; }
+        shift += 7;
+    }
+    return -2;
+}
+
+static inline int read_varint(const uint8_t **pp, const uint8_t *end, int32_t *out) {
+    uint64_t raw;
+    int rc = read_uleb(pp, end, 5, &raw);
+    if (rc) return rc;
+    uint32_t u = (uint32_t)raw;
+    *out = (int32_t)((u >> 1) ^ (~(u & 1) + 1));
+    return 0;
+}
+
+static inline int read_varlong(const uint8_t **pp, const uint8_t *end, int64_t *out) {
+    uint64_t raw;
+    int rc = read_uleb(pp, end, 10, &raw);
+    if (rc) return rc;
+    *out = (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- RecordsBuilder */
+
+typedef struct {
+    PyObject_HEAD
+    int with_headers;
+    Py_ssize_t n;   /* records */
+    Py_ssize_t nh;  /* header entries */
+    Buf offsets, timestamps;
+    Buf key_offsets, key_data, key_valid;
+    Buf value_offsets, value_data, value_valid;
+    Buf hdr_offsets, hdr_valid;
+    Buf hk_offsets, hk_data;
+    Buf hv_offsets, hv_data, hv_valid;
+} RecordsBuilder;
+
+static Buf *all_bufs(RecordsBuilder *s, int i) {
+    Buf *bufs[] = {&s->offsets, &s->timestamps, &s->key_offsets, &s->key_data, &s->key_valid,
+                   &s->value_offsets, &s->value_data, &s->value_valid, &s->hdr_offsets, &s->hdr_valid,
+                   &s->hk_offsets, &s->hk_data, &s->hv_offsets, &s->hv_data, &s->hv_valid};
+    return i < 15 ? bufs[i] : NULL;
+}
+
+static int builder_reset(RecordsBuilder *s) {
+    for (int i = 0; i < 15; i++) {
+        Buf *b = all_bufs(s, i);
+        free(b->data);
+        b->data = NULL;
+        b->len = b->cap = 0;
+    }
+    s->n = s->nh = 0;
+    /* every offsets buffer starts with a 0 */
+    if (buf_i32(&s->key_offsets, 0) < 0 || buf_i32(&s->value_offsets, 0) < 0 ||
+        buf_i32(&s->hdr_offsets, 0) < 0 || buf_i32(&s->hk_offsets, 0) < 0 || buf_i32(&s->hv_offsets, 0) < 0)
+        return -1;
+    return 0;
+}
+
+static void RecordsBuilder_dealloc(RecordsBuilder *s) {
+    for (int i = 0; i < 15; i++) free(all_bufs(s, i)->data);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static int RecordsBuilder_init(RecordsBuilder *s, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"with_headers", NULL};
+    int with_headers = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &with_headers)) return -1;
+    for (int i = 0; i < 15; i++) { Buf *b = all_bufs(s, i); free(b->data); b->data = NULL; b->len = b->cap = 0; }
+    s->with_headers = with_headers;
+    return builder_reset(s);
+}
+
+#define INT32_LIMIT 2147483647
+
+static int data_fits(Buf *data, Py_ssize_t extra) {
+    if (data->len + extra > INT32_LIMIT) {
+        PyErr_SetString(PyExc_OverflowError, "column data exceeds 2 GiB; finish() the builder earlier");
+        return 0;
+    }
+    return 1;
+}
+
+/* Append one binary value (or null) to (offsets, data, valid) at row index `row`. */
+static inline int put_binary(Buf *offs, Buf *data, Buf *valid, Py_ssize_t row, const uint8_t *p, Py_ssize_t n) {
+    if (p) {
+        if (!data_fits(data, n) || buf_put(data, p, n) < 0) return -1;
+    }
+    if (bit_set(valid, row, p != NULL) < 0) return -1;
+    return buf_i32(offs, (int32_t)data->len);
+}
+
+static PyObject *invalid(const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyErr_SetString(InvalidRecordError, msg);
+    return NULL;
+}
+
+static const char *varint_problem(int rc) {
+    return rc == -1 ? "Found invalid record structure: premature EOF while reading a varint"
+                    : "Varint is too long, the most significant bit in the 5th byte is set";
+}
+
+/* Everything an add_v2 call may touch, to undo a batch that turned out to be invalid halfway:
+ * a batch is appended whole or not at all. */
+typedef struct { Py_ssize_t lens[15]; Py_ssize_t n, nh; } Mark;
+
+static void builder_mark(RecordsBuilder *s, Mark *m) {
+    for (int i = 0; i < 15; i++) m->lens[i] = all_bufs(s, i)->len;
+    m->n = s->n;
+    m->nh = s->nh;
+}
+
+/* Clear bits [from, ...) of a bitmap and shrink it to cover `from` bits. */
+static void bitmap_truncate(Buf *b, Py_ssize_t from) {
+    Py_ssize_t keep = (from + 7) >> 3;
+    if (from & 7) b->data[from >> 3] &= (uint8_t)((1u << (from & 7)) - 1);
+    if (b->len > keep) memset(b->data + keep, 0, (size_t)(b->len - keep));
+    if (b->len > keep) b->len = keep;
+}
+
+static void builder_rollback(RecordsBuilder *s, const Mark *m) {
+    for (int i = 0; i < 15; i++) {
+        Buf *b = all_bufs(s, i);
+        if (b == &s->key_valid || b == &s->value_valid || b == &s->hdr_valid) bitmap_truncate(b, m->n);
+        else if (b == &s->hv_valid) bitmap_truncate(b, m->nh);
+        else b->len = m->lens[i];
+    }
+    s->n = m->n;
+    s->nh = m->nh;
+}
+
+/* add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended
+ *
+ * Decodes `count` records of a v2 records area. log_append_time is None for CreateTime batches.
+ * Records outside [min_offset, end_offset) are validated but not appended. */
+static PyObject *RecordsBuilder_add_v2(RecordsBuilder *s, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_ts, min_offset, end_offset;
+    PyObject *lat_obj;
+    if (!PyArg_ParseTuple(args, "y*nLLOLL", &view, &count, &base_offset, &base_ts, &lat_obj, &min_offset, &end_offset))
+        return NULL;
+    int use_lat = lat_obj != Py_None;
+    long long lat = 0;
+    if (use_lat) {
+        lat = PyLong_AsLongLong(lat_obj);
+        if (lat == -1 && PyErr_Occurred()) { PyBuffer_Release(&view); return NULL; }
+    }
+    const uint8_t *p = (const uint8_t *)view.buf;
+    const uint8_t *end = p + view.len;
+    Py_ssize_t appended = 0;
+    PyObject *result = NULL;
+    Mark mark;
+    builder_mark(s, &mark);
+
+    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); goto done; }
+    if (count > view.len) {
+        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, view.len);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int32_t body;
+        int rc = read_varint(&p, end, &body);
+        if (rc) { invalid("%s", varint_problem(rc)); goto done; }
+        if (body < 0 || body > end - p) {
+            invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
+                    body, (Py_ssize_t)(end - p));
+            goto done;
+        }
+        const uint8_t *rec_end = p + body;
+        const uint8_t *q = p;
+        int64_t ts_delta;
+        int32_t off_delta, klen, vlen, nheaders;
+        if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); goto done; }
+        q++; /* attributes */
+        if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); goto done; }
+        if ((rc = read_varint(&q, rec_end, &off_delta))) { invalid("%s", varint_problem(rc)); goto done; }
+        if ((rc = read_varint(&q, rec_end, &klen))) { invalid("%s", varint_problem(rc)); goto done; }
+        const uint8_t *key = NULL;
+        if (klen >= 0) {
+            if (klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", klen); goto done; }
+            key = q;
+            q += klen;
+        }
+        if ((rc = read_varint(&q, rec_end, &vlen))) { invalid("%s", varint_problem(rc)); goto done; }
+        const uint8_t *value = NULL;
+        if (vlen >= 0) {
+            if (vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", vlen); goto done; }
+            value = q;
+            q += vlen;
+        }
+        if ((rc = read_varint(&q, rec_end, &nheaders))) { invalid("%s", varint_problem(rc)); goto done; }
+        if (nheaders < 0) { invalid("Found invalid number of record headers %d", nheaders); goto done; }
+        if (nheaders > rec_end - q) {
+            invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", nheaders);
+            goto done;
+        }
+        const uint8_t *headers_start = q;
+        for (int32_t h = 0; h < nheaders; h++) { /* validate */
+            int32_t hk, hv;
+            if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); goto done; }
+            if (hk < 0) { invalid("Invalid negative header key size %d", hk); goto done; }
+            if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); goto done; }
+            q += hk;
+            if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); goto done; }
+            if (hv >= 0) {
+                if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); goto done; }
+                q += hv;
+            }
+        }
+        if (q != rec_end) {
+            invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
+                    body, (Py_ssize_t)(q - p));
+            goto done;
+        }
+        p = rec_end;
+
+        int64_t offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
+        if (offset < min_offset || offset >= end_offset) continue;
+        int64_t ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        Py_ssize_t row = s->n;
+        if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, ts) < 0) goto done;
+        if (put_binary(&s->key_offsets, &s->key_data, &s->key_valid, row, key, klen) < 0) goto done;
+        if (put_binary(&s->value_offsets, &s->value_data, &s->value_valid, row, value, vlen) < 0) goto done;
+        if (s->with_headers) {
+            const uint8_t *r = headers_start;
+            for (int32_t h = 0; h < nheaders; h++) { /* already validated */
+                int32_t hk, hv;
+                read_varint(&r, rec_end, &hk);
+                if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, r, hk) < 0) goto done;
+                r += hk;
+                if (buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) goto done;
+                read_varint(&r, rec_end, &hv);
+                if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, hv >= 0 ? r : NULL, hv) < 0) goto done;
+                if (hv > 0) r += hv;
+                s->nh++;
+            }
+            if (bit_set(&s->hdr_valid, row, nheaders > 0) < 0) goto done;
+            if (buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) goto done;
+        }
+        s->n++;
+        appended++;
+    }
+    if (p != end) { invalid("Incorrect declared batch size, records still remaining in file"); goto done; }
+    result = PyLong_FromSsize_t(appended);
+done:
+    if (!result) builder_rollback(s, &mark);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* add_record(offset, timestamp, key, value, headers) — one record from Python (legacy batches). */
+static PyObject *RecordsBuilder_add_record(RecordsBuilder *s, PyObject *args) {
+    long long offset, ts;
+    PyObject *key, *value, *headers;
+    if (!PyArg_ParseTuple(args, "LLOOO", &offset, &ts, &key, &value, &headers)) return NULL;
+    Py_ssize_t row = s->n;
+    Py_buffer kb = {0}, vb = {0};
+    int have_k = 0, have_v = 0;
+    PyObject *result = NULL;
+    if (key != Py_None) { if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0) goto done; have_k = 1; }
+    if (value != Py_None) { if (PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE) < 0) goto done; have_v = 1; }
+    if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, ts) < 0) goto done;
+    if (put_binary(&s->key_offsets, &s->key_data, &s->key_valid, row, have_k ? (const uint8_t *)kb.buf : NULL, have_k ? kb.len : 0) < 0) goto done;
+    if (put_binary(&s->value_offsets, &s->value_data, &s->value_valid, row, have_v ? (const uint8_t *)vb.buf : NULL, have_v ? vb.len : 0) < 0) goto done;
+    if (s->with_headers) {
+        Py_ssize_t nh = 0;
+        if (headers != Py_None) {
+            PyObject *seq = PySequence_Fast(headers, "headers must be a sequence of (key, value) pairs");
+            if (!seq) goto done;
+            nh = PySequence_Fast_GET_SIZE(seq);
+            for (Py_ssize_t h = 0; h < nh; h++) {
+                PyObject *pair = PySequence_Fast_GET_ITEM(seq, h);
+                PyObject *hk = NULL, *hv = NULL;
+                if (!PyArg_ParseTuple(pair, "UO", &hk, &hv)) { Py_DECREF(seq); goto done; }
+                Py_ssize_t klen;
+                const char *kutf = PyUnicode_AsUTF8AndSize(hk, &klen);
+                if (!kutf || buf_put(&s->hk_data, kutf, klen) < 0 || buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) { Py_DECREF(seq); goto done; }
+                if (hv == Py_None) {
+                    if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, NULL, 0) < 0) { Py_DECREF(seq); goto done; }
+                } else {
+                    Py_buffer hb;
+                    if (PyObject_GetBuffer(hv, &hb, PyBUF_SIMPLE) < 0) { Py_DECREF(seq); goto done; }
+                    int rc = put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, (const uint8_t *)hb.buf, hb.len);
+                    PyBuffer_Release(&hb);
+                    if (rc < 0) { Py_DECREF(seq); goto done; }
+                }
+                s->nh++;
+            }
+            Py_DECREF(seq);
+        }
+        if (bit_set(&s->hdr_valid, row, nh > 0) < 0 || buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) goto done;
+    }
+    s->n++;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (have_k) PyBuffer_Release(&kb);
+    if (have_v) PyBuffer_Release(&vb);
+    return result;
+}
+
+/* finish() -> dict of buffers (and counts); the builder starts again empty. */
+static PyObject *RecordsBuilder_finish(RecordsBuilder *s, PyObject *unused) {
+    (void)unused;
+    static const char *names[] = {"offsets", "timestamps", "key_offsets", "key_data", "key_valid",
+                                  "value_offsets", "value_data", "value_valid", "hdr_offsets", "hdr_valid",
+                                  "hk_offsets", "hk_data", "hv_offsets", "hv_data", "hv_valid"};
+    /* bitmaps must cover every row even when the last rows were all null */
+    if (bit_set(&s->key_valid, s->n ? s->n - 1 : 0, 0) < 0 || bit_set(&s->value_valid, s->n ? s->n - 1 : 0, 0) < 0 ||
+        bit_set(&s->hdr_valid, s->n ? s->n - 1 : 0, 0) < 0 || bit_set(&s->hv_valid, s->nh ? s->nh - 1 : 0, 0) < 0)
+        return NULL;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    PyObject *n = PyLong_FromSsize_t(s->n), *nh = PyLong_FromSsize_t(s->nh);
+    if (!n || !nh || PyDict_SetItemString(d, "n", n) < 0 || PyDict_SetItemString(d, "nh", nh) < 0) {
+        Py_XDECREF(n); Py_XDECREF(nh); Py_DECREF(d); return NULL;
+    }
+    Py_DECREF(n); Py_DECREF(nh);
+    for (int i = 0; i < 15; i++) {
+        PyObject *b = take_buffer(all_bufs(s, i));
+        if (!b || PyDict_SetItemString(d, names[i], b) < 0) { Py_XDECREF(b); Py_DECREF(d); return NULL; }
+        Py_DECREF(b);
+    }
+    if (builder_reset(s) < 0) { Py_DECREF(d); return NULL; }
+    return d;
+}
+
+static PyObject *RecordsBuilder_len_get(RecordsBuilder *s, void *c) { (void)c; return PyLong_FromSsize_t(s->n); }
+static PyObject *RecordsBuilder_nbytes_get(RecordsBuilder *s, void *c) {
+    (void)c;
+    return PyLong_FromSsize_t(s->key_data.len + s->value_data.len + s->hk_data.len + s->hv_data.len + 16 * s->n);
+}
+
+static PyMethodDef RecordsBuilder_methods[] = {
+    {"add_v2", (PyCFunction)RecordsBuilder_add_v2, METH_VARARGS,
+     "add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended"},
+    {"add_record", (PyCFunction)RecordsBuilder_add_record, METH_VARARGS,
+     "add_record(offset, timestamp, key, value, headers)"},
+    {"finish", (PyCFunction)RecordsBuilder_finish, METH_NOARGS, "finish() -> dict of buffers"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef RecordsBuilder_getset[] = {
+    {"num_rows", (getter)RecordsBuilder_len_get, NULL, "records appended since the last finish()", NULL},
+    {"nbytes", (getter)RecordsBuilder_nbytes_get, NULL, "approximate bytes buffered", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RecordsBuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "storage_core._kernel.RecordsBuilder",
+    .tp_basicsize = sizeof(RecordsBuilder),
+    .tp_dealloc = (destructor)RecordsBuilder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Appends decoded records to Arrow-layout buffers.",
+    .tp_methods = RecordsBuilder_methods,
+    .tp_getset = RecordsBuilder_getset,
+    .tp_init = (initproc)RecordsBuilder_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "storage_core._kernel", "klog's native record kernel.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&OwnedBufferType) < 0 || PyType_Ready(&RecordsBuilderType) < 0) return NULL;
+    PyObject *errors = PyImport_ImportModule("storage_core.errors");
+    if (!errors) return NULL;
+    InvalidRecordError = PyObject_GetAttrString(errors, "InvalidRecordError");
+    Py_DECREF(errors);
+    if (!InvalidRecordError) return NULL;
+    PyObject *m = PyModule_Create(&kernel_module);
+    if (!m) return NULL;
+    Py_INCREF(&RecordsBuilderType);
+    if (PyModule_AddObject(m, "RecordsBuilder", (PyObject *)&RecordsBuilderType) < 0) {
+        Py_DECREF(&RecordsBuilderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,120 @@
+"""klog's exceptions: one root, :class:`KlogError`, and a subclass per kind of failure.
+
+Every error raised for data that came from outside (a file, an option, a column) is a
+``KlogError``. Messages name what was wrong and what was expected; errors about bytes in a
+file carry the file and the byte position, so ``str(err)`` reads like
+``Record is corrupt (stored crc = 1, computed crc = 2) [file 000.log, position 4096]``.
+
+For ``klog dump --jsonl`` each error also knows the name of the exception Kafka's own reader
+raises in the same situation (:attr:`KlogError.kafka_exception`) and the message without the
+location (:attr:`KlogError.detail`), so the output can be compared with Kafka's.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+__all__ = [
+    "KlogError",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "CompressionError",
+    "UnsupportedCodecError",
+    "CorruptIndexError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "LogConfigError",
+    "InvalidOptionError",
+]
+
+
+class KlogError(Exception):
+    """Root of every error klog raises on purpose."""
+
+    kafka_exception: str = "KafkaException"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        path: str | PathLike[str] | None = None,
+        position: int | None = None,
+    ) -> None:
+        self.detail = detail
+        self.path = None if path is None else str(path)
+        self.position = position
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file {self.path}")
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        return f"{self.detail} [{', '.join(where)}]" if where else self.detail
+
+    def located(self, *, path: str | PathLike[str] | None = None, position: int | None = None) -> KlogError:
+        """Fill in the file and position where they are not known yet; returns self."""
+        if self.path is None and path is not None:
+            self.path = str(path)
+        if self.position is None and position is not None:
+            self.position = position
+        self.args = (self._render(),)
+        return self
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+class CorruptRecordError(KlogError):
+    """Bytes that should be a record batch are not one: bad size, bad CRC, bad magic."""
+
+    kafka_exception = "CorruptRecordException"
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A batch whose CRC is right but whose records do not parse (Kafka's InvalidRecordException)."""
+
+    kafka_exception = "InvalidRecordException"
+
+
+class CompressionError(CorruptRecordError):
+    """A compressed payload that its codec cannot decompress."""
+
+    kafka_exception = "KafkaException"
+
+
+class UnsupportedCodecError(CorruptRecordError):
+    """A compression id that is not one of Kafka's (0 none .. 4 zstd), or not legal for the magic."""
+
+    kafka_exception = "IllegalArgumentException"
+
+
+class CorruptIndexError(KlogError):
+    """An ``.index``/``.timeindex``/``.txnindex`` file that fails its sanity checks."""
+
+    kafka_exception = "CorruptIndexException"
+
+
+class OffsetOutOfRangeError(KlogError):
+    """An offset outside ``[log start offset, log end offset]``."""
+
+    kafka_exception = "OffsetOutOfRangeException"
+
+
+class RecordTooLargeError(KlogError):
+    """A batch larger than ``max.message.bytes`` or than a segment."""
+
+    kafka_exception = "RecordTooLargeException"
+
+
+class LogConfigError(KlogError, ValueError):
+    """A topic config value that Kafka's ConfigDef would reject."""
+
+    kafka_exception = "ConfigException"
+
+
+class InvalidOptionError(KlogError, ValueError):
+    """A reader/writer/CLI option that is unknown or has a wrong value."""
+
+    kafka_exception = "IllegalArgumentException"

