@@ -212,10 +212,15 @@ def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
 
 # --- gzip / zstd ---------------------------------------------------------------------------------
 
+_GZIP_OS_UNKNOWN = 0xFF
+
+
 def _gzip_compress(data: bytes | memoryview, level: int | None) -> bytes:
     lvl = 6 if level is None or level == -1 else level
     c = zlib.compressobj(lvl, zlib.DEFLATED, 31)
-    return c.compress(data) + c.flush()
+    out = bytearray(c.compress(data) + c.flush())
+    out[9] = _GZIP_OS_UNKNOWN  # java.util.zip.GZIPOutputStream's header says OS 255, zlib's says 3
+    return bytes(out)
 
 
 def _gzip_decompress(data: bytes | memoryview, magic: int) -> bytes:
@@ -241,7 +246,9 @@ def _zstd_compress(data: bytes | memoryview, level: int | None) -> bytes:
     # A streaming frame, as zstd-jni's ZstdOutputStream writes it: no Frame_Content_Size.
     c = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False)
     obj = c.compressobj()
-    return obj.compress(bytes(data)) + obj.flush()
+    # zstd-jni's stream closes with an empty last block after the data blocks: flush the data as
+    # a block first, then finish, and the frame is byte-identical to Java Kafka's.
+    return obj.compress(bytes(data)) + obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) + obj.flush()
 
 
 def _zstd_decompress(data: bytes | memoryview, magic: int) -> bytes:
