@@ -25,6 +25,13 @@ DUMP_EXAMPLES = """examples:
 def _cmd_dump(args: argparse.Namespace) -> int:
     from .dump import dump_jsonl, dump_text
 
+    from pathlib import Path
+
+    missing = [p for p in args.files if not Path(p).is_file()]
+    if missing:
+        print(f"klog: error: no such file: {', '.join(missing)} (expected .log or other record-set files)",
+              file=sys.stderr)
+        return EXIT_USAGE
     out = sys.stdout
     status = EXIT_OK
     for path in args.files:
@@ -33,7 +40,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         else:
             summary = dump_text(path, out, deep=args.deep_iteration, print_data=args.print_data_log,
                                 max_bytes=args.max_bytes)
-        if summary.error is not None:
+        if summary.error is not None or summary.invalid_batches:
             status = EXIT_DATA
             if args.jsonl:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)

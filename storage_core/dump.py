@@ -93,6 +93,7 @@ class DumpSummary:
     valid_bytes: int = 0
     size_in_bytes: int = 0
     error: KlogError | None = None
+    invalid_batches: int = 0  # batches whose CRC fails (the text form lists them, as Kafka does)
 
 
 def _walk_safely(walk: BatchWalk, summary: DumpSummary) -> Iterator[AnyBatch]:
@@ -191,6 +192,8 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
         try:
             out.write(batch_line(batch) + "\n")
             summary.batches += 1
+            if not batch.is_valid():
+                summary.invalid_batches += 1
             if deep:
                 for r in batch.records():
                     if last_offset is not None and r.offset != last_offset + 1 and not batch.is_control:
@@ -209,4 +212,6 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
         out.write(f"Found {end - walk.valid_bytes} invalid bytes at the end of {os.path.basename(os.fspath(path))}\n")
     if non_consecutive:
         out.write(f"Non-consecutive offsets in {path}\n")
+    if summary.invalid_batches:
+        out.write(f"Found {summary.invalid_batches} batches with a bad CRC in {path}\n")
     return summary

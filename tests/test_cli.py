@@ -1,0 +1,112 @@
+"""``klog`` command line: success, bad path, corrupt file, wrong argument — exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from storage_core.compression import CompressionType
+from storage_core.records import Header, Record, build_batch
+
+T0 = 1_700_000_000_000
+
+
+def klog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True)
+
+
+def segment(tmp_path: Path) -> Path:
+    path = tmp_path / "00000000000000000100.log"
+    recs = [Record(100 + i, T0 + i, f"k{i}".encode(), f"v{i}".encode(), (Header("h", b"x"),)) for i in range(6)]
+    path.write_bytes(build_batch(recs[:3], compression=CompressionType.LZ4) + build_batch(recs[3:]))
+    return path
+
+
+def test_dump_text(tmp_path: Path) -> None:
+    path = segment(tmp_path)
+    res = klog("dump", str(path))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"Dumping {path}"
+    assert lines[1] == "Log starting offset: 100"
+    assert lines[2].startswith("baseOffset: 100 lastOffset: 102 count: 3 ")
+    assert "compresscodec: lz4" in lines[2] and "isvalid: true" in lines[2] and "position: 0 " in lines[2]
+    assert len(lines) == 4
+
+
+def test_dump_print_data_log(tmp_path: Path) -> None:
+    res = klog("dump", "--print-data-log", str(segment(tmp_path)))
+    assert res.returncode == 0
+    recs = [ln for ln in res.stdout.splitlines() if ln.startswith("| ")]
+    assert recs[0] == ("| offset: 100 CreateTime: 1700000000000 keySize: 2 valueSize: 2 sequence: -1 "
+                       "headerKeys: [h] key: k0 payload: v0")
+    assert len(recs) == 6
+
+
+def test_dump_jsonl(tmp_path: Path) -> None:
+    res = klog("dump", "--jsonl", str(segment(tmp_path)))
+    assert res.returncode == 0
+    rows = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [r["offset"] for r in rows] == list(range(100, 106))
+    assert list(rows[0]) == ["batch_base_offset", "batch_last_offset", "magic", "compression", "timestamp_type",
+                             "is_transactional", "is_control", "producer_id", "producer_epoch", "base_sequence",
+                             "partition_leader_epoch", "offset", "timestamp", "key_b64", "value_b64", "headers",
+                             "control_type"]
+
+
+def test_dump_bad_path(tmp_path: Path) -> None:
+    res = klog("dump", str(tmp_path / "nope.log"))
+    assert res.returncode == 2
+    assert "no such file" in res.stderr and "nope.log" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_dump_corrupt_file(tmp_path: Path) -> None:
+    path = segment(tmp_path)
+    data = bytearray(path.read_bytes())
+    second = len(build_batch([Record(100 + i, T0 + i, f"k{i}".encode(), f"v{i}".encode(), (Header("h", b"x"),))
+                              for i in range(3)], compression=CompressionType.LZ4))
+    data[second + 70] ^= 0xFF  # a record byte of the second batch: CRC mismatch
+    path.write_bytes(bytes(data))
+    res = klog("dump", "--deep-iteration", str(path))
+    assert res.returncode == 1
+    bad = [ln for ln in res.stdout.splitlines() if "isvalid: false" in ln]
+    assert len(bad) == 1 and f"position: {second} " in bad[0]
+    assert "Found 1 batches with a bad CRC" in res.stdout
+    assert "Traceback" not in res.stderr
+    res = klog("dump", "--jsonl", str(path))
+    assert res.returncode == 1
+    last = json.loads(res.stdout.splitlines()[-1])
+    assert last["position"] == second and last["error"].startswith("CorruptRecordException: Record is corrupt")
+    assert str(path) in res.stderr
+
+
+def test_dump_truncated_tail_is_reported_not_an_error(tmp_path: Path) -> None:
+    path = segment(tmp_path)
+    path.write_bytes(path.read_bytes()[:-10])
+    res = klog("dump", str(path))
+    assert res.returncode == 0
+    assert res.stdout.splitlines()[-1].startswith("Found ") and "invalid bytes at the end of" in res.stdout
+
+
+def test_wrong_argument() -> None:
+    res = klog("dump", "--no-such-flag", "x.log")
+    assert res.returncode == 2
+    assert "unrecognized arguments: --no-such-flag" in res.stderr
+    res = klog()
+    assert res.returncode == 2
+
+
+def test_help_has_examples() -> None:
+    res = klog("dump", "--help")
+    assert res.returncode == 0
+    assert "examples:" in res.stdout and "--jsonl" in res.stdout
+
+
+def test_console_script_installed() -> None:
+    exe = Path(sys.executable).with_name("klog")
+    assert exe.exists(), "the klog console script is not installed in this environment"
+    res = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "dump" in res.stdout
