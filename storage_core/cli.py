@@ -23,9 +23,9 @@ DUMP_EXAMPLES = """examples:
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    from .dump import dump_jsonl, dump_text
-
     from pathlib import Path
+
+    from .dump import dump_jsonl, dump_text
 
     missing = [p for p in args.files if not Path(p).is_file()]
     if missing:

@@ -91,8 +91,11 @@ def kafka_schema(include_headers: bool = False, include_metadata: bool = False) 
 
 
 class RecordsBuilderProtocol(Protocol):
-    num_rows: int
-    nbytes: int
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
 
     def add_v2(self, data: Any, count: int, base_offset: int, base_timestamp: int,
                log_append_time: int | None, min_offset: int, end_offset: int) -> int: ...
@@ -442,7 +445,8 @@ def encode_arrow(
             k = k.encode()
         if isinstance(v, str):
             v = v.encode()
-        hs = tuple(Header(h["key"], h["value"]) for h in hdr_list[i]) if hdr_list[i] else ()
+        row_headers = hdr_list[i]
+        hs = tuple(Header(h["key"], h["value"]) for h in row_headers) if row_headers else ()
         size = 24 + (len(k) if k else 0) + (len(v) if v else 0) + sum(8 + len(h.key) + len(h.value or b"") for h in hs)
         if pending and pending_bytes + size > max_batch_bytes - RECORD_BATCH_OVERHEAD:
             out.append(build_batch(pending, compression=compression, compression_level=compression_level,

@@ -179,7 +179,7 @@ def xxh32(data: bytes, seed: int = 0) -> int:
 def _lz4_compress(data: bytes | memoryview, level: int | None) -> bytes:
     # Kafka's default lz4 level is 9 with the fast compressor; python-lz4's level 0 is that
     # compressor. Only FLG/BD matter to a reader: independent blocks, 64 KiB, no checksums.
-    return lz4.frame.compress(
+    return bytes(lz4.frame.compress(
         bytes(data),
         compression_level=0 if level is None else level,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -187,7 +187,7 @@ def _lz4_compress(data: bytes | memoryview, level: int | None) -> bytes:
         content_checksum=False,
         block_checksum=False,
         store_size=False,
-    )
+    ))
 
 
 def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:

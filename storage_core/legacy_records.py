@@ -62,7 +62,13 @@ class LegacyRecordBatch:
             raise CorruptRecordError(
                 "Record is corrupt (crc could not be retrieved as the record is too small, "
                 f"size = {len(self.buffer) - LOG_OVERHEAD})", path=path, position=position)
-        self.offset, self.size, self.crc, self.magic, self.attributes = LEGACY_HEADER_V0.unpack_from(self.buffer)
+        fields = LEGACY_HEADER_V0.unpack_from(self.buffer)
+        self.offset: int = fields[0]
+        self.size: int = fields[1]
+        self.crc: int = fields[2]
+        self.magic: int = fields[3]
+        self.attributes: int = fields[4]
+        self.wrapper_timestamp: int
         if self.magic not in (0, 1):
             raise CorruptRecordError(f"Invalid magic {self.magic} for a legacy message; expected 0 or 1",
                                      path=path, position=position)
@@ -71,7 +77,7 @@ class LegacyRecordBatch:
                 raise CorruptRecordError(
                     f"Record is corrupt (size {len(self.buffer) - LOG_OVERHEAD} is smaller than the v1 "
                     f"overhead {RECORD_OVERHEAD_V1})", path=path, position=position)
-            self.wrapper_timestamp = LEGACY_HEADER_V1.unpack_from(self.buffer)[5]
+            self.wrapper_timestamp = int(LEGACY_HEADER_V1.unpack_from(self.buffer)[5])
         else:
             self.wrapper_timestamp = NO_TIMESTAMP
         self._inner: list[Record] | None = None
@@ -126,7 +132,7 @@ class LegacyRecordBatch:
     partition_leader_epoch = NO_PARTITION_LEADER_EPOCH
 
     def compute_checksum(self) -> int:
-        return zlib.crc32(self.buffer[MAGIC_OFFSET:]) & 0xFFFFFFFF
+        return int(zlib.crc32(self.buffer[MAGIC_OFFSET:])) & 0xFFFFFFFF
 
     def is_valid(self) -> bool:
         return self.compute_checksum() == self.crc
