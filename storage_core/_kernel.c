@@ -41,7 +41,6 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
     while (cap < b->len + extra) cap *= 2;
     uint8_t *p = (uint8_t *)realloc(b->data, (size_t)cap);
     if (!p) { PyErr_NoMemory(); return -1; }
-    memset(p + b->cap, 0, (size_t)(cap - b->cap)); /* bitmaps rely on zeroed growth */
     b->data = p;
     b->cap = cap;
     return 0;
@@ -61,6 +60,7 @@ static inline int bit_set(Buf *b, Py_ssize_t i, int valid) {
     Py_ssize_t need = (i >> 3) + 1;
     if (need > b->len) {
         if (buf_reserve(b, need - b->len) < 0) return -1;
+        memset(b->data + b->len, 0, (size_t)(need - b->len)); /* only bitmap bytes are zeroed */
         b->len = need;
     }
     if (valid) b->data[i >> 3] |= (uint8_t)(1u << (i & 7));
@@ -370,7 +370,7 @@ static PyObject *RecordsBuilder_add_v2(RecordsBuilder *s, PyObject *args) {
         if (s->with_headers) {
             const uint8_t *r = headers_start;
             for (int32_t h = 0; h < nheaders; h++) { /* already validated */
-                int32_t hk, hv;
+                int32_t hk = 0, hv = -1;
                 read_varint(&r, rec_end, &hk);
                 if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, r, hk) < 0) goto done;
                 r += hk;
@@ -505,8 +505,224 @@ static PyTypeObject RecordsBuilderType = {
     .tp_new = PyType_GenericNew,
 };
 
+
+/* ---------------------------------------------------------------- encoding */
+
+/* An Arrow binary/string column as (validity or None, offsets, data, array offset). */
+typedef struct {
+    Py_buffer validity, offsets, data;
+    int has_validity;
+    Py_ssize_t offset;
+    Py_ssize_t length; /* entries available (from the offsets buffer) */
+} BinCol;
+
+static void bincol_release(BinCol *c) {
+    if (c->has_validity) PyBuffer_Release(&c->validity);
+    if (c->offsets.obj) PyBuffer_Release(&c->offsets);
+    if (c->data.obj) PyBuffer_Release(&c->data);
+    memset(c, 0, sizeof *c);
+}
+
+static int bincol_get(PyObject *t, BinCol *c, const char *what) {
+    memset(c, 0, sizeof *c);
+    PyObject *vobj, *oobj, *dobj;
+    if (!PyArg_ParseTuple(t, "OOOn", &vobj, &oobj, &dobj, &c->offset)) return -1;
+    if (vobj != Py_None) {
+        if (PyObject_GetBuffer(vobj, &c->validity, PyBUF_SIMPLE) < 0) return -1;
+        c->has_validity = 1;
+    }
+    if (PyObject_GetBuffer(oobj, &c->offsets, PyBUF_SIMPLE) < 0) { bincol_release(c); return -1; }
+    if (dobj == Py_None) {
+        static const char empty = 0;
+        if (PyBuffer_FillInfo(&c->data, NULL, (void *)&empty, 0, 1, PyBUF_SIMPLE) < 0) { bincol_release(c); return -1; }
+        c->data.obj = Py_None; Py_INCREF(Py_None);
+    } else if (PyObject_GetBuffer(dobj, &c->data, PyBUF_SIMPLE) < 0) { bincol_release(c); return -1; }
+    c->length = c->offsets.len / 4 - 1 - c->offset;
+    if (c->offset < 0 || c->length < 0) { PyErr_Format(PyExc_ValueError, "bad %s column buffers", what); bincol_release(c); return -1; }
+    return 0;
+}
+
+/* Row i of a column: sets *p (NULL for null) and *n; -1 (with an exception) if the buffers lie. */
+static inline int bincol_row(const BinCol *c, Py_ssize_t i, const uint8_t **p, int32_t *n) {
+    Py_ssize_t j = c->offset + i;
+    if (c->has_validity) {
+        if ((j >> 3) >= c->validity.len) { PyErr_SetString(PyExc_ValueError, "validity bitmap too short"); return -1; }
+        if (!(((const uint8_t *)c->validity.buf)[j >> 3] & (1u << (j & 7)))) { *p = NULL; *n = -1; return 0; }
+    }
+    const int32_t *offs = (const int32_t *)c->offsets.buf;
+    int32_t a = offs[j], b = offs[j + 1];
+    if (a < 0 || b < a || b > c->data.len) { PyErr_SetString(PyExc_ValueError, "binary offsets out of range"); return -1; }
+    *p = (const uint8_t *)c->data.buf + a;
+    *n = b - a;
+    return 0;
+}
+
+static inline int put_uleb(Buf *b, uint64_t v) {
+    uint8_t tmp[10];
+    int k = 0;
+    while (v > 0x7f) { tmp[k++] = (uint8_t)((v & 0x7f) | 0x80); v >>= 7; }
+    tmp[k++] = (uint8_t)v;
+    return buf_put(b, tmp, k);
+}
+static inline int uleb_size(uint64_t v) { int k = 1; while (v > 0x7f) { v >>= 7; k++; } return k; }
+static inline uint64_t zz32(int32_t v) { return (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31)); }
+static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* encode_v2(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes)
+ *   -> (records_area: bytes, end_row, first_timestamp, max_timestamp)
+ *
+ * Encodes rows [start, end_row) as v2 records with offset deltas 0.. and timestamp deltas
+ * relative to row `start`'s timestamp, stopping before the row that would take the records
+ * area past max_bytes (at least one row). keys and the header arguments may be None;
+ * timestamps is an int64 buffer indexed by row; header_counts an int32 buffer (0 = none). */
+static PyObject *kernel_encode_v2(PyObject *self, PyObject *args) {
+    PyObject *kobj, *vobj, *tsobj, *hcobj, *hkobj, *hvobj;
+    Py_ssize_t start, stop, max_bytes;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnn", &kobj, &vobj, &tsobj, &hcobj, &hkobj, &hvobj, &start, &stop, &max_bytes))
+        return NULL;
+    BinCol keys = {0}, values = {0}, hkeys = {0}, hvals = {0};
+    Py_buffer ts = {0}, hc = {0};
+    int have_keys = kobj != Py_None, have_headers = hcobj != Py_None;
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (have_keys && bincol_get(kobj, &keys, "key") < 0) goto done;
+    if (bincol_get(vobj, &values, "value") < 0) goto done;
+    if (PyObject_GetBuffer(tsobj, &ts, PyBUF_SIMPLE) < 0) goto done;
+    if (have_headers) {
+        if (PyObject_GetBuffer(hcobj, &hc, PyBUF_SIMPLE) < 0) goto done;
+        if (bincol_get(hkobj, &hkeys, "header key") < 0 || bincol_get(hvobj, &hvals, "header value") < 0) goto done;
+    }
+    if (start < 0 || stop < start || stop > values.length || ts.len / 8 < stop ||
+        (have_keys && keys.length < stop) || (have_headers && hc.len / 4 < stop)) {
+        PyErr_SetString(PyExc_ValueError, "encode_v2: row range outside the columns");
+        goto done;
+    }
+    const int64_t *tsv = (const int64_t *)ts.buf;
+    const int32_t *hcv = have_headers ? (const int32_t *)hc.buf : NULL;
+    int64_t base_ts = start < stop ? tsv[start] : -1, max_ts = base_ts;
+    Py_ssize_t h = 0; /* next header entry */
+    if (have_headers) for (Py_ssize_t i = 0; i < start; i++) h += hcv[i];
+    Py_ssize_t row = start;
+    for (; row < stop; row++) {
+        const uint8_t *kp = NULL, *vp;
+        int32_t kn = -1, vn;
+        if (have_keys && bincol_row(&keys, row, &kp, &kn) < 0) goto done;
+        if (bincol_row(&values, row, &vp, &vn) < 0) goto done;
+        int64_t t = tsv[row];
+        int32_t nh = have_headers ? hcv[row] : 0;
+        if (nh < 0 || (have_headers && (h + nh > hkeys.length || h + nh > hvals.length))) {
+            PyErr_SetString(PyExc_ValueError, "header counts outside the header columns");
+            goto done;
+        }
+        int32_t delta = (int32_t)(row - start);
+        uint64_t tsd = zz64((int64_t)((uint64_t)t - (uint64_t)base_ts));
+        Py_ssize_t body = 1 + uleb_size(tsd) + uleb_size(zz32(delta)) + uleb_size(zz32(kn)) + (kn > 0 ? kn : 0) +
+                          uleb_size(zz32(vn)) + (vn > 0 ? vn : 0) + uleb_size(zz32(nh));
+        for (int32_t k = 0; k < nh; k++) {
+            const uint8_t *hp = NULL, *hv = NULL;
+            int32_t hn = 0, hvn = -1;
+            if (bincol_row(&hkeys, h + k, &hp, &hn) < 0 || bincol_row(&hvals, h + k, &hv, &hvn) < 0) goto done;
+            if (!hp) { PyErr_SetString(PyExc_ValueError, "Invalid null header key found in headers"); goto done; }
+            body += uleb_size(zz32(hn)) + hn + uleb_size(zz32(hvn)) + (hvn > 0 ? hvn : 0);
+        }
+        if (body > INT32_LIMIT) { PyErr_SetString(PyExc_OverflowError, "record larger than 2 GiB"); goto done; }
+        Py_ssize_t total = uleb_size(zz32((int32_t)body)) + body;
+        if (row > start && out.len + total > max_bytes) break;
+        if (buf_reserve(&out, total) < 0) goto done;
+        put_uleb(&out, zz32((int32_t)body));
+        uint8_t zero = 0;
+        buf_put(&out, &zero, 1);
+        put_uleb(&out, tsd);
+        put_uleb(&out, zz32(delta));
+        put_uleb(&out, zz32(kn));
+        if (kn > 0) buf_put(&out, kp, kn);
+        put_uleb(&out, zz32(vn));
+        if (vn > 0) buf_put(&out, vp, vn);
+        put_uleb(&out, zz32(nh));
+        for (int32_t k = 0; k < nh; k++) {
+            const uint8_t *hp = NULL, *hv = NULL;
+            int32_t hn = 0, hvn = -1;
+            bincol_row(&hkeys, h + k, &hp, &hn);
+            bincol_row(&hvals, h + k, &hv, &hvn);
+            put_uleb(&out, zz32(hn));
+            buf_put(&out, hp, hn);
+            put_uleb(&out, zz32(hvn));
+            if (hvn > 0) buf_put(&out, hv, hvn);
+        }
+        h += nh;
+        if (t > max_ts) max_ts = t;
+    }
+    {
+        PyObject *bytes = PyBytes_FromStringAndSize((const char *)out.data, out.len);
+        if (bytes) result = Py_BuildValue("NnLL", bytes, row, (long long)base_ts, (long long)max_ts);
+    }
+done:
+    free(out.data);
+    if (have_keys) bincol_release(&keys);
+    bincol_release(&values);
+    if (ts.obj) PyBuffer_Release(&ts);
+    if (hc.obj) PyBuffer_Release(&hc);
+    if (have_headers) { bincol_release(&hkeys); bincol_release(&hvals); }
+    return result;
+}
+
+/* murmur2(keys) -> int32 buffer: Kafka's Utils.murmur2 of every key (0 for a null key). */
+static int32_t murmur2(const uint8_t *data, int32_t length) {
+    const uint32_t m = 0x5bd1e995;
+    const int r = 24;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    int32_t length4 = length / 4;
+    for (int32_t i = 0; i < length4; i++) {
+        int32_t i4 = i * 4;
+        uint32_t k = (uint32_t)data[i4] | ((uint32_t)data[i4 + 1] << 8) | ((uint32_t)data[i4 + 2] << 16) | ((uint32_t)data[i4 + 3] << 24);
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (length % 4) {
+    case 3: h ^= (uint32_t)data[(length & ~3) + 2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)data[(length & ~3) + 1] << 8;  /* fall through */
+    case 1: h ^= (uint32_t)data[length & ~3]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return (int32_t)h;
+}
+
+static PyObject *kernel_murmur2(PyObject *self, PyObject *args) {
+    PyObject *kobj;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "On", &kobj, &n)) return NULL;
+    BinCol keys;
+    if (bincol_get(kobj, &keys, "key") < 0) return NULL;
+    if (n < 0 || n > keys.length) { bincol_release(&keys); PyErr_SetString(PyExc_ValueError, "murmur2: n outside the column"); return NULL; }
+    Buf out = {0};
+    if (buf_reserve(&out, 4 * n + 1) < 0) { bincol_release(&keys); return NULL; }
+    int32_t *o = (int32_t *)out.data;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        int32_t len;
+        if (bincol_row(&keys, i, &p, &len) < 0) { bincol_release(&keys); free(out.data); return NULL; }
+        o[i] = p ? murmur2(p, len) : 0;
+    }
+    out.len = 4 * n;
+    bincol_release(&keys);
+    return take_buffer(&out);
+}
+
+static PyMethodDef kernel_functions[] = {
+    {"encode_v2", kernel_encode_v2, METH_VARARGS,
+     "encode_v2(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes)"
+     " -> (records, end_row, first_ts, max_ts)"},
+    {"murmur2", kernel_murmur2, METH_VARARGS, "murmur2(keys, n) -> int32 buffer of Kafka's murmur2 hashes"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef kernel_module = {
-    PyModuleDef_HEAD_INIT, "storage_core._kernel", "klog's native record kernel.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "storage_core._kernel", "klog's native record kernel.", -1, kernel_functions,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from .compression import CompressionType
+from .compression import CompressionType, compress
 from .control import ControlRecordType
 from .errors import KlogError
 from .file_records import AnyBatch
@@ -37,8 +37,10 @@ from .records import (
     Header,
     Record,
     TimestampType,
-    build_batch,
+    batch_attributes,
     decode_record,
+    encode_record,
+    write_batch_header,
 )
 
 __all__ = [
@@ -391,13 +393,110 @@ def decode_batches(batches: Iterable[AnyBatch], topic: str = "", partition: int 
 DEFAULT_BATCH_BYTES = 1 << 20
 
 
-def _column(table: pa.RecordBatch | pa.Table, name: str) -> pa.Array | None:
-    if name not in table.column_names:
-        return None
-    col = table.column(name)
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    return col
+@dataclass(frozen=True)
+class EncodeColumns:
+    """Arrow rows normalised for encoding: binary columns, int64 ms timestamps, flat headers."""
+
+    num_rows: int
+    keys: pa.Array | None
+    values: pa.Array
+    timestamps: np.ndarray
+    header_counts: np.ndarray | None
+    header_keys: pa.Array | None
+    header_values: pa.Array | None
+
+
+def _as_binary(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_binary(t) or pa.types.is_string(t):
+        return arr.cast(pa.binary()) if pa.types.is_string(t) else arr
+    if pa.types.is_large_binary(t) or pa.types.is_large_string(t) or pa.types.is_binary_view(t) \
+            or pa.types.is_string_view(t) or pa.types.is_null(t):
+        return arr.cast(pa.binary())
+    raise KlogError(f"column {name!r} has type {t}; expected string or binary")
+
+
+def prepare_columns(table: pa.RecordBatch | pa.Table, default_timestamp_ms: int | None = None) -> EncodeColumns:
+    """Check and normalise ``key``, ``value``, ``headers``, ``timestamp`` for :func:`encode_arrow`."""
+    import pyarrow.compute as pc
+
+    names = table.column_names
+    n = table.num_rows
+    if "value" not in names:
+        raise KlogError(f"no 'value' column; expected a string or binary 'value' column among {names}")
+    values = _as_binary(table.column("value"), "value")
+    keys = _as_binary(table.column("key"), "key") if "key" in names else None
+    if "timestamp" in names:
+        ts = table.column("timestamp")
+        if isinstance(ts, pa.ChunkedArray):
+            ts = ts.combine_chunks()
+        if pa.types.is_timestamp(ts.type):
+            ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz), safe=False).cast(pa.int64())
+        elif pa.types.is_integer(ts.type):
+            ts = ts.cast(pa.int64())
+        else:
+            raise KlogError(f"column 'timestamp' has type {ts.type}; expected timestamp or int64 milliseconds")
+        if ts.null_count:
+            if default_timestamp_ms is None:
+                raise KlogError("column 'timestamp' has nulls and no default timestamp was given")
+            ts = pc.fill_null(ts, default_timestamp_ms)
+        timestamps = np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        if default_timestamp_ms is None:
+            raise KlogError("no 'timestamp' column and no default timestamp was given")
+        timestamps = np.full(n, default_timestamp_ms, dtype=np.int64)
+    header_counts = header_keys = header_values = None
+    if "headers" in names:
+        h = table.column("headers")
+        if isinstance(h, pa.ChunkedArray):
+            h = h.combine_chunks()
+        if not (pa.types.is_list(h.type) or pa.types.is_large_list(h.type)) \
+                or not pa.types.is_struct(h.type.value_type) \
+                or [f.name for f in h.type.value_type] != ["key", "value"]:
+            raise KlogError(f"column 'headers' has type {h.type}; expected array<struct<key: string, value: binary>>")
+        counts = pc.fill_null(pc.list_value_length(h), 0)
+        header_counts = np.ascontiguousarray(counts.to_numpy(zero_copy_only=False), dtype=np.int32)
+        flat = h.flatten()
+        hk, hv = flat.flatten()
+        header_keys = _as_binary(hk, "headers.key")
+        header_values = _as_binary(hv, "headers.value")
+        if header_keys.null_count:
+            raise KlogError("column 'headers' has a null header key; Kafka header keys cannot be null")
+    return EncodeColumns(n, keys, values, timestamps, header_counts, header_keys, header_values)
+
+
+def _bincol(arr: pa.Array) -> tuple[Any, Any, Any, int]:
+    validity, offsets, data = arr.buffers()
+    return (validity if arr.null_count else None, offsets, data, arr.offset)
+
+
+def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) -> tuple[bytes, int, int, int]:
+    """Reference twin of ``_kernel.encode_v2``: same bytes, one Python object per row."""
+    base_ts = int(cols.timestamps[start]) if start < stop else -1
+    max_ts = base_ts
+    out = bytearray()
+    h = int(cols.header_counts[:start].sum()) if cols.header_counts is not None else 0
+    row = start
+    while row < stop:
+        key = cols.keys[row].as_py() if cols.keys is not None else None
+        value = cols.values[row].as_py()
+        nh = int(cols.header_counts[row]) if cols.header_counts is not None else 0
+        headers = []
+        for k in range(h, h + nh):
+            assert cols.header_keys is not None and cols.header_values is not None
+            hk = cols.header_keys[k].as_py()
+            headers.append(Header(hk.decode("utf-8", "replace"), cols.header_values[k].as_py()))
+        t = int(cols.timestamps[row])
+        rec = encode_record(row - start, t - base_ts, key, value, headers)
+        if row > start and len(out) + len(rec) > max_bytes:
+            break
+        out += rec
+        h += nh
+        max_ts = max(max_ts, t)
+        row += 1
+    return bytes(out), row, base_ts, max_ts
 
 
 def encode_arrow(
@@ -409,57 +508,92 @@ def encode_arrow(
     max_batch_bytes: int = DEFAULT_BATCH_BYTES,
     default_timestamp_ms: int | None = None,
     partition_leader_epoch: int = -1,
+    native: bool | None = None,
 ) -> list[bytes]:
     """Encode Arrow rows (``key``, ``value``, optional ``headers`` and ``timestamp``) as v2 batches.
 
-    Offsets run from ``base_offset`` up; a batch is cut when its records area would pass
-    ``max_batch_bytes``. ``timestamp`` may be ``timestamp[*]`` or int64 milliseconds; missing
-    or null timestamps take ``default_timestamp_ms``.
+    Offsets run from ``base_offset`` up; a batch is cut before the record that would take its
+    uncompressed records area past ``max_batch_bytes`` - 61. ``timestamp`` may be ``timestamp[*]``
+    or int64 milliseconds; missing or null timestamps take ``default_timestamp_ms``.
     """
-    n = table.num_rows
-    keys = _column(table, "key")
-    values = _column(table, "value")
-    if values is None:
-        raise KlogError("encode_arrow needs a 'value' column")
-    headers = _column(table, "headers")
-    ts_col = _column(table, "timestamp")
-    if ts_col is not None and pa.types.is_timestamp(ts_col.type):
-        ts_col = ts_col.cast(pa.timestamp("ms", tz=ts_col.type.tz)).cast(pa.int64())
-    ts_list = ts_col.to_pylist() if ts_col is not None else [None] * n
-    key_list = keys.to_pylist() if keys is not None else [None] * n
-    value_list = values.to_pylist()
-    hdr_list = headers.to_pylist() if headers is not None else [None] * n
+    cols = prepare_columns(table, default_timestamp_ms)
+    kernel = native_kernel() if native is not False else None
+    if native and kernel is None:
+        raise KlogError("the native kernel was requested but is not available")
+    budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
+    if kernel is not None:
+        args = (_bincol(cols.keys) if cols.keys is not None else None, _bincol(cols.values), cols.timestamps,
+                cols.header_counts,
+                _bincol(cols.header_keys) if cols.header_keys is not None else None,
+                _bincol(cols.header_values) if cols.header_values is not None else None)
+
+        def encode(start: int) -> tuple[bytes, int, int, int]:
+            return kernel.encode_v2(*args, start, cols.num_rows, budget)  # type: ignore[no-any-return]
+    else:
+        def encode(start: int) -> tuple[bytes, int, int, int]:
+            return _py_encode_v2(cols, start, cols.num_rows, budget)
+
     out: list[bytes] = []
-    pending: list[Record] = []
-    pending_bytes = 0
-    offset = base_offset
-    for i in range(n):
-        ts = ts_list[i]
-        if ts is None:
-            if default_timestamp_ms is None:
-                raise KlogError(f"row {i} has no timestamp and no default_timestamp_ms was given")
-            ts = default_timestamp_ms
-        k = key_list[i]
-        v = value_list[i]
-        if isinstance(k, str):
-            k = k.encode()
-        if isinstance(v, str):
-            v = v.encode()
-        row_headers = hdr_list[i]
-        hs = tuple(Header(h["key"], h["value"]) for h in row_headers) if row_headers else ()
-        size = 24 + (len(k) if k else 0) + (len(v) if v else 0) + sum(8 + len(h.key) + len(h.value or b"") for h in hs)
-        if pending and pending_bytes + size > max_batch_bytes - RECORD_BATCH_OVERHEAD:
-            out.append(build_batch(pending, compression=compression, compression_level=compression_level,
-                                   partition_leader_epoch=partition_leader_epoch))
-            pending = []
-            pending_bytes = 0
-        pending.append(Record(offset, int(ts), k, v, hs))
-        pending_bytes += size
-        offset += 1
-    if pending:
-        out.append(build_batch(pending, compression=compression, compression_level=compression_level,
-                               partition_leader_epoch=partition_leader_epoch))
+    attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
+    row = 0
+    while row < cols.num_rows:
+        area, end, first_ts, max_ts = encode(row)
+        payload = area if compression == CompressionType.NONE else compress(compression, area, compression_level)
+        buf = bytearray(RECORD_BATCH_OVERHEAD) + payload
+        write_batch_header(buf, base_offset=base_offset + row, partition_leader_epoch=partition_leader_epoch,
+                           attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
+                           max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                           records_count=end - row)
+        out.append(bytes(buf))
+        row = end
     return out
+
+
+def murmur2_partitions(keys: pa.Array, num_partitions: int) -> np.ndarray:
+    """Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % n``.
+
+    Null keys get -1 (the caller spreads them). Uses the kernel; the pure-Python twin is
+    :func:`storage_core.columnar.murmur2`.
+    """
+    keys = _as_binary(keys, "key")
+    kernel = native_kernel()
+    if kernel is not None:
+        hashes = np.frombuffer(kernel.murmur2(_bincol(keys), len(keys)), dtype=np.int32, count=len(keys))
+    else:
+        hashes = np.array([murmur2(k) if k is not None else 0 for k in keys.to_pylist()], dtype=np.int32)
+    parts = (hashes.astype(np.int64) & 0x7FFFFFFF) % num_partitions
+    if keys.null_count:
+        valid = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        parts = np.where(valid, parts, -1)
+    return parts.astype(np.int32)
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (signed 32-bit result)."""
+    m = 0x5BD1E995
+    mask = 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    rest = length % 4
+    tail = length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def records_of(batch: AnyBatch) -> list[tuple[Record, ControlRecordType | None]]:

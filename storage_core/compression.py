@@ -191,10 +191,10 @@ def _lz4_compress(data: bytes | memoryview, level: int | None) -> bytes:
 
 
 def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
-    frame = bytes(data)
-    if len(frame) < 7 or frame[:4] != LZ4_FRAME_MAGIC:
+    frame: bytes | memoryview = data
+    if len(frame) < 7 or bytes(frame[:4]) != LZ4_FRAME_MAGIC:
         raise CompressionError(f"Invalid lz4 frame: expected magic {LZ4_FRAME_MAGIC.hex()}, "
-                               f"found {frame[:4].hex()}")
+                               f"found {bytes(frame[:4]).hex()}")
     if magic == 0:
         # Magic v0 producers computed the header checksum over magic+FLG+BD (KAFKA-3160) and
         # Kafka skips the check for v0: put the correct checksum in so the frame decoder accepts it.
@@ -202,11 +202,21 @@ def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
         if len(frame) < 4 + desc_len + 1:
             raise CompressionError("Truncated lz4 frame header")
         hc = (xxh32(frame[4:4 + desc_len]) >> 8) & 0xFF
-        frame = frame[:4 + desc_len] + bytes([hc]) + frame[4 + desc_len + 1:]
+        frame = bytes(frame[:4 + desc_len]) + bytes([hc]) + bytes(frame[4 + desc_len + 1:])
+    decoder = lz4.frame.LZ4FrameDecompressor()
+    # Bounded output: python-lz4 allocates max_length up front, so ask for a few times the
+    # input at a time (a batch rarely compresses more than that) and go on while output remains.
+    step = max(1 << 16, 4 * len(frame))
     try:
-        out = lz4.frame.decompress(frame)
+        out = decoder.decompress(frame, max_length=step)
+        while not decoder.eof and not decoder.needs_input:
+            if len(out) > MAX_DECOMPRESSED_BYTES:
+                raise CompressionError(f"lz4 payload expands past {MAX_DECOMPRESSED_BYTES} bytes")
+            out += decoder.decompress(b"", max_length=step)
     except RuntimeError as exc:
         raise CompressionError(f"Invalid lz4 frame: {exc}") from exc
+    if not decoder.eof:
+        raise CompressionError("Truncated lz4 frame (no end mark)")
     return bytes(out)
 
 

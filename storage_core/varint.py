@@ -36,7 +36,7 @@ def _read_unsigned(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int
             return result, pos
         shift += 7
     raise InvalidRecordError(f"{what.capitalize()} is too long, the most significant bit in the "
-                             f"{max_bytes}th byte is set", position=pos - 1)
+                             f"{max_bytes}th byte is set")
 
 
 def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
