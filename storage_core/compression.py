@@ -201,7 +201,7 @@ def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
         desc_len = 2 + (8 if frame[4] & _LZ4_FLG_CONTENT_SIZE else 0)
         if len(frame) < 4 + desc_len + 1:
             raise CompressionError("Truncated lz4 frame header")
-        hc = (xxh32(frame[4:4 + desc_len]) >> 8) & 0xFF
+        hc = (xxh32(bytes(frame[4:4 + desc_len])) >> 8) & 0xFF
         frame = bytes(frame[:4 + desc_len]) + bytes([hc]) + bytes(frame[4 + desc_len + 1:])
     decoder = lz4.frame.LZ4FrameDecompressor()
     # Bounded output: python-lz4 allocates max_length up front, so ask for a few times the
