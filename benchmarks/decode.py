@@ -1,0 +1,263 @@
+"""Decode throughput: klog's columnar decoder against kafka-python's, on the same segment file.
+
+A segment of ``--records`` records (100-byte JSON-ish values, 10-byte keys, batches of at most
+16 KiB as a producer with ``batch.size=16384`` writes them) is written with klog's own encoder,
+once uncompressed and once lz4, into a temporary directory. On each file, in this process:
+
+* ``klog``: ``decode_batches(FileRecords(path).batches(), ...)`` to one ``pyarrow.RecordBatch``,
+  CRCs checked (``verify=True``, what real reads do), with the native kernel;
+* ``klog (pure Python)``: the same with ``native=False``, for information;
+* ``kafka-python``: ``MemoryRecords(file bytes)``, every batch's ``validate_crc()``, and every
+  record's offset, timestamp, key, value and headers read.
+
+Each is timed best of ``--repeat``; throughput is in records/s and in MB/s (10^6 bytes/s) of the
+``.log`` file. Before timing, the decoders' offsets, timestamps, keys and values are checked
+against each other and against the data written, so a broken decoder cannot be timed.
+
+Run ``python -m benchmarks.decode`` (or ``python benchmarks/decode.py``) from the repository root.
+The lines to grep: ``ratio <case> klog/kafka-python: <x>x``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from kafka.record import MemoryRecords
+
+from storage_core.columnar import decode_batches, encode_arrow, native_kernel
+from storage_core.compression import CompressionType
+from storage_core.file_records import FileRecords
+
+__all__ = ["CASES", "Measurement", "build_segment", "main", "make_table", "run"]
+
+DEFAULT_RECORDS = 200_000
+DEFAULT_REPEAT = 3
+DEFAULT_SEED = 20_240_917
+VALUE_BYTES = 100
+MAX_BATCH_BYTES = 16_384
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+TOPIC = "bench"
+
+#: Case name → codec of the segment file.
+CASES: dict[str, CompressionType] = {"uncompressed": CompressionType.NONE, "lz4": CompressionType.LZ4}
+
+KLOG = "klog"
+KLOG_PY = "klog (pure Python)"
+KAFKA_PYTHON = "kafka-python"
+
+_EVENTS = ("click", "view", "purchase", "signup", "logout", "search", "add_to_cart")
+_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    case: str
+    decoder: str
+    records: int
+    file_bytes: int
+    seconds: float  # the best of the runs
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.file_bytes / self.seconds / 1e6
+
+
+# --- the data ---------------------------------------------------------------------------------
+
+
+def _value(rng: random.Random) -> bytes:
+    """A 100-byte JSON-ish event: some random fields, some text lz4 finds again."""
+    head = (f'{{"user":{rng.randrange(1_000_000)},"event":"{rng.choice(_EVENTS)}",'
+            f'"amount":{rng.randrange(100_000)},"id":"{rng.getrandbits(64):016x}","note":"')
+    note = " ".join(rng.choice(_WORDS) for _ in range(VALUE_BYTES // 4))
+    return (head + note)[:VALUE_BYTES - 2].encode() + b'"}'
+
+
+def make_table(n: int, seed: int = DEFAULT_SEED) -> pa.Table:
+    """``n`` rows of ``key`` (10 bytes), ``value`` (100 bytes), ``timestamp`` (int64 ms), seeded."""
+    rng = random.Random(seed)
+    keys = [f"key-{rng.randrange(1_000_000):06d}".encode() for _ in range(n)]
+    values = [_value(rng) for _ in range(n)]
+    timestamps = [BASE_TIMESTAMP_MS + 10 * i + rng.randrange(10) for i in range(n)]
+    return pa.table({
+        "key": pa.array(keys, pa.binary()),
+        "value": pa.array(values, pa.binary()),
+        "timestamp": pa.array(timestamps, pa.int64()),
+    })
+
+
+def build_segment(table: pa.Table, path: Path, compression: CompressionType) -> int:
+    """Write ``table`` as a segment file of v2 batches; returns the number of batches."""
+    batches = encode_arrow(table, compression=compression, max_batch_bytes=MAX_BATCH_BYTES)
+    path.write_bytes(b"".join(batches))
+    return len(batches)
+
+
+# --- the decoders -----------------------------------------------------------------------------
+
+
+def decode_klog(path: Path, native: bool | None = None) -> pa.RecordBatch:
+    return decode_batches(FileRecords(path).batches(), TOPIC, 0, native=native, verify=True)
+
+
+def decode_kafka_python(path: Path) -> int:
+    """kafka-python's consumer work on a fetched record set; returns the number of records."""
+    records = MemoryRecords(path.read_bytes())
+    n = 0
+    while (batch := records.next_batch()) is not None:
+        if not batch.validate_crc():
+            raise AssertionError(f"kafka-python: CRC mismatch in the batch at offset {batch.base_offset}")
+        for rec in batch:
+            _offset = rec.offset
+            _timestamp = rec.timestamp
+            _key = rec.key
+            _value = rec.value
+            _headers = rec.headers
+            n += 1
+    return n
+
+
+def kafka_python_columns(path: Path) -> dict[str, list[Any]]:
+    """offset, timestamp, key, value of every record, as kafka-python decodes them."""
+    cols: dict[str, list[Any]] = {"offset": [], "timestamp": [], "key": [], "value": []}
+    records = MemoryRecords(path.read_bytes())
+    while (batch := records.next_batch()) is not None:
+        for rec in batch:
+            cols["offset"].append(rec.offset)
+            cols["timestamp"].append(rec.timestamp)
+            cols["key"].append(rec.key)
+            cols["value"].append(rec.value)
+    return cols
+
+
+def check_agree(case: str, table: pa.Table, klog: pa.RecordBatch, klog_py: pa.RecordBatch | None,
+                kafka: dict[str, list[Any]]) -> None:
+    """klog, its pure-Python twin, kafka-python and the data written all say the same."""
+    n = table.num_rows
+
+    def fail(what: str) -> None:
+        raise AssertionError(f"{case}: {what}")
+
+    if klog.num_rows != n or len(kafka["offset"]) != n:
+        fail(f"record counts differ: written {n}, klog {klog.num_rows}, kafka-python {len(kafka['offset'])}")
+    offsets = klog.column("offset").to_pylist()
+    if offsets != list(range(n)) or kafka["offset"] != offsets:
+        fail("offsets differ between klog, kafka-python and the data written")
+    written_values = table.column("value").combine_chunks()
+    if not klog.column("value").equals(written_values) or kafka["value"] != written_values.to_pylist():
+        fail("values differ between klog, kafka-python and the data written")
+    written_keys = table.column("key").combine_chunks()
+    if not klog.column("key").equals(written_keys) or kafka["key"] != written_keys.to_pylist():
+        fail("keys differ between klog, kafka-python and the data written")
+    ts_ms = klog.column("timestamp").cast(pa.int64()).to_pylist()
+    if [t // 1000 for t in ts_ms] != kafka["timestamp"] or kafka["timestamp"] != table.column("timestamp").to_pylist():
+        fail("timestamps differ between klog, kafka-python and the data written")
+    if klog_py is not None and not klog_py.equals(klog):
+        fail("klog's native and pure-Python decoders disagree")
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> float:
+    """The shortest wall time of ``repeat`` calls of ``fn`` (a full collection before each)."""
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS: bytes, Linux: KiB
+
+
+def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int = DEFAULT_SEED, *,
+        pure_python: bool = True, workdir: Path | None = None, log: Callable[[str], None] = print) -> list[Measurement]:
+    """Build the segments, check the decoders agree on them, time them; one row per case and decoder."""
+    table = make_table(records, seed)
+    out: list[Measurement] = []
+    with tempfile.TemporaryDirectory(prefix="klog-bench-", dir=workdir) as tmp:
+        for case, codec in CASES.items():
+            path = Path(tmp) / case / "00000000000000000000.log"
+            path.parent.mkdir()
+            start = time.perf_counter()
+            n_batches = build_segment(table, path, codec)
+            size = path.stat().st_size
+            log(f"{case}: {records:,} records in {n_batches:,} batches, {size:,} bytes "
+                f"(written in {time.perf_counter() - start:.1f} s)")
+
+            check_agree(case, table, decode_klog(path), decode_klog(path, native=False) if pure_python else None,
+                        kafka_python_columns(path))
+
+            timings = {KLOG: best_of(repeat, partial(decode_klog, path))}
+            if pure_python:
+                timings[KLOG_PY] = best_of(repeat, partial(decode_klog, path, native=False))
+            timings[KAFKA_PYTHON] = best_of(repeat, partial(decode_kafka_python, path))
+            out += [Measurement(case, name, records, size, seconds) for name, seconds in timings.items()]
+    return out
+
+
+def ratio(results: Sequence[Measurement], case: str, decoder: str = KLOG) -> float:
+    """How many times faster ``decoder`` is than kafka-python on ``case``."""
+    by_name = {m.decoder: m for m in results if m.case == case}
+    return by_name[KAFKA_PYTHON].seconds / by_name[decoder].seconds
+
+
+def format_table(results: Sequence[Measurement]) -> str:
+    lines = [f"{'case':<13} {'decoder':<19} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16}"]
+    for m in results:
+        lines.append(f"{m.case:<13} {m.decoder:<19} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
+                     f"{m.mb_per_s:>8.1f} {ratio(results, m.case, m.decoder):>15.1f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.decode", description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=DEFAULT_RECORDS,
+                        help="records per segment (default %(default)s)")
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
+                        help="runs per measurement, the best kept (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="data seed (default %(default)s)")
+    parser.add_argument("--pure-python", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time klog's pure-Python builder (default: yes)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where to make the temporary directory")
+    args = parser.parse_args(argv)
+    if args.records < 1 or args.repeat < 1:
+        parser.error("--records and --repeat must be at least 1")
+
+    kernel = native_kernel()
+    print(f"decode benchmark: {args.records:,} records, {VALUE_BYTES}-byte values, 10-byte keys, "
+          f"batches <= {MAX_BATCH_BYTES} bytes, seed {args.seed}, best of {args.repeat}")
+    print(f"klog kernel: {getattr(kernel, '__file__', 'NOT BUILT, klog runs the pure-Python builder')}")
+    results = run(args.records, args.repeat, args.seed, pure_python=args.pure_python, workdir=args.workdir)
+    print()
+    print(format_table(results))
+    print()
+    for case in CASES:
+        print(f"ratio {case} klog/kafka-python: {ratio(results, case):.1f}x")
+    print(f"peak RSS: {peak_rss_bytes() / (1 << 20):.1f} MiB (whole run: data, encoding, checks, all decoders)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

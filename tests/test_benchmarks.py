@@ -1,0 +1,14 @@
+"""The benchmarks still run (tiny sizes; the figures themselves come from ``make bench``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import decode
+
+
+def test_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    decode.main(["--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio uncompressed klog/kafka-python:" in out
+    assert "ratio lz4 klog/kafka-python:" in out
