@@ -1,0 +1,131 @@
+"""Offset, time and transaction indexes: Kafka's files read as Kafka lists them, rebuilt as Kafka rebuilds them."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import shared_fixtures as sf
+
+from storage_core.errors import CorruptIndexError, KlogError
+from storage_core.offset_index import OffsetIndex, OffsetPosition
+from storage_core.segment import base_offset_of, scan_segment
+from storage_core.time_index import TimeIndex, TimestampOffset
+from storage_core.txn_index import ABORTED_TXN, AbortedTxn, TransactionIndex
+
+PAIRS = sorted(sf.KAFKA_FIXTURES.rglob("*.index.expected.tsv")) if sf.available() else []
+
+
+def _tsv(path: Path) -> list[tuple[int, ...]]:
+    return [tuple(int(x) for x in line.split("\t")) for line in path.read_text().splitlines()[1:]]
+
+
+@pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)
+def test_there_are_60_index_pairs() -> None:
+    assert len(PAIRS) == 60
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize("tsv", PAIRS, ids=[sf.fixture_id(p) for p in PAIRS])
+def test_broker_indexes_read_and_rebuild(tsv: Path) -> None:
+    index = tsv.with_name(tsv.name[: -len(".expected.tsv")])
+    log, tindex = index.with_suffix(".log"), index.with_suffix(".timeindex")
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (index, log, tindex)}
+    base = base_offset_of(log)
+    expected = _tsv(tsv)
+    t_expected = _tsv(tindex.with_name(tindex.name + ".expected.tsv"))
+    with OffsetIndex(index, base) as oi, TimeIndex(tindex, base) as ti:
+        assert [(e.offset - base, e.offset, e.position) for e in oi.all_entries()] == expected
+        assert [(e.timestamp, e.offset - base, e.offset) for e in ti.all_entries()] == t_expected
+        oi.sanity_check()
+        ti.sanity_check()
+    scan = scan_segment(log, index_interval_bytes=4096)
+    assert scan.error is None and scan.valid_bytes == log.stat().st_size
+    assert [(e.offset - base, e.offset, e.position) for e in scan.offset_entries] == expected
+    # the timestamps always match; offsets may be the batch's last offset (recovery's rule) where the
+    # broker's append path wrote the offset of the record holding the max timestamp
+    assert [e.timestamp for e in scan.time_entries] == [t[0] for t in t_expected]
+    for mine, theirs in zip(scan.time_entries, t_expected, strict=True):
+        assert mine.offset >= theirs[2]
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (index, log, tindex)} == before
+
+
+def test_offset_index_write_lookup_trim(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    oi = OffsetIndex(path, 100, max_index_size=80, writable=True)
+    assert path.stat().st_size == 80  # preallocated
+    for i in range(1, 6):
+        oi.append(100 + 10 * i, 1000 * i)
+    assert oi.lookup(99) == OffsetPosition(100, 0)
+    assert oi.lookup(110) == OffsetPosition(110, 1000)
+    assert oi.lookup(135) == OffsetPosition(130, 3000)
+    assert oi.lookup(10_000) == OffsetPosition(150, 5000)
+    with pytest.raises(CorruptIndexError):
+        oi.append(150, 6000)
+    oi.truncate_to(130)
+    assert oi.last_offset == 120
+    oi.close()
+    assert path.stat().st_size == 16  # trimmed on close
+    ro = OffsetIndex(path, 100)
+    assert ro.all_entries() == [OffsetPosition(110, 1000), OffsetPosition(120, 2000)]
+    with pytest.raises(KlogError, match="read-only"):
+        ro.append(200, 9000)
+    ro.close()
+
+
+def test_preallocated_index_zero_tail_is_ignored_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    oi = OffsetIndex(path, 0, max_index_size=8 * 1000, writable=True)
+    oi.append(0, 0)  # relative offset 0 in slot 0 is legal
+    oi.append(7, 4200)
+    oi.flush()
+    ro = OffsetIndex(path, 0)  # as copied off a running broker: 1000 slots, 2 used
+    assert ro.entries == 2
+    assert ro.lookup(5) == OffsetPosition(0, 0)
+    ro.close()
+    oi.close()
+
+
+def test_time_index_rules(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    ti = TimeIndex(path, 0, max_index_size=12 * 4, writable=True)
+    ti.maybe_append(-1, 0)  # NO_TIMESTAMP: nothing
+    assert ti.entries == 0
+    ti.maybe_append(1000, 3)
+    ti.maybe_append(1000, 5)  # not greater: ignored
+    ti.maybe_append(2000, 9)
+    assert ti.all_entries() == [TimestampOffset(1000, 3), TimestampOffset(2000, 9)]
+    with pytest.raises(CorruptIndexError):
+        ti.maybe_append(3000, 4)  # offset goes back
+    ti.maybe_append(2500, 12)
+    assert ti.is_full()  # the last slot is kept for the close entry
+    ti.maybe_append(2600, 13, skip_full_check=True)
+    assert ti.lookup(999) == TimestampOffset(-1, 0)
+    assert ti.lookup(2100) == TimestampOffset(2000, 9)
+    ti.close()
+    assert path.stat().st_size == 48
+
+
+def test_sanity_check_catches_a_torn_index(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(b"\x00\x00\x00\x05\x00\x00\x10\x00\x00\x00")
+    with pytest.raises(CorruptIndexError, match="multiple of 8"):
+        OffsetIndex(path, 0).sanity_check()
+
+
+def test_txn_index(tmp_path: Path) -> None:
+    ti = TransactionIndex(tmp_path / "00000000000000000000.txnindex", 0)
+    assert ti.read() == []
+    ti.append(AbortedTxn(7, 3, 10, 3))
+    ti.append(AbortedTxn(8, 11, 20, 11))
+    assert len(ti.path.read_bytes()) == 2 * ABORTED_TXN.size == 68
+    with pytest.raises(CorruptIndexError):
+        ti.append(AbortedTxn(9, 1, 15, 1))
+    assert ti.collect_aborted(12, 100) == [AbortedTxn(8, 11, 20, 11)]
+    assert ti.collect_aborted(0, 5) == [AbortedTxn(7, 3, 10, 3)]
+    ti.truncate_to(15)
+    assert ti.read() == [AbortedTxn(7, 3, 10, 3)]
+    ti.path.write_bytes(ti.path.read_bytes() + b"\x00")
+    with pytest.raises(CorruptIndexError, match="multiple of the entry size 34"):
+        ti.read()
