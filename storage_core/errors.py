@@ -25,6 +25,8 @@ __all__ = [
     "RecordTooLargeError",
     "LogConfigError",
     "InvalidOptionError",
+    "CorruptCheckpointError",
+    "InvalidTopicError",
 ]
 
 
@@ -118,3 +120,15 @@ class InvalidOptionError(KlogError, ValueError):
     """A reader/writer/CLI option that is unknown or has a wrong value."""
 
     kafka_exception = "IllegalArgumentException"
+
+
+class CorruptCheckpointError(KlogError):
+    """A checkpoint text file (``*-checkpoint``, ``partition.metadata``, ``meta.properties``, ...) that does not parse."""
+
+    kafka_exception = "IOException"
+
+
+class InvalidTopicError(KlogError, ValueError):
+    """A topic name Kafka's ``Topic.validate`` would reject, or a directory name that is not ``<topic>-<partition>``."""
+
+    kafka_exception = "InvalidTopicException"
