@@ -40,6 +40,7 @@ from .records import (
     batch_attributes,
     decode_record,
     encode_record,
+    wrap_int64,
     write_batch_header,
 )
 
@@ -236,6 +237,12 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
     if with_headers:
         nh = parts["nh"]
         hk = pa.Array.from_buffers(pa.string(), nh, [None, buf(parts["hk_offsets"]), buf(parts["hk_data"])])
+        try:
+            hk.validate(full=True)
+        except pa.ArrowInvalid:
+            # Kafka decodes header keys as UTF-8 with replacement characters; so does the Python twin
+            raw = pa.Array.from_buffers(pa.binary(), nh, [None, buf(parts["hk_offsets"]), buf(parts["hk_data"])])
+            hk = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
         hv = pa.Array.from_buffers(pa.binary(), nh, [buf(parts["hv_valid"]), buf(parts["hv_offsets"]),
                                                      buf(parts["hv_data"])])
         entries = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
@@ -248,6 +255,8 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
 
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
+#: The largest |timestamp| in ms whose microseconds fit an int64.
+_MAX_MS = _I64_MAX // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +341,12 @@ class ArrowDecoder:
         n = int(parts["n"])
         arrays = _arrays_from_buffers(parts, self.include_headers)
         counts = np.asarray(self._counts, dtype=np.int64)
-        ts_us = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n) * 1000
+        ts_ms = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n)
+        if n and (ts_ms.max() > _MAX_MS or ts_ms.min() < -_MAX_MS):
+            i = int(np.argmax((ts_ms > _MAX_MS) | (ts_ms < -_MAX_MS)))
+            raise KlogError(f"record at offset {arrays['offset'][i].as_py()} has timestamp {int(ts_ms[i])} ms, "
+                            "outside what a microsecond timestamp can hold (Spark's Kafka source fails here too)")
+        ts_us = ts_ms * 1000
         columns: list[pa.Array] = [
             arrays["key"],
             arrays["value"],
@@ -433,7 +447,18 @@ def prepare_columns(table: pa.RecordBatch | pa.Table, default_timestamp_ms: int 
         if isinstance(ts, pa.ChunkedArray):
             ts = ts.combine_chunks()
         if pa.types.is_timestamp(ts.type):
-            ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz), safe=False).cast(pa.int64())
+            # to milliseconds, rounding down (floorDiv, as Spark's microsToMillis) rather than toward zero
+            raw = ts.cast(pa.int64())
+            unit = ts.type.unit
+            if unit == "s":
+                ts = pc.multiply_checked(raw, 1000)
+            elif unit != "ms":
+                factor = 1000 if unit == "us" else 1_000_000
+                vals = np.floor_divide(raw.to_numpy(zero_copy_only=False), factor) if raw.null_count == 0 else None
+                ts = pa.array(vals, pa.int64()) if vals is not None else pa.array(
+                    [None if v is None else v // factor for v in raw.to_pylist()], pa.int64())
+            else:
+                ts = raw
         elif pa.types.is_integer(ts.type):
             ts = ts.cast(pa.int64())
         else:
@@ -489,7 +514,7 @@ def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) ->
             hk = cols.header_keys[k].as_py()
             headers.append(Header(hk.decode("utf-8", "replace"), cols.header_values[k].as_py()))
         t = int(cols.timestamps[row])
-        rec = encode_record(row - start, t - base_ts, key, value, headers)
+        rec = encode_record(row - start, wrap_int64(t - base_ts), key, value, headers)
         if row > start and len(out) + len(rec) > max_bytes:
             break
         out += rec

@@ -523,7 +523,7 @@ def build_batch(
         delta = r.offset - base_offset
         if not 0 <= delta <= _INT32_MAX:
             raise ValueError(f"offset {r.offset} does not fit a batch based at {base_offset}")
-        body += encode_record(delta, r.timestamp - base_ts, r.key, r.value, r.headers)
+        body += encode_record(delta, wrap_int64(r.timestamp - base_ts), r.key, r.value, r.headers)
     payload = compress(compression, bytes(body), compression_level) if compression != CompressionType.NONE else body
     buf = bytearray(RECORD_BATCH_OVERHEAD) + payload
     write_batch_header(
