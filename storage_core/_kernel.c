@@ -212,6 +212,8 @@ static int RecordsBuilder_init(RecordsBuilder *s, PyObject *args, PyObject *kwds
 }
 
 #define INT32_LIMIT 2147483647
+/* The largest |timestamp| in milliseconds whose microseconds fit an int64 (Arrow timestamp[us]). */
+#define MAX_MS (INT64_MAX / 1000)
 
 static int data_fits(Buf *data, Py_ssize_t extra) {
     if (data->len + extra > INT32_LIMIT) {
@@ -363,6 +365,11 @@ static PyObject *RecordsBuilder_add_v2(RecordsBuilder *s, PyObject *args) {
         int64_t offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
         if (offset < min_offset || offset >= end_offset) continue;
         int64_t ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        if (ts > MAX_MS || ts < -MAX_MS) {
+            invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
+                    "(Spark's Kafka source fails here too)", (long long)offset, (long long)ts);
+            goto done;
+        }
         Py_ssize_t row = s->n;
         if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, ts) < 0) goto done;
         if (put_binary(&s->key_offsets, &s->key_data, &s->key_valid, row, key, klen) < 0) goto done;
@@ -399,6 +406,9 @@ static PyObject *RecordsBuilder_add_record(RecordsBuilder *s, PyObject *args) {
     long long offset, ts;
     PyObject *key, *value, *headers;
     if (!PyArg_ParseTuple(args, "LLOOO", &offset, &ts, &key, &value, &headers)) return NULL;
+    if (ts > MAX_MS || ts < -MAX_MS)
+        return invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
+                       "(Spark's Kafka source fails here too)", offset, ts);
     Py_ssize_t row = s->n;
     Py_buffer kb = {0}, vb = {0};
     int have_k = 0, have_v = 0;

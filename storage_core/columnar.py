@@ -109,6 +109,14 @@ class RecordsBuilderProtocol(Protocol):
     def finish(self) -> dict[str, Any]: ...
 
 
+def _check_timestamp(offset: int, timestamp: int) -> None:
+    if not -_MAX_MS <= timestamp <= _MAX_MS:
+        from .errors import InvalidRecordError
+
+        raise InvalidRecordError(f"Record at offset {offset} has timestamp {timestamp} ms, outside what a microsecond "
+                                 "timestamp can hold (Spark's Kafka source fails here too)")
+
+
 class PyRecordsBuilder:
     """Pure-Python twin of ``_kernel.RecordsBuilder``: same methods, same buffers."""
 
@@ -148,6 +156,9 @@ class PyRecordsBuilder:
             decoded.append(rec)
         if pos != len(view):
             raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+        for rec in decoded:
+            if min_offset <= rec.offset < end_offset:
+                _check_timestamp(rec.offset, rec.timestamp)
         appended = 0
         for rec in decoded:
             if min_offset <= rec.offset < end_offset:
@@ -158,6 +169,7 @@ class PyRecordsBuilder:
 
     def add_record(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
                    headers: Sequence[tuple[str, bytes | None]] | None) -> None:
+        _check_timestamp(offset, timestamp)
         self.offsets.append(offset)
         self.timestamps.append(timestamp)
         self.keys.append(None if key is None else bytes(key))
@@ -320,11 +332,16 @@ class ArrowDecoder:
                 exc.located(path=batch.path, position=batch.position)
                 raise
         else:
-            n = 0
-            for rec in batch.records():
-                if min_offset <= rec.offset < end_offset:
-                    self._builder.add_record(rec.offset, rec.timestamp, rec.key, rec.value, None)
-                    n += 1
+            kept = [r for r in batch.records() if min_offset <= r.offset < end_offset]
+            try:
+                for rec in kept:
+                    _check_timestamp(rec.offset, rec.timestamp)
+            except KlogError as exc:
+                exc.located(path=batch.path, position=batch.position)
+                raise
+            for rec in kept:
+                self._builder.add_record(rec.offset, rec.timestamp, rec.key, rec.value, None)
+            n = len(kept)
         if n:
             self._counts.append(n)
             self._ts_types.append(int(batch.timestamp_type))
@@ -341,12 +358,8 @@ class ArrowDecoder:
         n = int(parts["n"])
         arrays = _arrays_from_buffers(parts, self.include_headers)
         counts = np.asarray(self._counts, dtype=np.int64)
-        ts_ms = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n)
-        if n and (ts_ms.max() > _MAX_MS or ts_ms.min() < -_MAX_MS):
-            i = int(np.argmax((ts_ms > _MAX_MS) | (ts_ms < -_MAX_MS)))
-            raise KlogError(f"record at offset {arrays['offset'][i].as_py()} has timestamp {int(ts_ms[i])} ms, "
-                            "outside what a microsecond timestamp can hold (Spark's Kafka source fails here too)")
-        ts_us = ts_ms * 1000
+        # the builders refuse timestamps whose microseconds overflow (see _check_timestamp)
+        ts_us = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n) * 1000
         columns: list[pa.Array] = [
             arrays["key"],
             arrays["value"],
