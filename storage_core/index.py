@@ -46,7 +46,7 @@ class AbstractIndex(Generic[E]):
         self.base_offset = base_offset
         self.writable = writable
         self.entry_size = self.ENTRY.size
-        self._mmap: mmap.mmap | None = None
+        self._mmap: mmap.mmap | bytes | None = None
         self._file = None
         exists = self.path.exists()
         if writable:
@@ -54,14 +54,13 @@ class AbstractIndex(Generic[E]):
                 raise KlogError(f"max_index_size {max_index_size} is smaller than one entry ({self.entry_size} bytes)")
             self._file = open(self.path, "r+b" if exists else "w+b")  # noqa: SIM115 - lives as long as the index
             length = os.fstat(self._file.fileno()).st_size
-            if not exists or length == 0:
+            fresh = length == 0
+            if fresh:
                 length = self._round(max_index_size)
                 self._file.truncate(length)
-            self.max_index_size = max_index_size
+            self.max_index_size = max(max_index_size, length)
             self._map(length, writable=True)
-            self._entries = length // self.entry_size if exists else 0
-            if exists and length % self.entry_size == 0:
-                self._entries = self._count_valid_entries()
+            self._entries = 0 if fresh else self._count_valid_entries()
         else:
             if not exists:
                 raise KlogError(f"no such index file: {self.path}")
@@ -73,14 +72,29 @@ class AbstractIndex(Generic[E]):
             self._entries = self._count_valid_entries()
         self._length = length
 
+    @classmethod
+    def in_memory(cls, path: str | os.PathLike[str], base_offset: int, data: bytes) -> AbstractIndex[E]:
+        """A read-only index over entries built in memory (read-only recovery never writes)."""
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.writable = False
+        self.entry_size = cls.ENTRY.size
+        self._file = None
+        self._mmap = bytes(data)
+        self.max_index_size = len(data)
+        self._length = len(data)
+        self._entries = len(data) // self.entry_size
+        return self
+
     # -- layout
     def _round(self, size: int) -> int:
         return size - size % self.entry_size
 
     def _map(self, length: int, *, writable: bool) -> None:
-        if self._mmap is not None:
+        if isinstance(self._mmap, mmap.mmap):
             self._mmap.close()
-            self._mmap = None
+        self._mmap = None
         assert self._file is not None
         if length:
             self._mmap = mmap.mmap(self._file.fileno(), length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
@@ -134,7 +148,7 @@ class AbstractIndex(Generic[E]):
             raise KlogError(f"Attempt to append to a full index (size = {self._entries}) in {self.path}")
         if self._mmap is None or (self._entries + 1) * self.entry_size > len(self._mmap):
             self.resize(max(self.max_index_size, (self._entries + 1) * self.entry_size))
-        assert self._mmap is not None
+        assert isinstance(self._mmap, mmap.mmap)
         self.ENTRY.pack_into(self._mmap, self._entries * self.entry_size, *fields)
         self._entries += 1
 
@@ -175,7 +189,7 @@ class AbstractIndex(Generic[E]):
         if not self.writable or self._file is None:
             raise KlogError(f"index {self.path} is open read-only")
         length = self._round(new_size)
-        if self._mmap is not None:
+        if isinstance(self._mmap, mmap.mmap):
             self._mmap.flush()
         self._map(0, writable=True)
         self._file.truncate(length)
@@ -190,7 +204,7 @@ class AbstractIndex(Generic[E]):
 
     def truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
-        if self._mmap is not None and self.writable:
+        if isinstance(self._mmap, mmap.mmap) and self.writable:
             start = entries * self.entry_size
             self._mmap[start:len(self._mmap)] = bytes(len(self._mmap) - start)
 
@@ -199,16 +213,16 @@ class AbstractIndex(Generic[E]):
         self.truncate_to_entries(0)
 
     def flush(self) -> None:
-        if self._mmap is not None and self.writable:
+        if isinstance(self._mmap, mmap.mmap) and self.writable:
             self._mmap.flush()
 
     def close(self) -> None:
         if self.writable:
             self.trim_to_valid_size()
             self.flush()
-        if self._mmap is not None:
+        if isinstance(self._mmap, mmap.mmap):
             self._mmap.close()
-            self._mmap = None
+        self._mmap = None
         if self._file is not None:
             self._file.close()
             self._file = None

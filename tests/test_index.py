@@ -129,3 +129,24 @@ def test_txn_index(tmp_path: Path) -> None:
     ti.path.write_bytes(ti.path.read_bytes() + b"\x00")
     with pytest.raises(CorruptIndexError, match="multiple of the entry size 34"):
         ti.read()
+
+
+def test_empty_existing_index_opens_writable_with_no_entries(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(b"")  # what a broker leaves for a just-rolled segment after trimming
+    oi = OffsetIndex(path, 0, max_index_size=800, writable=True)
+    assert oi.entries == 0 and path.stat().st_size == 800
+    oi.append(5, 4100)
+    oi.close()
+    assert OffsetIndex(path, 0).all_entries() == [OffsetPosition(5, 4100)]
+
+
+def test_in_memory_index_for_read_only_recovery(tmp_path: Path) -> None:
+    from storage_core.offset_index import OFFSET_INDEX_ENTRY
+
+    data = b"".join(OFFSET_INDEX_ENTRY.pack(rel, pos) for rel, pos in [(3, 4200), (9, 8500)])
+    oi = OffsetIndex.in_memory(tmp_path / "00000000000000000010.index", 10, data)
+    assert isinstance(oi, OffsetIndex)
+    assert oi.lookup(15) == OffsetPosition(13, 4200)
+    assert not (tmp_path / "00000000000000000010.index").exists()
+    oi.close()
