@@ -31,8 +31,8 @@ from pathlib import Path
 
 from .errors import KlogError
 from .file_records import FileRecords, PartialTail
-from .offset_index import OffsetPosition
-from .time_index import NO_TIMESTAMP, TimestampOffset
+from .offset_index import OffsetIndex, OffsetPosition
+from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 #: Kafka's default ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -127,3 +127,318 @@ def _maybe_append_time(entries: list[TimestampOffset], timestamp: int, offset: i
     last_ts = entries[-1].timestamp if entries else NO_TIMESTAMP
     if timestamp > last_ts:
         entries.append(TimestampOffset(timestamp, offset))
+
+
+# --- LogSegment --------------------------------------------------------------------------------
+
+#: Kafka's default ``segment.index.bytes``.
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+_INT32_MAX = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetPosition:
+    """A batch found by offset: its last offset, byte position and size (``FileRecords.LogOffsetPosition``)."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches read from a segment, starting at ``position``."""
+
+    start_offset: int
+    position: int
+    records: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    """What decides whether to roll before an append (``RollParams.java``)."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+class LogSegment:
+    """``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex`` (``LogSegment.java``).
+
+    Writable segments append batches and keep the indexes with Kafka's sparse rule; read-only
+    segments never change a byte on disk: a missing or unusable index is rebuilt in memory.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], base_offset: int, *,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = False,
+                 rolling_jitter_ms: int = 0) -> None:
+        from .txn_index import TransactionIndex
+
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.writable = writable
+        self.rolling_jitter_ms = rolling_jitter_ms
+        prefix = filename_prefix(base_offset)
+        self.log_path = self.dir / (prefix + LOG_SUFFIX)
+        index_path = self.dir / (prefix + INDEX_SUFFIX)
+        time_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(self.dir / (prefix + TXN_INDEX_SUFFIX), base_offset)
+        self._log = None
+        self.rebuilt_in_memory = False
+        if writable:
+            self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
+            self.size_in_bytes = os.fstat(self._log.fileno()).st_size
+            self.offset_index: OffsetIndex = OffsetIndex(index_path, base_offset, max_index_size=max_index_size,
+                                                         writable=True)
+            self.time_index: TimeIndex = TimeIndex(time_path, base_offset, max_index_size=max_index_size,
+                                                   writable=True)
+        else:
+            if not self.log_path.is_file():
+                raise KlogError(f"no such segment file: {self.log_path}")
+            self.size_in_bytes = self.log_path.stat().st_size
+            self.offset_index, self.time_index = self._read_only_indexes(index_path, time_path)
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts: TimestampOffset | None = None  # loaded lazily
+
+    def _read_only_indexes(self, index_path: Path, time_path: Path) -> tuple[OffsetIndex, TimeIndex]:
+        from .offset_index import OFFSET_INDEX_ENTRY
+        from .time_index import TIME_INDEX_ENTRY
+
+        try:
+            if not index_path.is_file():
+                raise KlogError(f"missing index {index_path}")
+            oi = OffsetIndex(index_path, self.base_offset)
+            ti = TimeIndex(time_path, self.base_offset) if time_path.is_file() else None
+            oi.sanity_check()
+            if ti is not None:
+                ti.sanity_check()
+            if ti is not None and (oi.entries or self.size_in_bytes <= self.index_interval_bytes):
+                return oi, ti
+            oi.close()
+            if ti is not None:
+                ti.close()
+        except KlogError:
+            pass  # rebuilt below, in memory: a reader never writes
+        scan = scan_segment(self.log_path, index_interval_bytes=self.index_interval_bytes,
+                            base_offset=self.base_offset)
+        self.rebuilt_in_memory = True
+        odata = b"".join(OFFSET_INDEX_ENTRY.pack(e.offset - self.base_offset, e.position) for e in scan.offset_entries)
+        tdata = b"".join(TIME_INDEX_ENTRY.pack(e.timestamp, e.offset - self.base_offset) for e in scan.time_entries)
+        oi2 = OffsetIndex.in_memory(index_path, self.base_offset, odata)
+        ti2 = TimeIndex.in_memory(time_path, self.base_offset, tdata)
+        assert isinstance(oi2, OffsetIndex) and isinstance(ti2, TimeIndex)
+        return oi2, ti2
+
+    # -- reading
+    def _records(self) -> FileRecords:
+        return FileRecords(self.log_path)
+
+    def batches(self, start_position: int = 0, end_position: int | None = None):  # type: ignore[no-untyped-def]
+        """Batches from a byte position (a batch boundary) up to the segment's size when opened."""
+        end = self.size_in_bytes if end_position is None else end_position
+        return self._records().batches(start_position, end)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= ``offset`` (index lookup, then a short scan)."""
+        mapping = self.offset_index.lookup(offset)
+        for batch in self.batches(max(mapping.position, starting_position)):
+            if batch.last_offset >= offset:
+                return LogOffsetPosition(batch.last_offset, batch.position, batch.size_in_bytes)
+        return None
+
+    def read(self, start_offset: int, max_size: int, *, max_position: int | None = None,
+             min_one_message: bool = True) -> FetchData | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes
+        (the first batch whatever its size when ``min_one_message``); None past the end."""
+        if max_size < 0:
+            raise KlogError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
+        pos = self.translate_offset(start_offset)
+        if pos is None:
+            return None
+        end = self.size_in_bytes if max_position is None else max_position
+        taken = 0
+        for batch in self.batches(pos.position, end):
+            if taken + batch.size_in_bytes > max_size and not (taken == 0 and min_one_message):
+                break
+            taken += batch.size_in_bytes
+        with open(self.log_path, "rb") as f:
+            f.seek(pos.position)
+            data = f.read(taken)
+        return FetchData(start_offset, pos.position, data)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampOffset | None:
+        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
+        start = self.base_offset if starting_offset is None else starting_offset
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, start)).position
+        for batch in self.batches(position):
+            if batch.max_timestamp >= timestamp and batch.last_offset >= start:
+                for rec in batch.records():
+                    if rec.timestamp >= timestamp and rec.offset >= start:
+                        return TimestampOffset(rec.timestamp, rec.offset)
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset for an empty segment)."""
+        last = self.offset_index.lookup(2**62)
+        nxt = self.base_offset
+        for batch in self.batches(last.position):
+            nxt = batch.next_offset
+        return nxt
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        if self._max_ts is None:
+            self._max_ts = self._load_max_timestamp()
+        return self._max_ts
+
+    def _load_max_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry
+        best = last
+        position = self.offset_index.lookup(last.offset).position
+        for batch in self.batches(position):
+            if batch.max_timestamp > best.timestamp:
+                best = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        return best
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime if there is none (retention's rule)."""
+        ts = self.max_timestamp_so_far.timestamp
+        return ts if ts >= 0 else int(self.log_path.stat().st_mtime * 1000)
+
+    # -- writing
+    def _require_writable(self) -> None:
+        if not self.writable or self._log is None:
+            raise KlogError(f"segment {self.log_path} is open read-only")
+
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               records: bytes) -> None:
+        """Append one or more whole batches (``LogSegment.append``); indexes follow the sparse rule."""
+        self._require_writable()
+        assert self._log is not None
+        if not records:
+            return
+        position = self.size_in_bytes
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
+            raise KlogError(f"Largest offset {largest_offset} cannot be stored relative to base offset "
+                            f"{self.base_offset} in {self.log_path}")
+        self._log.write(records)
+        self._log.flush()
+        self.size_in_bytes += len(records)
+        if largest_timestamp > self.max_timestamp_so_far.timestamp:
+            self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            mts = self.max_timestamp_so_far
+            self.time_index.maybe_append(mts.timestamp, mts.offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(records)
+
+    def flush(self) -> None:
+        if self._log is not None:
+            self._log.flush()
+            os.fsync(self._log.fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def recover(self) -> int:
+        """``LogSegment.recover``: revalidate, truncate after the last valid batch, rebuild the
+        indexes. Returns the bytes truncated."""
+        self._require_writable()
+        assert self._log is not None
+        scan = scan_segment(self.log_path, index_interval_bytes=self.index_interval_bytes,
+                            base_offset=self.base_offset)
+        self.offset_index.reset()
+        self.time_index.reset()
+        for e in scan.offset_entries:
+            self.offset_index.append(e.offset, e.position)
+        for t in scan.time_entries[:-1] if scan.time_entries else []:
+            self.time_index.maybe_append(t.timestamp, t.offset)
+        if scan.time_entries:
+            last = scan.time_entries[-1]
+            self.time_index.maybe_append(last.timestamp, last.offset, skip_full_check=True)
+        truncated = self.size_in_bytes - scan.valid_bytes
+        if truncated > 0:
+            self._log.truncate(scan.valid_bytes)
+            self.size_in_bytes = scan.valid_bytes
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._max_ts = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp or self.base_offset)
+        self._bytes_since_last_index_entry = 0
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything from ``offset`` on; returns the bytes removed (``LogSegment.truncateTo``)."""
+        self._require_writable()
+        assert self._log is not None
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        truncated = 0
+        if mapping is not None and mapping.position < self.size_in_bytes:
+            truncated = self.size_in_bytes - mapping.position
+            self._log.truncate(mapping.position)
+            self.size_in_bytes = mapping.position
+        if self.size_in_bytes == 0:
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._max_ts = None
+        return truncated
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        if self._rolling_based_timestamp is None and self.size_in_bytes > 0:
+            for batch in self.batches():
+                self._rolling_based_timestamp = batch.max_timestamp
+                break
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return message_timestamp - self._rolling_based_timestamp
+        return now_ms - int(self.log_path.stat().st_ctime * 1000)
+
+    def should_roll(self, p: RollParams) -> bool:
+        """``LogSegment.shouldRoll``: size, time (record timestamps), full indexes, offset overflow."""
+        reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages) > \
+            p.max_segment_ms - self.rolling_jitter_ms
+        return (self.size_in_bytes > p.max_segment_bytes - p.messages_size
+                or (self.size_in_bytes > 0 and reached_roll_ms)
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or not 0 <= p.max_offset_in_messages - self.base_offset <= _INT32_MAX)
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: the closing time-index entry, then trim both indexes."""
+        self._require_writable()
+        mts = self.max_timestamp_so_far
+        self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def close(self) -> None:
+        if self.writable and self._log is not None:
+            mts = self.max_timestamp_so_far
+            self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+            self._log.flush()
+            self._log.close()
+            self._log = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def __enter__(self) -> LogSegment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size_in_bytes}, writable={self.writable})"
