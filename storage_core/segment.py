@@ -208,9 +208,6 @@ class LogSegment:
         self._max_ts: TimestampOffset | None = None  # loaded lazily
 
     def _read_only_indexes(self, index_path: Path, time_path: Path) -> tuple[OffsetIndex, TimeIndex]:
-        from .offset_index import OFFSET_INDEX_ENTRY
-        from .time_index import TIME_INDEX_ENTRY
-
         try:
             if not index_path.is_file():
                 raise KlogError(f"missing index {index_path}")
@@ -228,13 +225,33 @@ class LogSegment:
             pass  # rebuilt below, in memory: a reader never writes
         scan = scan_segment(self.log_path, index_interval_bytes=self.index_interval_bytes,
                             base_offset=self.base_offset)
+        return self._in_memory_indexes(scan)
+
+    def _in_memory_indexes(self, scan: SegmentScan) -> tuple[OffsetIndex, TimeIndex]:
+        from .offset_index import OFFSET_INDEX_ENTRY
+        from .time_index import TIME_INDEX_ENTRY
+
         self.rebuilt_in_memory = True
+        prefix = filename_prefix(self.base_offset)
         odata = b"".join(OFFSET_INDEX_ENTRY.pack(e.offset - self.base_offset, e.position) for e in scan.offset_entries)
         tdata = b"".join(TIME_INDEX_ENTRY.pack(e.timestamp, e.offset - self.base_offset) for e in scan.time_entries)
-        oi2 = OffsetIndex.in_memory(index_path, self.base_offset, odata)
-        ti2 = TimeIndex.in_memory(time_path, self.base_offset, tdata)
-        assert isinstance(oi2, OffsetIndex) and isinstance(ti2, TimeIndex)
-        return oi2, ti2
+        oi = OffsetIndex.in_memory(self.dir / (prefix + INDEX_SUFFIX), self.base_offset, odata)
+        ti = TimeIndex.in_memory(self.dir / (prefix + TIME_INDEX_SUFFIX), self.base_offset, tdata)
+        assert isinstance(oi, OffsetIndex) and isinstance(ti, TimeIndex)
+        return oi, ti
+
+    def recover_in_memory(self, scan: SegmentScan) -> int:
+        """Read-only recovery: read no further than the valid prefix, with indexes rebuilt in
+        memory from ``scan``; nothing on disk changes. Returns the bytes left out."""
+        if self.writable:
+            raise KlogError(f"recover_in_memory is for read-only segments: {self.log_path}")
+        cut = self.size_in_bytes - scan.valid_bytes
+        self.size_in_bytes = scan.valid_bytes
+        self.offset_index.close()
+        self.time_index.close()
+        self.offset_index, self.time_index = self._in_memory_indexes(scan)
+        self._max_ts = None
+        return cut
 
     # -- reading
     def _records(self) -> FileRecords:

@@ -1,0 +1,360 @@
+"""A partition's log: its segments by base offset (``LocalLog``, ``UnifiedLog``, ``LogLoader``).
+
+Opening a partition directory follows ``LogLoader``:
+
+1. ``*.deleted`` and ``*.cleaned`` files are leftovers of an interrupted delete or cleaning:
+   removed (writable) or ignored (read-only).
+2. ``*.swap`` files are cleaned segments that were about to replace the originals: the swap is
+   completed (renamed into place, the segments it covers removed). A read-only open ignores
+   them and reads the ``.log`` files in place (the old contents), which is only complete while
+   the cleaner had not yet renamed any original to ``.deleted``.
+3. Index files without their ``.log`` are removed (writable) or ignored.
+4. Unless the log dir says it was shut down cleanly, every segment from the one holding the
+   recovery point to the end is recovered (:meth:`LogSegment.recover`): a torn tail is
+   truncated and, if a segment lost bytes, every later segment is dropped. A read-only open
+   does this in memory: it only bounds what is read.
+
+Appends assign offsets from the log end offset (the base offset is outside the CRC, so it is
+patched in place) or, for producer-assigned offsets, check they only move forward; a batch larger
+than ``max.message.bytes`` is refused; the active segment is rolled by Kafka's conditions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .config import LogConfig, MessageTimestampType
+from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, RecordTooLargeError
+from .file_records import AnyBatch, iter_batches
+from .records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    MAGIC_VALUE_V2,
+    TIMESTAMP_TYPE_MASK,
+    DefaultRecordBatch,
+    crc32c,
+    set_base_offset,
+)
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    FetchData,
+    LogSegment,
+    RollParams,
+    base_offset_of,
+    scan_segment,
+)
+from .time_index import TimestampOffset
+
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+#: ListOffsets special timestamps (``ListOffsetsRequest``).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """The segments of one partition directory, read-only by default."""
+
+    def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
+                 writable: bool = False, recovery_point: int = 0, log_start_offset: int | None = None,
+                 had_clean_shutdown: bool = False) -> None:
+        self.dir = Path(directory)
+        if not self.dir.is_dir():
+            raise KlogError(f"no such partition directory: {self.dir}")
+        self.config = config or LogConfig()
+        self.writable = writable
+        self.recovery_point = recovery_point
+        self.truncated_bytes = 0  # what recovery cut, for reporting
+        self._last_flush_ms = _now_ms()
+        self._unflushed = 0
+        self.segments: list[LogSegment] = []
+        self._load(had_clean_shutdown)
+        first_base = self.segments[0].base_offset
+        self.log_start_offset = max(first_base, log_start_offset or first_base)
+
+    # -- loading
+    def _segment(self, base: int, writable: bool) -> LogSegment:
+        return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes, writable=writable)
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        names = sorted(os.listdir(self.dir))
+        if self.writable:
+            for name in names:
+                if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+                    (self.dir / name).unlink()
+            for name in sorted(n for n in os.listdir(self.dir) if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
+                self._complete_swap(name)
+            for name in os.listdir(self.dir):
+                if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+                    if not (self.dir / (name.split(".", 1)[0] + LOG_SUFFIX)).exists():
+                        (self.dir / name).unlink()
+        logs = sorted(base_offset_of(n) for n in os.listdir(self.dir)
+                      if n.endswith(LOG_SUFFIX) and n.split(".", 1)[0].isdigit())
+        if not logs:
+            if not self.writable:
+                raise KlogError(f"no segments in {self.dir}")
+            logs = [0]
+        for i, base in enumerate(logs):
+            active = i == len(logs) - 1
+            self.segments.append(self._segment(base, self.writable and active))
+        if not had_clean_shutdown:
+            self._recover()
+        elif not self.writable:
+            self._bound_active_in_memory()
+
+    def _complete_swap(self, swap_name: str) -> None:
+        """Rename a cleaned ``.swap`` segment into place, replacing the segments it covers."""
+        swap_log = self.dir / swap_name
+        base = base_offset_of(swap_name)
+        end = scan_segment(swap_log, base_offset=base).next_offset
+        for name in os.listdir(self.dir):
+            if name.endswith(LOG_SUFFIX) and name.split(".", 1)[0].isdigit():
+                b = base_offset_of(name)
+                if base <= b < end:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                        p = self.dir / (name.split(".", 1)[0] + suffix)
+                        if p.exists():
+                            p.unlink()
+        prefix = swap_name.split(".", 1)[0]
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            p = self.dir / (prefix + suffix + SWAP_SUFFIX)
+            if p.exists():
+                os.replace(p, self.dir / (prefix + suffix))
+
+    def _recover(self) -> None:
+        start = 0
+        for i, seg in enumerate(self.segments):
+            if seg.base_offset <= self.recovery_point:
+                start = i
+        if self.writable:
+            for i in range(start, len(self.segments)):
+                seg = self.segments[i]
+                if not seg.writable:
+                    seg.close()
+                    seg = LogSegment(self.dir, seg.base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                                     max_index_size=self.config.segment_index_bytes, writable=True)
+                    self.segments[i] = seg
+                cut = seg.recover()
+                self.truncated_bytes += cut
+                if cut and i < len(self.segments) - 1:
+                    for later in self.segments[i + 1:]:
+                        later.close()
+                        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                            p = later.dir / (later.log_path.name.split(".", 1)[0] + suffix)
+                            if p.exists():
+                                p.unlink()
+                    del self.segments[i + 1:]
+                    break
+                if i < len(self.segments) - 1:  # only the active segment stays writable
+                    seg.on_become_inactive_segment()
+                    seg.close()
+                    self.segments[i] = self._segment(seg.base_offset, False)
+            self.recovery_point = self.log_end_offset
+        else:
+            for i in range(start, len(self.segments)):
+                seg = self.segments[i]
+                scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
+                                    base_offset=seg.base_offset)
+                if scan.valid_bytes < seg.size_in_bytes:
+                    self.truncated_bytes += seg.recover_in_memory(scan)
+                    for later in self.segments[i + 1:]:
+                        later.close()
+                    del self.segments[i + 1:]
+                    break
+
+    def _bound_active_in_memory(self) -> None:
+        """A clean shutdown still leaves a copy possibly torn by the copy itself: bound the tail."""
+        seg = self.segments[-1]
+        scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
+                            base_offset=seg.base_offset)
+        if scan.valid_bytes < seg.size_in_bytes:
+            self.truncated_bytes += seg.recover_in_memory(scan)
+
+    # -- offsets
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.read_next_offset()
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size_in_bytes for s in self.segments)
+
+    def _segment_for(self, offset: int) -> int:
+        idx = 0
+        for i, seg in enumerate(self.segments):
+            if seg.base_offset <= offset:
+                idx = i
+        return idx
+
+    # -- reading
+    def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[AnyBatch]:
+        """Batches holding offsets in ``[start_offset, end_offset)``, seeking with the offset index."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        leo = self.log_end_offset
+        end = leo if end_offset is None else end_offset
+        if start < self.log_start_offset or start > leo:
+            raise OffsetOutOfRangeError(f"offset {start} is outside [{self.log_start_offset}, {leo}] of {self.dir}")
+        for seg in self.segments[self._segment_for(start):]:
+            if seg.base_offset >= end:
+                return
+            pos = seg.translate_offset(start)
+            if pos is None:
+                continue
+            for batch in seg.batches(pos.position):
+                if batch.base_offset >= end and isinstance(batch, DefaultRecordBatch):
+                    return
+                yield batch
+
+    def read(self, start_offset: int, max_bytes: int = 1 << 20) -> FetchData | None:
+        for seg in self.segments[self._segment_for(start_offset):]:
+            data = seg.read(start_offset, max_bytes)
+            if data is not None:
+                return data
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets: the first record at or after ``timestamp`` (or -2 earliest, -1 latest, -3 max)."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampOffset(-1, self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(-1, self.log_end_offset)
+        if timestamp == MAX_TIMESTAMP:
+            best = max((s.max_timestamp_so_far for s in self.segments), key=lambda t: t.timestamp)
+            return best if best.timestamp >= 0 else None
+        for seg in self.segments:
+            if seg.largest_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # -- writing
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise KlogError(f"log {self.dir} is open read-only")
+
+    def append(self, records: bytes, *, assign_offsets: bool = True, now_ms: int | None = None) -> tuple[int, int]:
+        """Append whole v2 batches; returns ``(first offset, last offset)`` of what was appended."""
+        self._require_writable()
+        now = _now_ms() if now_ms is None else now_ms
+        walk = iter_batches(records)
+        batches = list(walk)
+        if walk.partial_tail is not None:
+            raise CorruptRecordError(f"append of {len(records)} bytes ends with a partial batch at byte "
+                                     f"{walk.partial_tail.position}")
+        if not batches:
+            raise KlogError("append needs at least one record batch")
+        first = last = None
+        for batch in batches:
+            if not isinstance(batch, DefaultRecordBatch) or batch.magic != MAGIC_VALUE_V2:
+                raise CorruptRecordError("klog writes record batches of magic 2 only", position=batch.position)
+            batch.ensure_valid()
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                raise RecordTooLargeError(f"batch of {batch.size_in_bytes} bytes is larger than max.message.bytes "
+                                          f"({self.config.max_message_bytes})", position=batch.position)
+            raw = bytearray(batch.buffer)
+            leo = self.log_end_offset
+            if assign_offsets:
+                set_base_offset(raw, leo)
+                base = leo
+            else:
+                base = batch.base_offset
+                if base < leo:
+                    raise KlogError(f"producer-assigned offset {base} is below the log end offset {leo} of {self.dir}")
+            last_off = base + batch.header.last_offset_delta
+            max_ts = batch.max_timestamp
+            if self.config.message_timestamp_type == MessageTimestampType.LOG_APPEND_TIME:
+                raw[ATTRIBUTES_OFFSET + 1] |= TIMESTAMP_TYPE_MASK
+                raw[35:43] = now.to_bytes(8, "big", signed=True)
+                raw[CRC_OFFSET:CRC_OFFSET + 4] = crc32c(bytes(raw[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+                max_ts = now
+            self._maybe_roll(len(raw), max_ts, last_off, base, now)
+            self.active_segment.append(last_off, max_ts, last_off, bytes(raw))
+            first = base if first is None else first
+            last = last_off
+            self._unflushed += batch.records_count
+        self._maybe_flush(now)
+        assert first is not None and last is not None
+        return first, last
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, base: int, now: int) -> None:
+        seg = self.active_segment
+        params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_ts, last_offset, size, now)
+        if seg.should_roll(params):
+            self.roll(max(base, self.log_end_offset))
+
+    def roll(self, new_base: int | None = None) -> LogSegment:
+        """Close the active segment for writes and start a new one at ``new_base`` (default: LEO)."""
+        self._require_writable()
+        base = self.log_end_offset if new_base is None else new_base
+        old = self.active_segment
+        if old.size_in_bytes == 0 and old.base_offset == base:
+            return old
+        old.on_become_inactive_segment()
+        old.flush()
+        old.close()
+        self.segments[-1] = self._segment(old.base_offset, False)
+        seg = self._segment(base, True)
+        self.segments.append(seg)
+        return seg
+
+    def _maybe_flush(self, now: int) -> None:
+        if self._unflushed >= self.config.flush_messages or now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    def flush(self) -> None:
+        self.active_segment.flush()
+        self._unflushed = 0
+        self._last_flush_ms = _now_ms()
+        self.recovery_point = self.log_end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= ``offset`` (``UnifiedLog.truncateTo``)."""
+        self._require_writable()
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            seg = self.segments.pop()
+            seg.close()
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                p = self.dir / (seg.log_path.name.split(".", 1)[0] + suffix)
+                if p.exists():
+                    p.unlink()
+        seg = self.segments[-1]
+        if not seg.writable:
+            seg.close()
+            seg = self._segment(seg.base_offset, True)
+            self.segments[-1] = seg
+        seg.truncate_to(offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def close(self) -> None:
+        if self.writable:
+            self.active_segment.flush()
+            self.recovery_point = self.log_end_offset
+        for seg in self.segments:
+            seg.close()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

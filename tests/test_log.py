@@ -1,0 +1,174 @@
+"""Log: opening partition dirs like LogLoader, appending with offset assignment and rolls, reading."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+import shared_fixtures as sf
+
+from storage_core.config import LogConfig
+from storage_core.errors import KlogError, OffsetOutOfRangeError, RecordTooLargeError
+from storage_core.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from storage_core.records import Record, build_batch
+from storage_core.segment import scan_segment
+
+T0 = 1_700_000_000_000
+
+
+def batch(n: int, start_ts: int = T0, size: int = 50) -> bytes:
+    return build_batch([Record(i, start_ts + i, f"k{i}".encode(), b"v" * size) for i in range(n)])
+
+
+def small_config(**kw: object) -> LogConfig:
+    return LogConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "512", **{k: str(v) for k, v in kw.items()}})
+
+
+def written_log(path: Path, batches: int = 40, config: LogConfig | None = None) -> list[tuple[int, int]]:
+    path.mkdir(exist_ok=True)
+    with Log(path, config or small_config(), writable=True) as log:
+        return [log.append(batch(10, T0 + 100 * i)) for i in range(batches)]
+
+
+def test_append_assigns_offsets_and_rolls(tmp_path: Path) -> None:
+    ranges = written_log(tmp_path / "t-0")
+    assert ranges[0] == (0, 9) and ranges[-1] == (390, 399)
+    logs = sorted((tmp_path / "t-0").glob("*.log"))
+    assert len(logs) > 3
+    for p in logs:
+        scan = scan_segment(p, index_interval_bytes=512)
+        assert scan.error is None and p.stat().st_size <= 4096
+        idx = p.with_suffix(".index")
+        assert idx.stat().st_size == 8 * len(scan.offset_entries) or p == logs[-1]
+    log = Log(tmp_path / "t-0", small_config())
+    assert (log.log_start_offset, log.log_end_offset) == (0, 400)
+    offsets = [r.offset for b in log.batches() for r in b.records()]
+    assert offsets == list(range(400))
+    assert [r.offset for b in log.batches(205, 215) for r in b.records()][:1] == [200]
+    log.close()
+
+
+def test_reopen_writable_appends_after(tmp_path: Path) -> None:
+    written_log(tmp_path / "t-0", 5)
+    with Log(tmp_path / "t-0", small_config(), writable=True) as log:
+        assert log.log_end_offset == 50
+        assert log.append(batch(3)) == (50, 52)
+    with Log(tmp_path / "t-0", small_config()) as log:
+        assert log.log_end_offset == 53
+
+
+def test_offset_for_timestamp(tmp_path: Path) -> None:
+    written_log(tmp_path / "t-0")
+    with Log(tmp_path / "t-0", small_config()) as log:
+        assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
+        assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 400
+        found = log.offset_for_timestamp(T0 + 1505)
+        assert found is not None and (found.offset, found.timestamp) == (155, T0 + 1505)
+        assert log.offset_for_timestamp(T0 + 10**9) is None
+
+
+def test_out_of_range_and_read_only(tmp_path: Path) -> None:
+    written_log(tmp_path / "t-0", 3)
+    with Log(tmp_path / "t-0", small_config()) as log:
+        with pytest.raises(OffsetOutOfRangeError):
+            list(log.batches(31))
+        with pytest.raises(KlogError, match="read-only"):
+            log.append(batch(1))
+
+
+def test_limits_and_producer_offsets(tmp_path: Path) -> None:
+    (tmp_path / "t-0").mkdir()
+    with Log(tmp_path / "t-0", small_config(**{"max.message.bytes": "300"}), writable=True) as log:
+        with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
+            log.append(batch(10))
+        log.append(batch(2, size=10))
+        with pytest.raises(KlogError, match="below the log end offset"):
+            log.append(build_batch([Record(1, T0, None, b"x")]), assign_offsets=False)
+        assert log.append(build_batch([Record(10, T0, None, b"x")]), assign_offsets=False) == (10, 10)
+        assert log.log_end_offset == 11
+
+
+@pytest.mark.parametrize("writable", [True, False])
+def test_torn_tail_recovery(tmp_path: Path, writable: bool) -> None:
+    written_log(tmp_path / "t-0")
+    last = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    data = last.read_bytes()
+    last.write_bytes(data[:-7])
+    before = hashlib.sha256(last.read_bytes()).hexdigest()
+    with Log(tmp_path / "t-0", small_config(), writable=writable) as log:
+        assert log.log_end_offset == 390
+        assert log.truncated_bytes == len(batch(10)) - 7
+    if writable:
+        assert scan_segment(last, index_interval_bytes=512).partial_tail is None
+    else:
+        assert hashlib.sha256(last.read_bytes()).hexdigest() == before
+
+
+def test_leftovers_of_delete_and_clean_and_swap(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    written_log(d, 10, small_config(**{"segment.bytes": "100000"}))
+    (d / "00000000000000000000.log.deleted").write_bytes(b"old")
+    (d / "00000000000000000000.log.cleaned").write_bytes(b"partial")
+    (d / "00000000000000099999.index").write_bytes(b"")  # orphan
+    # a completed cleaning of [0, 100): one segment holding only the last 5 records of each key
+    swap = build_batch([Record(i, T0, f"k{i}".encode(), b"c") for i in range(95, 100)])
+    (d / "00000000000000000000.log").rename(d / "00000000000000000000.log.deleted.tmp")
+    (d / "00000000000000000000.log.deleted.tmp").rename(d / "00000000000000000000.log")
+    (d / "00000000000000000000.log.swap").write_bytes(swap)
+    with Log(d, small_config(), writable=True) as log:
+        assert sorted(os.listdir(d)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                         "00000000000000000000.timeindex"]
+        assert [r.offset for b in log.batches(95) for r in b.records()] == [95, 96, 97, 98, 99]
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    written_log(tmp_path / "t-0")
+    with Log(tmp_path / "t-0", small_config(), writable=True) as log:
+        segs = len(log.segments)
+        log.truncate_to(155)
+        assert log.log_end_offset == 150  # the batch holding 155 started at 150
+        assert len(log.segments) < segs
+        assert log.append(batch(1)) == (150, 150)
+    with Log(tmp_path / "t-0", small_config()) as log:
+        assert [r.offset for b in log.batches() for r in b.records()] == list(range(151))
+
+
+def test_log_append_time(tmp_path: Path) -> None:
+    (tmp_path / "t-0").mkdir()
+    cfg = small_config(**{"message.timestamp.type": "LogAppendTime"})
+    with Log(tmp_path / "t-0", cfg, writable=True) as log:
+        log.append(batch(3), now_ms=T0 + 5555)
+        (b,) = list(log.batches())
+        b.ensure_valid()
+        assert [r.timestamp for r in b.records()] == [T0 + 5555] * 3
+
+
+def _expected_offsets(log_dir: Path) -> list[int]:
+    out = []
+    for seg in sorted(log_dir.glob("*.log")):
+        for line in sf.expected_lines(seg):
+            obj = json.loads(line)
+            if obj.get("offset") is not None:
+                out.append(obj["offset"])
+    return out
+
+
+PARTITIONS = sorted({p.parent for p in sf.KAFKA_FIXTURES.rglob("*.log") if "captures" not in str(p)
+                     and "generated" not in str(p)}) if sf.available() else []
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize("part", PARTITIONS, ids=[sf.fixture_id(p) for p in PARTITIONS])
+def test_broker_partition_dirs_open_read_only(part: Path) -> None:
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in part.iterdir() if p.is_file()}
+    with Log(part) as log:
+        offsets = [r.offset for b in log.batches() for r in b.records()]
+        assert offsets == _expected_offsets(part)
+        last_batch_next = max([b.next_offset for b in log.batches()], default=log.segments[-1].base_offset)
+        assert log.log_end_offset == last_batch_next
+        assert log.log_start_offset == log.segments[0].base_offset
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in part.iterdir() if p.is_file()}
+    assert before == after
