@@ -47,6 +47,84 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     return status
 
 
+DESCRIBE_EXAMPLES = """examples:
+  klog describe /var/lib/kafka/data                 every topic-partition of a log dir
+  klog describe data --topic orders --json          one topic, as JSON
+  klog describe /mnt/a,/mnt/b                        several log dirs (Kafka's log.dirs)
+"""
+
+VERIFY_EXAMPLES = """examples:
+  klog verify /var/lib/kafka/data          check CRCs and indexes of every partition (read-only)
+  klog verify data/orders-0 --quiet        one partition; only the exit code and problems
+exit codes: 0 all good (warnings allowed), 1 data is corrupt or lost, 2 usage error
+"""
+
+
+def _log_dirs(arg: str) -> list[str]:
+    return [p for p in arg.split(",") if p]
+
+
+def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .manager import find_partitions
+
+    parts = find_partitions(_log_dirs(args.dir))
+    if args.topic:
+        wanted = set(args.topic)
+        parts = [p for p in parts if p.topic_partition.topic in wanted]
+        missing = wanted - {p.topic_partition.topic for p in parts}
+        if missing:
+            raise KlogError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}")
+    return parts
+
+
+def _fmt_ts(ms: int | None) -> str:
+    import datetime as dt
+
+    if ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from .report import describe_partition
+
+    rows = [describe_partition(p) for p in _partitions(args)]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        return EXIT_OK
+    header = ["TOPIC", "PART", "START", "END", "~RECORDS", "SEGS", "BYTES", "FIRST TIMESTAMP", "MAX TIMESTAMP",
+              "CODECS"]
+    table = [[r.topic, str(r.partition), str(r.start_offset), str(r.end_offset), str(r.estimated_records),
+              str(r.segments), str(r.size_bytes), _fmt_ts(r.first_timestamp), _fmt_ts(r.max_timestamp),
+              ",".join(r.codecs) or "-"] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
+    for row in [header, *table]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from .report import verify_partition
+
+    status = EXIT_OK
+    for p in _partitions(args):
+        rep = verify_partition(p)
+        for w in rep.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        for e in rep.errors:
+            print(f"error: {e}", file=sys.stderr)
+        if rep.errors:
+            status = EXIT_DATA
+        if not args.quiet:
+            state = "CORRUPT" if rep.errors else "ok"
+            print(f"{p.topic_partition}: {state} ({rep.batches} batches, {len(rep.errors)} errors, "
+                  f"{len(rep.warnings)} warnings)")
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -62,6 +140,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one JSON object per record, comparable with Kafka's own decoding")
     p.add_argument("--max-bytes", type=int, default=None, help="read at most this many bytes of each file")
     p.set_defaults(func=_cmd_dump)
+
+    p = sub.add_parser("describe", help="topics, partitions, offsets, time ranges, sizes, codecs of log dirs",
+                       description="Describe the partitions of Kafka log dirs (read-only: nothing is written).",
+                       epilog=DESCRIBE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_describe)
+
+    p = sub.add_parser("verify", help="check every batch's CRC and every index entry (read-only)",
+                       description="Verify log dirs: CRC and structure of every batch, index entries against the "
+                       "log. Missing or untrimmed indexes (which Kafka rebuilds) are warnings.",
+                       epilog=VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="print problems only")
+    p.set_defaults(func=_cmd_verify)
     return parser
 
 
@@ -74,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"klog: error: {exc}", file=sys.stderr)
-        return EXIT_DATA
+        return EXIT_USAGE if "no such" in exc.detail or "not a directory" in exc.detail else EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK
 

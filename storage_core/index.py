@@ -25,7 +25,10 @@ import mmap
 import os
 import struct
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 from .errors import CorruptIndexError, KlogError
 
@@ -73,7 +76,7 @@ class AbstractIndex(Generic[E]):
         self._length = length
 
     @classmethod
-    def in_memory(cls, path: str | os.PathLike[str], base_offset: int, data: bytes) -> AbstractIndex[E]:
+    def in_memory(cls, path: str | os.PathLike[str], base_offset: int, data: bytes) -> Self:
         """A read-only index over entries built in memory (read-only recovery never writes)."""
         self = cls.__new__(cls)
         self.path = Path(path)
@@ -227,7 +230,7 @@ class AbstractIndex(Generic[E]):
             self._file.close()
             self._file = None
 
-    def __enter__(self) -> AbstractIndex[E]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
