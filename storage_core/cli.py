@@ -19,6 +19,8 @@ DUMP_EXAMPLES = """examples:
   klog dump 00000000000000000000.log                     batch headers, like kafka-dump-log
   klog dump --print-data-log 00000000000000000000.log    every record with key and payload
   klog dump --jsonl 00000000000000000000.log > out.jsonl one JSON object per record
+  klog dump 00000000000000000000.index                   offset index entries
+  klog dump --verify-index-only 00000000000000000000.index   entries checked against the .log
 """
 
 
@@ -35,6 +37,13 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     out = sys.stdout
     status = EXIT_OK
     for path in args.files:
+        if path.endswith((".index", ".timeindex", ".txnindex")):
+            from .dump import dump_index
+
+            if dump_index(path, out, sys.stderr, sanity_only=args.index_sanity_check,
+                          verify_only=args.verify_index_only):
+                status = EXIT_DATA
+            continue
         if args.jsonl:
             summary = dump_jsonl(path, out)
         else:
@@ -139,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", action="store_true",
                    help="one JSON object per record, comparable with Kafka's own decoding")
     p.add_argument("--max-bytes", type=int, default=None, help="read at most this many bytes of each file")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="for .index files: check every entry against the .log without printing the entries")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="for .index/.timeindex files: only run Kafka's index sanity check")
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("describe", help="topics, partitions, offsets, time ranges, sizes, codecs of log dirs",

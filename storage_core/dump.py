@@ -215,3 +215,57 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
     if summary.invalid_batches:
         out.write(f"Found {summary.invalid_batches} batches with a bad CRC in {path}\n")
     return summary
+
+
+# --- index files (DumpLogSegments.dumpIndex / dumpTimeIndex / dumpTxnIndex) ---------------------
+
+
+def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sanity_only: bool = False,
+               verify_only: bool = False) -> int:
+    """Print an ``.index``/``.timeindex``/``.txnindex`` like kafka-dump-log; returns mismatches found."""
+    from pathlib import Path
+
+    from .offset_index import OffsetIndex
+    from .segment import base_offset_of
+    from .time_index import TimeIndex
+    from .txn_index import TransactionIndex
+
+    p = Path(path)
+    base = base_offset_of(p)
+    out.write(f"Dumping {p}\n")
+    if p.suffix == ".txnindex":
+        for t in TransactionIndex(p, base).read():
+            out.write(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                      f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n")
+        return 0
+    index: OffsetIndex | TimeIndex = OffsetIndex(p, base) if p.suffix == ".index" else TimeIndex(p, base)
+    try:
+        if index.entries == 0:
+            out.write(f"{p} is empty.\n")
+            return 0
+        if sanity_only:
+            index.sanity_check()
+            out.write(f"{p} passed sanity check.\n")
+            return 0
+        log = p.with_suffix(".log")
+        fr = FileRecords(log) if log.exists() else None
+        mismatches: list[tuple[int, int | None]] = []
+        for i in range(index.entries):
+            entry = index.entry(i)
+            if isinstance(index, OffsetIndex):
+                if fr is not None:
+                    batch = next(iter(fr.batches(entry.position)), None)  # type: ignore[union-attr]
+                    found = None if batch is None else batch.last_offset
+                    if found != entry.offset:
+                        mismatches.append((entry.offset, found))
+                if not verify_only:
+                    out.write(f"offset: {entry.offset} position: {entry.position}\n")  # type: ignore[union-attr]
+            elif not verify_only:
+                out.write(f"timestamp: {entry.timestamp} offset: {entry.offset}\n")  # type: ignore[union-attr]
+        if mismatches:
+            err.write(f"Mismatches in :{p}\n")
+            for idx_off, log_off in mismatches:
+                err.write(f"  Index offset: {idx_off}, log offset: {log_off}\n")
+        return len(mismatches)
+    finally:
+        index.close()

@@ -107,3 +107,25 @@ def test_verify_every_broker_log_dir_passes() -> None:
         for part in find_partitions([d]):
             rep = verify_partition(part)
             assert rep.errors == [], rep.errors
+
+
+def test_dump_index_files(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    seg = sorted((d / "orders-0").glob("*.log"))[0]
+    idx, tidx = seg.with_suffix(".index"), seg.with_suffix(".timeindex")
+    res = klog("dump", str(idx))
+    assert res.returncode == 0
+    entries = [ln for ln in res.stdout.splitlines() if ln.startswith("offset: ")]
+    assert entries and all(" position: " in ln for ln in entries)
+    res = klog("dump", str(tidx))
+    assert res.returncode == 0 and "timestamp: " in res.stdout
+    res = klog("dump", "--index-sanity-check", str(idx))
+    assert res.returncode == 0 and res.stdout.splitlines()[-1] == f"{idx} passed sanity check."
+    res = klog("dump", "--verify-index-only", str(idx))
+    assert res.returncode == 0 and "offset: " not in res.stdout
+    raw = bytearray(idx.read_bytes())
+    raw[3] += 1
+    idx.write_bytes(bytes(raw))
+    res = klog("dump", "--verify-index-only", str(idx))
+    assert res.returncode == 1
+    assert f"Mismatches in :{idx}" in res.stderr and "Index offset: " in res.stderr
