@@ -220,7 +220,7 @@ class AbstractIndex(Generic[E]):
             self._mmap.flush()
 
     def close(self) -> None:
-        if self.writable:
+        if self.writable and self._file is not None:
             self.trim_to_valid_size()
             self.flush()
         if isinstance(self._mmap, mmap.mmap):

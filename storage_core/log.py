@@ -346,6 +346,69 @@ class Log:
         seg.truncate_to(offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
+    # -- retention (UnifiedLog.deleteOldSegments)
+    def deletable_segments(self, now_ms: int | None = None) -> list[LogSegment]:
+        """Oldest-first run of segments that retention would delete now.
+
+        With ``delete`` in ``cleanup.policy``: ``retention.ms`` (by the segment's largest record
+        timestamp) and ``retention.bytes``; always: segments wholly below the log start offset.
+        The run is contiguous from the oldest segment and never includes an empty active segment.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        cfg = self.config
+        total = self.size_in_bytes
+        out: list[LogSegment] = []
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            if nxt is None and seg.size_in_bytes == 0:
+                break
+            below_start = nxt is not None and nxt.base_offset <= self.log_start_offset
+            by_time = cfg.delete and cfg.retention_ms >= 0 and now - seg.largest_timestamp > cfg.retention_ms
+            by_size = cfg.delete and cfg.retention_bytes >= 0 and total - cfg.retention_bytes - seg.size_in_bytes >= 0
+            if not (below_start or by_time or by_size):
+                break
+            out.append(seg)
+            total -= seg.size_in_bytes
+        return out
+
+    def delete_old_segments(self, now_ms: int | None = None) -> list[int]:
+        """Apply retention: returns the base offsets of the segments deleted.
+
+        Files are renamed ``*.deleted`` at once (readers that already opened them keep working)
+        and removed by :meth:`remove_deleted_files` once ``file.delete.delay.ms`` has passed.
+        """
+        self._require_writable()
+        doomed = self.deletable_segments(now_ms)
+        if not doomed:
+            return []
+        if len(doomed) == len(self.segments):
+            self.roll()  # Kafka rolls first so that the log keeps an active segment
+            wanted = {s.base_offset for s in doomed}
+            doomed = [s for s in self.segments[:-1] if s.base_offset in wanted]
+        bases = []
+        for seg in doomed:
+            seg.close()
+            prefix = seg.log_path.name.split(".", 1)[0]
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                p = self.dir / (prefix + suffix)
+                if p.exists():
+                    os.replace(p, self.dir / (prefix + suffix + DELETED_SUFFIX))
+            self.segments.remove(seg)
+            bases.append(seg.base_offset)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.remove_deleted_files(now_ms)
+        return bases
+
+    def remove_deleted_files(self, now_ms: int | None = None) -> int:
+        """Remove ``*.deleted`` files older than ``file.delete.delay.ms``; returns how many."""
+        now = _now_ms() if now_ms is None else now_ms
+        n = 0
+        for p in self.dir.glob("*" + DELETED_SUFFIX):
+            if now - p.stat().st_mtime * 1000 >= self.config.file_delete_delay_ms:
+                p.unlink()
+                n += 1
+        return n
+
     def close(self) -> None:
         if self.writable:
             self.active_segment.flush()

@@ -172,3 +172,43 @@ def test_broker_partition_dirs_open_read_only(part: Path) -> None:
         assert log.log_start_offset == log.segments[0].base_offset
     after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in part.iterdir() if p.is_file()}
     assert before == after
+
+
+def test_retention_by_time_bytes_and_start_offset(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    written_log(d)  # timestamps T0 + 100*i + j, segments of 6 batches
+    now = T0 + 10_000
+    cfg = small_config(**{"retention.ms": "8000", "file.delete.delay.ms": "60000"})
+    with Log(d, cfg, writable=True) as log:
+        reader = Log(d, small_config())  # a reader that opened the segments before the delete
+        first_seg_bytes = list(reader.segments[0].batches())
+        doomed = log.deletable_segments(now)
+        # a segment goes when its newest record is older than 8 s: segments ending before T0 + 2000
+        assert [s.base_offset for s in doomed] == [0, 60, 120]
+        assert log.delete_old_segments(now) == [0, 60, 120]
+        assert log.log_start_offset == 180
+        assert sorted(p.name for p in d.glob("*.deleted"))[:1] == ["00000000000000000000.index.deleted"]
+        assert [b.base_offset for b in first_seg_bytes][:1] == [0]
+        reader.close()
+        with pytest.raises(OffsetOutOfRangeError):
+            list(log.batches(100))
+        assert log.remove_deleted_files(now_ms=int(10**15)) == 9
+    cfg = small_config(**{"retention.bytes": "5000", "retention.ms": "-1"})
+    with Log(d, cfg, writable=True, log_start_offset=180) as log:
+        size = log.size_in_bytes
+        deleted = log.delete_old_segments(now)
+        assert log.size_in_bytes <= 5000 + 4096 and log.size_in_bytes < size and deleted
+    cfg = small_config(**{"cleanup.policy": "compact"})
+    with Log(d, cfg, writable=True) as log:
+        assert log.deletable_segments(now + 10**12) == []  # compact only: no time or size retention
+        log.log_start_offset = log.segments[1].base_offset
+        assert [s.base_offset for s in log.deletable_segments(now)] == [log.segments[0].base_offset]
+
+
+def test_retention_of_everything_rolls_first(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    written_log(d, 3)
+    with Log(d, small_config(**{"retention.ms": "1"}), writable=True) as log:
+        assert log.delete_old_segments(T0 + 10**9) == [0]
+        assert [s.base_offset for s in log.segments] == [30]
+        assert log.log_start_offset == 30 and log.log_end_offset == 30
