@@ -10,12 +10,21 @@ partition directory (it holds ``.log`` files) is accepted as well.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from .checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+)
+from .config import LogConfig
 from .errors import InvalidTopicError, KlogError
-from .topic_partition import TopicPartition
+from .log import Log
+from .topic_partition import TopicPartition, validate_topic_name
 
 _SKIPPED_SUFFIXES = ("-delete", "-future", "-stray")
 
@@ -54,3 +63,139 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDi
                 raise KlogError(f"partition {tp} is in two log dirs: {out[tp].path} and {d}")
             out[tp] = PartitionDir(tp, d, d.parent)
     return [out[k] for k in sorted(out)]
+
+
+# --- LogManager ---------------------------------------------------------------------------------
+
+LOCK_FILE = ".lock"
+
+
+class LogDirLockedError(KlogError):
+    """Another process holds the log dir's ``.lock`` (a broker, or another klog writer)."""
+
+
+class LogManager:
+    """One or more log dirs: partitions, checkpoints, the clean-shutdown marker, a writer's lock.
+
+    Read-only (the default) takes no lock and writes nothing. Writable takes an exclusive
+    ``flock`` on each dir's ``.lock`` (as a broker does, so klog never writes a dir a running
+    broker owns), loads every partition (recovering from the recovery points unless the dir was
+    shut down cleanly), deletes the clean-shutdown marker, and on :meth:`close` writes the
+    checkpoints and the marker again.
+    """
+
+    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
+                 config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.writable = writable
+        self.default_config = config or LogConfig()
+        self.topic_configs = dict(topic_configs or {})
+        self._locks: list[IO[bytes]] = []
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        for d in self.log_dirs:
+            if not d.is_dir():
+                raise KlogError(f"no such log directory: {d}")
+        if writable:
+            for d in self.log_dirs:
+                self._lock(d)
+        for d in self.log_dirs:
+            recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+            starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
+            marker = CleanShutdownFile.in_dir(d)
+            clean = marker.exists()
+            for pd in find_partitions([d]):
+                if not any(pd.path.glob("*.log")) and not writable:
+                    continue
+                tp = pd.topic_partition
+                self.logs[tp] = Log(pd.path, self.config_for(tp.topic), writable=writable,
+                                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
+                                    had_clean_shutdown=clean)
+                self._dir_of[tp] = d
+            if writable and clean:
+                marker.delete()  # from now on a crash must lead to recovery
+
+    def _lock(self, d: Path) -> None:
+        import fcntl
+
+        f = open(d / LOCK_FILE, "a+b")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            self.close()
+            raise LogDirLockedError(f"log dir {d} is locked by another process (a Kafka broker or another klog "
+                                    "writer); wait for it to finish or open the dir read-only") from None
+        self._locks.append(f)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def create_log(self, tp: TopicPartition, config: LogConfig | None = None, log_dir: Path | None = None) -> Log:
+        """The partition's log, created (as an empty directory) in the first log dir if needed."""
+        if not self.writable:
+            raise KlogError("cannot create a partition: the log manager is read-only")
+        if tp in self.logs:
+            return self.logs[tp]
+        validate_topic_name(tp.topic)
+        if tp.partition < 0:
+            raise KlogError(f"invalid partition {tp.partition} for topic {tp.topic!r}; expected >= 0")
+        d = log_dir or min(self.log_dirs, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
+        path = d / tp.dir_name
+        path.mkdir(exist_ok=True)
+        if config is not None:
+            self.topic_configs[tp.topic] = config
+        log = Log(path, self.config_for(tp.topic), writable=True, had_clean_shutdown=True)
+        self.logs[tp] = log
+        self._dir_of[tp] = d
+        return log
+
+    def retention(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
+        """Apply retention to every log; returns the deleted segments' base offsets per partition."""
+        out = {}
+        for tp, log in self.logs.items():
+            deleted = log.delete_old_segments(now_ms)
+            if deleted:
+                out[tp] = deleted
+        self.checkpoint()
+        return out
+
+    def flush(self) -> None:
+        for log in self.logs.values():
+            if log.writable:
+                log.flush()
+
+    def checkpoint(self) -> None:
+        """Write each dir's recovery points and log start offsets (temp file + fsync + rename)."""
+        if not self.writable:
+            return
+        for d in self.log_dirs:
+            mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == d}
+            OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
+                {tp: log.recovery_point for tp, log in mine.items()})
+            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: log.log_start_offset for tp, log in mine.items()
+                 if log.log_start_offset > log.segments[0].base_offset})
+
+    def close(self) -> None:
+        """Flush, close every log, write the checkpoints and the clean-shutdown marker, unlock."""
+        try:
+            for log in self.logs.values():
+                log.close()
+            if self.writable and self.logs is not None:
+                self.checkpoint()
+                for d in self.log_dirs:
+                    CleanShutdownFile.in_dir(d).write(None)
+        finally:
+            for f in self._locks:
+                f.close()
+            self._locks = []
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,108 @@
+"""LogManager: log dirs, a writer's lock, checkpoints and the clean-shutdown marker, recovery after a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from storage_core.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.config import LogConfig
+from storage_core.errors import InvalidTopicError, KlogError
+from storage_core.manager import LogDirLockedError, LogManager
+from storage_core.records import Record, build_batch
+from storage_core.topic_partition import TopicPartition
+
+T0 = 1_700_000_000_000
+CFG = LogConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "512"})
+
+
+def batch(n: int) -> bytes:
+    return build_batch([Record(i, T0 + i, b"k", b"v" * 60) for i in range(n)])
+
+
+def test_write_close_checkpoints_and_marker(tmp_path: Path) -> None:
+    with LogManager([tmp_path], writable=True, config=CFG) as lm:
+        for p in range(2):
+            log = lm.create_log(TopicPartition("orders", p))
+            for _ in range(20):
+                log.append(batch(5))
+    assert CleanShutdownFile.in_dir(tmp_path).exists()
+    rp = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()
+    assert rp == {TopicPartition("orders", 0): 100, TopicPartition("orders", 1): 100}
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text().startswith("0\n2\norders 0 100\n")
+    with LogManager([tmp_path]) as ro:
+        assert ro.get_log(TopicPartition("orders", 1)).log_end_offset == 100  # type: ignore[union-attr]
+    assert CleanShutdownFile.in_dir(tmp_path).exists()  # read-only leaves the marker alone
+    with LogManager([tmp_path], writable=True, config=CFG) as lm:
+        assert not CleanShutdownFile.in_dir(tmp_path).exists()  # a crash from here on means recovery
+
+
+def test_bad_topic_names(tmp_path: Path) -> None:
+    with LogManager([tmp_path], writable=True) as lm:
+        for bad in ("..", "a/b", "x\x00", "t" * 250, ""):
+            with pytest.raises(InvalidTopicError):
+                lm.create_log(TopicPartition(bad, 0))
+        with pytest.raises(KlogError, match="partition"):
+            lm.create_log(TopicPartition("ok", -1))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []
+
+
+def test_one_writer_per_log_dir(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from storage_core.manager import LogManager
+        lm = LogManager([{str(tmp_path)!r}], writable=True)
+        print("locked", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(LogDirLockedError, match="locked by another process"):
+            LogManager([tmp_path], writable=True)
+        LogManager([tmp_path]).close()  # readers need no lock
+    finally:
+        holder.kill()
+        holder.wait()
+    LogManager([tmp_path], writable=True).close()  # the lock died with its process
+
+
+def test_recovery_after_kill(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import os, sys
+        from storage_core.config import LogConfig
+        from storage_core.manager import LogManager
+        from storage_core.records import Record, build_batch
+        from storage_core.topic_partition import TopicPartition
+        cfg = LogConfig.from_properties({{"segment.bytes": "4096", "index.interval.bytes": "512"}})
+        lm = LogManager([{str(tmp_path)!r}], writable=True, config=cfg)
+        log = lm.create_log(TopicPartition("t", 0))
+        i = 0
+        while True:
+            log.append(build_batch([Record(j, 1700000000000 + j, b"k", b"v" * 60) for j in range(5)]))
+            i += 1
+            if i == 30:
+                print("appended", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "appended"
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not CleanShutdownFile.in_dir(tmp_path).exists()
+    # tear the last batch as a crash mid-write would
+    last = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    last.write_bytes(last.read_bytes()[:-11])
+    with LogManager([tmp_path], writable=True, config=CFG) as lm:
+        log = lm.get_log(TopicPartition("t", 0))
+        assert log is not None and log.truncated_bytes > 0
+        leo = log.log_end_offset
+        assert leo >= 150 and leo % 5 == 0
+        offsets = [r.offset for b in log.batches() for r in b.records()]
+        assert offsets == list(range(leo))
