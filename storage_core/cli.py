@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .errors import KlogError
+from .errors import InvalidOptionError, KlogError, LogConfigError
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -134,6 +134,69 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return status
 
 
+RECOVER_EXAMPLES = """examples:
+  klog recover data                 revalidate every segment, cut torn tails, rebuild indexes
+exit codes: 0 nothing was cut, 1 bytes were cut (listed), 2 usage error
+This writes to the log dir: never run it on a dir a live broker owns (the .lock prevents it).
+"""
+
+RETENTION_EXAMPLES = """examples:
+  klog retention data --config retention.ms=604800000        delete segments older than 7 days
+  klog retention data --topic orders --config retention.bytes=1073741824
+"""
+
+
+def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
+    from .config import LogConfig
+
+    props = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise InvalidOptionError(f"--config expects name=value, got {pair!r}")
+        k, v = pair.split("=", 1)
+        props[k.strip()] = v.strip()
+    return LogConfig.from_properties(props)
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    from .manager import LogManager
+
+    lm = LogManager(_log_dirs(args.dir), writable=True, full_recovery=True)
+    status = EXIT_OK
+    try:
+        for tp, log in sorted(lm.logs.items()):
+            if log.truncated_bytes:
+                status = EXIT_DATA
+                print(f"{tp}: cut {log.truncated_bytes} bytes after offset {log.log_end_offset - 1}")
+            elif not args.quiet:
+                print(f"{tp}: ok, log end offset {log.log_end_offset}")
+    finally:
+        lm.close()
+    return status
+
+
+def _cmd_retention(args: argparse.Namespace) -> int:
+    from .manager import LogManager
+
+    cfg = _configs(args.config)
+    lm = LogManager(_log_dirs(args.dir), writable=True, config=cfg)
+    try:
+        if args.topic:
+            missing = set(args.topic) - {tp.topic for tp in lm.logs}
+            if missing:
+                raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}")
+            for tp in [tp for tp in lm.logs if tp.topic not in set(args.topic)]:
+                lm.logs.pop(tp).close()
+        deleted = lm.retention(args.now)
+        for tp, bases in sorted(deleted.items()):
+            print(f"{tp}: deleted {len(bases)} segments, log start offset now {lm.logs[tp].log_start_offset}")
+        if not deleted and not args.quiet:
+            print("nothing to delete")
+    finally:
+        lm.close()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -170,6 +233,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--quiet", action="store_true", help="print problems only")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("recover", help="recover log dirs as a broker would after a crash (writes)",
+                       description="Revalidate every batch, truncate torn tails, rebuild indexes, then write the "
+                       "checkpoints and the clean-shutdown marker.",
+                       epilog=RECOVER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--quiet", action="store_true", help="print only what was cut")
+    p.set_defaults(func=_cmd_recover)
+
+    p = sub.add_parser("retention", help="apply retention.ms / retention.bytes now (writes)",
+                       description="Delete old segments by Kafka's retention rules (delete by rename to .deleted, "
+                       "removed after file.delete.delay.ms).",
+                       epilog=RETENTION_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                   help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable)")
+    p.add_argument("--now", type=int, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--quiet", action="store_true", help="print only what was deleted")
+    p.set_defaults(func=_cmd_retention)
     return parser
 
 
@@ -182,7 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"klog: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if "no such" in exc.detail or "not a directory" in exc.detail else EXIT_DATA
+        usage = isinstance(exc, (InvalidOptionError, LogConfigError)) or "no such" in exc.detail or "not a directory" in exc.detail
+        return EXIT_USAGE if usage else EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK
 

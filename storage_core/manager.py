@@ -85,7 +85,8 @@ class LogManager:
     """
 
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
-                 config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+                 config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
+                 full_recovery: bool = False) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
@@ -103,7 +104,9 @@ class LogManager:
             recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
             starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
             marker = CleanShutdownFile.in_dir(d)
-            clean = marker.exists()
+            clean = marker.exists() and not full_recovery
+            if full_recovery:
+                recovery = {}
             for pd in find_partitions([d]):
                 if not any(pd.path.glob("*.log")) and not writable:
                     continue
@@ -112,7 +115,7 @@ class LogManager:
                                     recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
                                     had_clean_shutdown=clean)
                 self._dir_of[tp] = d
-            if writable and clean:
+            if writable and marker.exists():
                 marker.delete()  # from now on a crash must lead to recovery
 
     def _lock(self, d: Path) -> None:

@@ -129,3 +129,28 @@ def test_dump_index_files(tmp_path: Path) -> None:
     res = klog("dump", "--verify-index-only", str(idx))
     assert res.returncode == 1
     assert f"Mismatches in :{idx}" in res.stderr and "Index offset: " in res.stderr
+
+
+def test_recover_cuts_a_torn_tail(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    assert klog("recover", str(d)).returncode == 0
+    seg = sorted((d / "orders-0").glob("*.log"))[-1]
+    seg.write_bytes(seg.read_bytes()[:-9])
+    res = klog("recover", str(d), "--quiet")
+    assert res.returncode == 1
+    assert res.stdout.startswith("orders-0: cut ") and "bytes after offset" in res.stdout
+    assert klog("verify", str(d), "--quiet").returncode == 0
+    assert (d / ".kafka_cleanshutdown").exists()
+    assert klog("recover", str(tmp_path / "nope")).returncode == 2
+
+
+def test_retention_command(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    res = klog("retention", str(d), "--topic", "orders", "--config", "retention.ms=5000", "--now", str(T0 + 20_000))
+    assert res.returncode == 0, res.stderr
+    assert "orders-0: deleted" in res.stdout and "my.topic-x" not in res.stdout
+    rows = {(r["topic"], r["partition"]): r for r in json.loads(klog("describe", str(d), "--json").stdout)}
+    assert rows[("orders", 0)]["start_offset"] > 0 and rows[("my.topic-x", 0)]["start_offset"] == 0
+    res = klog("retention", str(d), "--config", "retention.ms=abc")
+    assert res.returncode == 2 and "retention.ms" in res.stderr
+    assert klog("retention", str(d), "--config", "nonsense").returncode == 2
