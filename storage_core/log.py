@@ -81,6 +81,7 @@ class Log:
         self._last_flush_ms = _now_ms()
         self._unflushed = 0
         self.segments: list[LogSegment] = []
+        self._leo: int | None = None
         self._load(had_clean_shutdown)
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
@@ -115,6 +116,7 @@ class Log:
             self._recover()
         elif not self.writable:
             self._bound_active_in_memory()
+        self._leo = None
 
     def _complete_swap(self, swap_name: str) -> None:
         """Rename a cleaned ``.swap`` segment into place, replacing the segments it covers."""
@@ -177,11 +179,21 @@ class Log:
                     break
 
     def _bound_active_in_memory(self) -> None:
-        """A clean shutdown still leaves a copy possibly torn by the copy itself: bound the tail."""
+        """After a clean shutdown Kafka trusts the files; a copy may still be torn by the copy
+        itself, so check the tail of the active segment (from its last index entry, a few KiB)
+        and fall back to a full in-memory recovery of that segment only if it is damaged."""
         seg = self.segments[-1]
-        scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
-                            base_offset=seg.base_offset)
-        if scan.valid_bytes < seg.size_in_bytes:
+        start = seg.offset_index.lookup(2**62).position
+        walk = seg.batches(start)
+        try:
+            for batch in walk:
+                batch.ensure_valid()
+            damaged = walk.partial_tail is not None
+        except KlogError:
+            damaged = True
+        if damaged:
+            scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
+                                base_offset=seg.base_offset)
             self.truncated_bytes += seg.recover_in_memory(scan)
 
     # -- offsets
@@ -191,7 +203,10 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.active_segment.read_next_offset()
+        """The offset the next record gets; cached, kept up to date by appends and truncation."""
+        if self._leo is None:
+            self._leo = self.active_segment.read_next_offset()
+        return self._leo
 
     @property
     def size_in_bytes(self) -> int:
@@ -288,6 +303,7 @@ class Log:
                 max_ts = now
             self._maybe_roll(len(raw), max_ts, last_off, base, now)
             self.active_segment.append(last_off, max_ts, last_off, bytes(raw))
+            self._leo = last_off + 1
             first = base if first is None else first
             last = last_off
             self._unflushed += batch.records_count
@@ -344,6 +360,7 @@ class Log:
             seg = self._segment(seg.base_offset, True)
             self.segments[-1] = seg
         seg.truncate_to(offset)
+        self._leo = None
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     # -- retention (UnifiedLog.deleteOldSegments)

@@ -194,18 +194,33 @@ class LogSegment:
         if writable:
             self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
             self.size_in_bytes = os.fstat(self._log.fileno()).st_size
-            self.offset_index: OffsetIndex = OffsetIndex(index_path, base_offset, max_index_size=max_index_size,
-                                                         writable=True)
-            self.time_index: TimeIndex = TimeIndex(time_path, base_offset, max_index_size=max_index_size,
-                                                   writable=True)
+            self._offset_index: OffsetIndex | None = OffsetIndex(index_path, base_offset,
+                                                                 max_index_size=max_index_size, writable=True)
+            self._time_index: TimeIndex | None = TimeIndex(time_path, base_offset, max_index_size=max_index_size,
+                                                           writable=True)
         else:
             if not self.log_path.is_file():
                 raise KlogError(f"no such segment file: {self.log_path}")
             self.size_in_bytes = self.log_path.stat().st_size
-            self.offset_index, self.time_index = self._read_only_indexes(index_path, time_path)
+            self._offset_index = self._time_index = None  # mapped on first use: opening 1000s of segments is cheap
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily
+
+    def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        if self._offset_index is None or self._time_index is None:
+            prefix = filename_prefix(self.base_offset)
+            self._offset_index, self._time_index = self._read_only_indexes(self.dir / (prefix + INDEX_SUFFIX),
+                                                                           self.dir / (prefix + TIME_INDEX_SUFFIX))
+        return self._offset_index, self._time_index
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._load_indexes()[0]
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._load_indexes()[1]
 
     def _read_only_indexes(self, index_path: Path, time_path: Path) -> tuple[OffsetIndex, TimeIndex]:
         try:
@@ -247,9 +262,11 @@ class LogSegment:
             raise KlogError(f"recover_in_memory is for read-only segments: {self.log_path}")
         cut = self.size_in_bytes - scan.valid_bytes
         self.size_in_bytes = scan.valid_bytes
-        self.offset_index.close()
-        self.time_index.close()
-        self.offset_index, self.time_index = self._in_memory_indexes(scan)
+        if self._offset_index is not None:
+            self._offset_index.close()
+        if self._time_index is not None:
+            self._time_index.close()
+        self._offset_index, self._time_index = self._in_memory_indexes(scan)
         self._max_ts = None
         return cut
 
@@ -448,8 +465,10 @@ class LogSegment:
             self._log.flush()
             self._log.close()
             self._log = None
-        self.offset_index.close()
-        self.time_index.close()
+        if self._offset_index is not None:
+            self._offset_index.close()
+        if self._time_index is not None:
+            self._time_index.close()
 
     def __enter__(self) -> LogSegment:
         return self

@@ -12,3 +12,12 @@ def test_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "ratio uncompressed klog/kafka-python:" in out
     assert "ratio lz4 klog/kafka-python:" in out
+
+
+def test_engine_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import engine
+
+    engine.main(["--records", "5000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio append klog/plain-write time:" in out
+    assert "ratio tail read 200-segment/1-segment:" in out
