@@ -165,6 +165,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     status = EXIT_OK
     try:
         for tp, log in sorted(lm.logs.items()):
+            for note in log.recovery_notes:
+                print(f"{tp}: {note}")
             if log.truncated_bytes:
                 status = EXIT_DATA
                 print(f"{tp}: cut {log.truncated_bytes} bytes after offset {log.log_end_offset - 1}")

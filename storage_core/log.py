@@ -78,6 +78,7 @@ class Log:
         self.writable = writable
         self.recovery_point = recovery_point
         self.truncated_bytes = 0  # what recovery cut, for reporting
+        self.recovery_notes: list[str] = []  # one line per segment recovery changed or left out
         self._last_flush_ms = _now_ms()
         self._unflushed = 0
         self.segments: list[LogSegment] = []
@@ -109,14 +110,43 @@ class Log:
             if not self.writable:
                 raise KlogError(f"no segments in {self.dir}")
             logs = [0]
+        from .segment import filename_prefix
+
+        missing_index = {b for b in logs if not (self.dir / (filename_prefix(b) + INDEX_SUFFIX)).exists()}
         for i, base in enumerate(logs):
             active = i == len(logs) - 1
             self.segments.append(self._segment(base, self.writable and active))
+        if self.writable:
+            self._rebuild_missing_indexes(missing_index)
         if not had_clean_shutdown:
             self._recover()
         elif not self.writable:
             self._bound_active_in_memory()
         self._leo = None
+
+    def _rebuild_missing_indexes(self, missing: set[int]) -> None:
+        """A segment without its ``.index`` is recovered wherever it sits (``LogSegment.sanityCheck``)."""
+        for i, seg in enumerate(self.segments):
+            if seg.base_offset not in missing:
+                continue
+            if seg.writable:  # the active segment: recover in place
+                self._note(seg, seg.recover(), "rebuilt a missing index")
+                continue
+            seg.close()
+            w = LogSegment(self.dir, seg.base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                           max_index_size=self.config.segment_index_bytes, writable=True)
+            cut = w.recover()
+            self._note(w, cut, "rebuilt a missing index")
+            w.on_become_inactive_segment()
+            w.close()
+            self.segments[i] = self._segment(seg.base_offset, False)
+
+    def _note(self, seg: LogSegment, cut: int, what: str) -> None:
+        self.truncated_bytes += cut
+        msg = f"{seg.log_path}: {what}"
+        if cut:
+            msg += f"; cut {cut} bytes after position {seg.size_in_bytes}"
+        self.recovery_notes.append(msg)
 
     def _complete_swap(self, swap_name: str) -> None:
         """Rename a cleaned ``.swap`` segment into place, replacing the segments it covers."""
@@ -151,10 +181,12 @@ class Log:
                                      max_index_size=self.config.segment_index_bytes, writable=True)
                     self.segments[i] = seg
                 cut = seg.recover()
-                self.truncated_bytes += cut
+                if cut:
+                    self._note(seg, cut, "recovered")
                 if cut and i < len(self.segments) - 1:
                     for later in self.segments[i + 1:]:
                         later.close()
+                        self.recovery_notes.append(f"{later.log_path}: deleted, it followed a truncated segment")
                         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                             p = later.dir / (later.log_path.name.split(".", 1)[0] + suffix)
                             if p.exists():
@@ -171,9 +203,11 @@ class Log:
                 seg = self.segments[i]
                 scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
                                     base_offset=seg.base_offset)
-                if scan.valid_bytes < seg.size_in_bytes:
-                    self.truncated_bytes += seg.recover_in_memory(scan)
+                cut = seg.recover_in_memory(scan)  # indexes rebuilt in memory too, as recovery does
+                if cut:
+                    self._note(seg, cut, f"read-only: reading stops at the last valid batch ({scan.error or 'torn tail'})")
                     for later in self.segments[i + 1:]:
+                        self.recovery_notes.append(f"{later.log_path}: not read, it follows a damaged segment")
                         later.close()
                     del self.segments[i + 1:]
                     break
@@ -194,7 +228,8 @@ class Log:
         if damaged:
             scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
                                 base_offset=seg.base_offset)
-            self.truncated_bytes += seg.recover_in_memory(scan)
+            cut = seg.recover_in_memory(scan)
+            self._note(seg, cut, f"read-only: reading stops at the last valid batch ({scan.error or 'torn tail'})")
 
     # -- offsets
     @property

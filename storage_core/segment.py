@@ -231,6 +231,8 @@ class LogSegment:
             oi.sanity_check()
             if ti is not None:
                 ti.sanity_check()
+            if oi.entries and oi.entry(oi.entries - 1).position >= self.size_in_bytes:
+                raise KlogError(f"index {index_path} points past the end of its segment")
             if ti is not None and (oi.entries or self.size_in_bytes <= self.index_interval_bytes):
                 return oi, ti
             oi.close()
