@@ -156,6 +156,24 @@ class LogManager:
         self._dir_of[tp] = d
         return log
 
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Delete a partition as Kafka does: rename it ``<topic>-<p>.<uuid>-delete`` (readers that
+        opened its files keep reading; a broker skips such dirs), then remove it."""
+        import shutil
+        import uuid
+
+        if not self.writable:
+            raise KlogError("cannot delete a partition: the log manager is read-only")
+        log = self.logs.pop(tp, None)
+        if log is None:
+            raise KlogError(f"no such partition: {tp}")
+        log.close()
+        doomed = log.dir.with_name(f"{tp.dir_name}.{uuid.uuid4().hex}-delete")
+        os.replace(log.dir, doomed)
+        del self._dir_of[tp]
+        self.checkpoint()
+        shutil.rmtree(doomed)
+
     def retention(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
         """Apply retention to every log; returns the deleted segments' base offsets per partition."""
         out = {}

@@ -212,3 +212,21 @@ def test_retention_of_everything_rolls_first(tmp_path: Path) -> None:
         assert log.delete_old_segments(T0 + 10**9) == [0]
         assert [s.base_offset for s in log.segments] == [30]
         assert log.log_start_offset == 30 and log.log_end_offset == 30
+
+
+def test_flush_policy(tmp_path: Path) -> None:
+    (tmp_path / "t-0").mkdir()
+    with Log(tmp_path / "t-0", small_config(**{"flush.messages": "5"}), writable=True) as log:
+        log.append(batch(3))
+        assert log.recovery_point == 0  # not flushed yet: 3 < flush.messages
+        log.append(batch(2))
+        assert log.recovery_point == 5  # flushed: the recovery point moves to the log end
+    (tmp_path / "u-0").mkdir()
+    with Log(tmp_path / "u-0", small_config(**{"flush.ms": "1000"}), writable=True) as log:
+        import time as _time
+
+        now = int(_time.time() * 1000)
+        log.append(batch(1), now_ms=now)
+        assert log.recovery_point == 0
+        log.append(batch(1), now_ms=now + 5000)
+        assert log.recovery_point == 2

@@ -106,3 +106,15 @@ def test_recovery_after_kill(tmp_path: Path) -> None:
         assert leo >= 150 and leo % 5 == 0
         offsets = [r.offset for b in log.batches() for r in b.records()]
         assert offsets == list(range(leo))
+
+
+def test_delete_log(tmp_path: Path) -> None:
+    with LogManager([tmp_path], writable=True, config=CFG) as lm:
+        for p in range(2):
+            lm.create_log(TopicPartition("gone", p)).append(batch(3))
+        lm.delete_log(TopicPartition("gone", 0))
+        with pytest.raises(KlogError, match="no such partition"):
+            lm.delete_log(TopicPartition("gone", 0))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["gone-1"]
+    rp = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()
+    assert rp == {TopicPartition("gone", 1): 3}
