@@ -27,8 +27,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .config import LogConfig, MessageTimestampType
-from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, RecordTooLargeError
+from .control import ControlRecordType
+from .errors import CorruptIndexError, CorruptRecordError, KlogError, OffsetOutOfRangeError, RecordTooLargeError
 from .file_records import AnyBatch, iter_batches
+from .producer_state import ProducerStateManager, snapshot_files
 from .records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -50,6 +52,7 @@ from .segment import (
     scan_segment,
 )
 from .time_index import TimestampOffset
+from .txn_index import AbortedTxn
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -83,6 +86,9 @@ class Log:
         self._unflushed = 0
         self.segments: list[LogSegment] = []
         self._leo: int | None = None
+        self._producer_state: ProducerStateManager | None = None
+        # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
+        self._memory_aborted: dict[int, list[AbortedTxn]] = {}
         self._load(had_clean_shutdown)
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
@@ -197,6 +203,8 @@ class Log:
                     seg.on_become_inactive_segment()
                     seg.close()
                     self.segments[i] = self._segment(seg.base_offset, False)
+            self._leo = None
+            self._rebuild_transaction_state(start, write=True)
             self.recovery_point = self.log_end_offset
         else:
             for i in range(start, len(self.segments)):
@@ -211,6 +219,8 @@ class Log:
                         later.close()
                     del self.segments[i + 1:]
                     break
+            self._leo = None
+            self._rebuild_transaction_state(start, write=False)
 
     def _bound_active_in_memory(self) -> None:
         """After a clean shutdown Kafka trusts the files; a copy may still be torn by the copy
@@ -230,6 +240,75 @@ class Log:
                                 base_offset=seg.base_offset)
             cut = seg.recover_in_memory(scan)
             self._note(seg, cut, f"read-only: reading stops at the last valid batch ({scan.error or 'torn tail'})")
+
+    # -- producer state and transactions
+    def _state_at(self, offset: int) -> ProducerStateManager:
+        """Producer state covering every batch below ``offset``: the newest usable snapshot at or
+        below it, then a replay of the batches in between."""
+        state = ProducerStateManager()
+        start = self.log_start_offset if hasattr(self, "log_start_offset") else self.segments[0].base_offset
+        for snap_offset, path in reversed(snapshot_files(self.dir)):
+            if snap_offset <= offset and snap_offset >= self.segments[0].base_offset:
+                try:
+                    state = ProducerStateManager.read_snapshot(path)
+                    start = snap_offset
+                    break
+                except KlogError as exc:
+                    self.recovery_notes.append(f"{path}: ignored ({exc.detail})")
+        if start < offset:
+            for batch in self._raw_batches(max(start, self.segments[0].base_offset), offset):
+                if batch.base_offset >= offset:
+                    break
+                state.update(batch)
+        state.map_end_offset = offset
+        return state
+
+    def _rebuild_transaction_state(self, first_segment: int, *, write: bool) -> None:
+        """Replay the recovered segments: their aborted transactions (``.txnindex``, or in memory
+        when read-only) and the producer state at the log end."""
+        if first_segment >= len(self.segments):
+            return
+        state = self._state_at(self.segments[first_segment].base_offset)
+        for seg in self.segments[first_segment:]:
+            aborted: list[AbortedTxn] = []
+            for batch in seg.batches():
+                done = state.update(batch)
+                if done is not None and done.is_aborted:
+                    aborted.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                              state.last_stable_offset_for(done)))
+            if write:
+                seg.txn_index.path.unlink(missing_ok=True)
+                for t in aborted:
+                    seg.txn_index.append(t)
+            else:
+                self._memory_aborted[seg.base_offset] = aborted
+        self._producer_state = state
+        if write:
+            for snap_offset, path in snapshot_files(self.dir):
+                if snap_offset > self.log_end_offset:
+                    path.unlink()  # describes data recovery removed
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        if self._producer_state is None:
+            self._producer_state = self._state_at(self.log_end_offset)
+        return self._producer_state
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the oldest ongoing transaction, or the log end offset."""
+        first = self.producer_state.first_unstable_offset()
+        return self.log_end_offset if first is None else first
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, end_offset)`` (``collectAbortedTxns``)."""
+        out: list[AbortedTxn] = []
+        for seg in self.segments[self._segment_for(start_offset):]:
+            entries = self._memory_aborted.get(seg.base_offset)
+            if entries is None:
+                entries = seg.txn_index.read()
+            out += [t for t in entries if t.last_offset >= start_offset and t.first_offset < end_offset]
+        return sorted(out, key=lambda t: (t.first_offset, t.last_offset))
 
     # -- offsets
     @property
@@ -255,13 +334,48 @@ class Log:
         return idx
 
     # -- reading
-    def batches(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[AnyBatch]:
-        """Batches holding offsets in ``[start_offset, end_offset)``, seeking with the offset index."""
+    def batches(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                read_committed: bool = False) -> Iterator[AnyBatch]:
+        """Batches holding offsets in ``[start_offset, end_offset)``, seeking with the offset index.
+
+        With ``read_committed`` the read stops at the last stable offset and leaves out control
+        batches and the batches of aborted transactions (``CompletedFetch``'s algorithm over the
+        aborted transactions of ``.txnindex``); otherwise every batch is returned, control
+        batches included (decoders drop their records).
+        """
         start = self.log_start_offset if start_offset is None else start_offset
         leo = self.log_end_offset
         end = leo if end_offset is None else end_offset
         if start < self.log_start_offset or start > leo:
             raise OffsetOutOfRangeError(f"offset {start} is outside [{self.log_start_offset}, {leo}] of {self.dir}")
+        if not read_committed:
+            yield from self._raw_batches(start, end)
+            return
+        end = min(end, self.last_stable_offset)
+        pending = self.aborted_transactions(start, end)
+        markers = {t.last_offset for t in pending}
+        aborting: set[int] = set()
+        i = 0
+        for batch in self._raw_batches(start, end):
+            while i < len(pending) and pending[i].first_offset <= batch.last_offset:
+                aborting.add(pending[i].producer_id)
+                i += 1
+            if batch.is_control:
+                if batch.is_transactional and batch.producer_id >= 0:
+                    recs = batch.records()
+                    if recs and ControlRecordType.parse(recs[0].key) == ControlRecordType.ABORT:
+                        if batch.last_offset not in markers:
+                            raise CorruptIndexError(
+                                f"ABORT marker at offset {batch.last_offset} (producer {batch.producer_id}) has no "
+                                f"entry in the transaction index; run 'klog recover' to rebuild it",
+                                path=str(self.dir))
+                        aborting.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborting:
+                continue
+            yield batch
+
+    def _raw_batches(self, start: int, end: int) -> Iterator[AnyBatch]:
         for seg in self.segments[self._segment_for(start):]:
             if seg.base_offset >= end:
                 return
@@ -336,9 +450,16 @@ class Log:
                 raw[35:43] = now.to_bytes(8, "big", signed=True)
                 raw[CRC_OFFSET:CRC_OFFSET + 4] = crc32c(bytes(raw[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
                 max_ts = now
+            state = self.producer_state  # loaded before the append changes the log end
             self._maybe_roll(len(raw), max_ts, last_off, base, now)
-            self.active_segment.append(last_off, max_ts, last_off, bytes(raw))
+            data = bytes(raw)
+            self.active_segment.append(last_off, max_ts, last_off, data)
             self._leo = last_off + 1
+            done = state.update(DefaultRecordBatch(data))
+            if done is not None and done.is_aborted:
+                self.active_segment.txn_index.append(
+                    AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                               state.last_stable_offset_for(done)))
             first = base if first is None else first
             last = last_off
             self._unflushed += batch.records_count
@@ -359,12 +480,14 @@ class Log:
         old = self.active_segment
         if old.size_in_bytes == 0 and old.base_offset == base:
             return old
+        state = self.producer_state
         old.on_become_inactive_segment()
         old.flush()
         old.close()
         self.segments[-1] = self._segment(old.base_offset, False)
         seg = self._segment(base, True)
         self.segments.append(seg)
+        state.write_snapshot(self.dir, base)  # as Kafka does on roll: the state below the new segment
         return seg
 
     def _maybe_flush(self, now: int) -> None:
@@ -396,6 +519,10 @@ class Log:
             self.segments[-1] = seg
         seg.truncate_to(offset)
         self._leo = None
+        for snap_offset, path in snapshot_files(self.dir):
+            if snap_offset > self.log_end_offset:
+                path.unlink()
+        self._producer_state = None  # rebuilt from a snapshot below the cut on next use
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     # -- retention (UnifiedLog.deleteOldSegments)
@@ -448,6 +575,9 @@ class Log:
             self.segments.remove(seg)
             bases.append(seg.base_offset)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        for snap_offset, path in snapshot_files(self.dir):
+            if snap_offset < self.segments[0].base_offset:
+                path.unlink()  # the segments it described are gone
         self.remove_deleted_files(now_ms)
         return bases
 
@@ -465,6 +595,8 @@ class Log:
         if self.writable:
             self.active_segment.flush()
             self.recovery_point = self.log_end_offset
+            if self._producer_state is not None and self._producer_state.producers:
+                self._producer_state.write_snapshot(self.dir, self.log_end_offset)
         for seg in self.segments:
             seg.close()
 
