@@ -27,8 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .config import LogConfig, MessageTimestampType
-from .control import ControlRecordType
-from .errors import CorruptIndexError, CorruptRecordError, KlogError, OffsetOutOfRangeError, RecordTooLargeError
+from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, RecordTooLargeError
 from .file_records import AnyBatch, iter_batches
 from .producer_state import ProducerStateManager, snapshot_files
 from .records import (
@@ -52,7 +51,7 @@ from .segment import (
     scan_segment,
 )
 from .time_index import TimestampOffset
-from .txn_index import AbortedTxn
+from .txn_index import AbortedTxn, filter_read_committed
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -352,28 +351,8 @@ class Log:
             yield from self._raw_batches(start, end)
             return
         end = min(end, self.last_stable_offset)
-        pending = self.aborted_transactions(start, end)
-        markers = {t.last_offset for t in pending}
-        aborting: set[int] = set()
-        i = 0
-        for batch in self._raw_batches(start, end):
-            while i < len(pending) and pending[i].first_offset <= batch.last_offset:
-                aborting.add(pending[i].producer_id)
-                i += 1
-            if batch.is_control:
-                if batch.is_transactional and batch.producer_id >= 0:
-                    recs = batch.records()
-                    if recs and ControlRecordType.parse(recs[0].key) == ControlRecordType.ABORT:
-                        if batch.last_offset not in markers:
-                            raise CorruptIndexError(
-                                f"ABORT marker at offset {batch.last_offset} (producer {batch.producer_id}) has no "
-                                f"entry in the transaction index; run 'klog recover' to rebuild it",
-                                path=str(self.dir))
-                        aborting.discard(batch.producer_id)
-                continue
-            if batch.is_transactional and batch.producer_id in aborting:
-                continue
-            yield batch
+        yield from filter_read_committed(self._raw_batches(start, end), self.aborted_transactions(start, end),
+                                         where=str(self.dir))
 
     def _raw_batches(self, start: int, end: int) -> Iterator[AnyBatch]:
         for seg in self.segments[self._segment_for(start):]:
