@@ -20,6 +20,7 @@ from .file_records import FileRecords
 from .log import Log
 from .manager import PartitionDir
 from .offset_index import OffsetIndex
+from .records import DefaultRecordBatch
 from .segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, base_offset_of, scan_segment
 from .time_index import TimeIndex
 
@@ -50,7 +51,7 @@ def describe_partition(pd: PartitionDir) -> PartitionSummary:
             for batch in seg.batches():
                 codecs.add(batch.compression.label)
                 if first_ts is None and batch.max_timestamp >= 0:
-                    first_ts = batch.base_timestamp if batch.magic >= 2 else batch.max_timestamp
+                    first_ts = batch.base_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
                 break
         max_ts = max((s.max_timestamp_so_far.timestamp for s in log.segments), default=-1)
         start, end = log.log_start_offset, log.log_end_offset

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import KlogError
-from .file_records import FileRecords, PartialTail
+from .file_records import BatchWalk, FileRecords, PartialTail
 from .offset_index import OffsetIndex, OffsetPosition
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
@@ -276,7 +276,7 @@ class LogSegment:
     def _records(self) -> FileRecords:
         return FileRecords(self.log_path)
 
-    def batches(self, start_position: int = 0, end_position: int | None = None):  # type: ignore[no-untyped-def]
+    def batches(self, start_position: int = 0, end_position: int | None = None) -> BatchWalk:
         """Batches from a byte position (a batch boundary) up to the segment's size when opened."""
         end = self.size_in_bytes if end_position is None else end_position
         return self._records().batches(start_position, end)

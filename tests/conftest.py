@@ -9,3 +9,22 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local[2] SparkSession per test process (about 10 s to start)."""
+    pyspark = pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    del pyspark
+    session = (SparkSession.builder.master("local[2]").appName("klog-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

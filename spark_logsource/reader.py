@@ -1,0 +1,89 @@
+"""Executor side of a batch read: a piece's byte slice → Arrow record batches.
+
+Nothing is opened before :func:`read_partition` runs on the executor. Each piece is read in
+large chunks from its start position, every batch's CRC is checked, records are decoded by the
+columnar kernel straight into Arrow and trimmed to the piece's offsets; control records never
+come out, and under ``read_committed`` aborted transactions are left out with the aborted list
+the driver resolved. A corrupt batch fails the task with its file and position, or, with
+``failOnDataLoss=false``, is skipped up to the next offset-index entry and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+from storage_core.columnar import ArrowDecoder
+from storage_core.errors import KlogError
+from storage_core.file_records import AnyBatch, FileRecords
+from storage_core.offset_index import OffsetIndex
+from storage_core.segment import base_offset_of
+from storage_core.txn_index import filter_read_committed
+
+from .planning import KlogInputPartition, Piece
+
+log = logging.getLogger("klog")
+
+#: Emit a RecordBatch once this many bytes of keys/values are buffered (bounds worker memory).
+FLUSH_BYTES = 32 << 20
+FLUSH_ROWS = 262_144
+
+
+def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
+    records = FileRecords(piece.log_path)
+    position = piece.start_position
+    while position < piece.end_position:
+        walk = records.batches(position, piece.end_position)
+        try:
+            for batch in walk:
+                batch.ensure_valid()
+                yield batch
+            return
+        except KlogError as exc:
+            if fail_on_data_loss:
+                raise
+            bad = exc.position if exc.position is not None else walk.valid_bytes
+            resume = _next_index_position(piece, bad)
+            log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
+                        (resume or piece.end_position) - bad, piece.log_path, bad, exc)
+            if resume is None:
+                return
+            position = resume
+
+
+def _next_index_position(piece: Piece, after: int) -> int | None:
+    index = Path(piece.log_path).with_suffix(".index")
+    if not index.exists():
+        return None
+    with OffsetIndex(index, base_offset_of(piece.log_path)) as oi:
+        for e in oi.all_entries():
+            if after < e.position < piece.end_position:
+                return e.position
+    return None
+
+
+def read_partition(partition: KlogInputPartition | None, schema: pa.Schema, *, include_headers: bool,
+                   include_metadata: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    if partition is None or not getattr(partition, "pieces", None):
+        return
+    for piece in partition.pieces:
+        dec = ArrowDecoder(piece.topic, piece.partition, include_headers=include_headers,
+                           include_metadata=include_metadata)
+        batches: Iterator[AnyBatch] = _batches(piece, fail_on_data_loss)
+        if piece.aborted is not None:
+            batches = filter_read_committed(batches, list(piece.aborted), where=piece.log_path)
+        for batch in batches:
+            dec.add(batch, min_offset=piece.min_offset, end_offset=piece.end_offset, verify=False)
+            if dec.nbytes >= FLUSH_BYTES or dec.num_rows >= FLUSH_ROWS:
+                yield _conform(dec.finish(), schema)
+        if dec.num_rows:
+            yield _conform(dec.finish(), schema)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    if batch.schema.equals(schema):
+        return batch
+    return pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(schema)], schema=schema)
