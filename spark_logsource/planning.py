@@ -299,11 +299,16 @@ def plan(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> tuple[list[KlogInp
     return pack(split, opts), ranges
 
 
+#: Pieces smaller than this are packed together (a task costs tens of ms); larger ones get a task
+#: each, so partitions are read in parallel as in Spark's Kafka source.
+PACK_BELOW_BYTES = 8 << 20
+
+
 def pack(pieces: list[Piece], opts: ReadOptions) -> list[KlogInputPartition]:
-    """Group consecutive small pieces into tasks of up to maxBytesPerPartition (and records)."""
+    """One task per large piece; consecutive small pieces share a task (up to the byte budget)."""
     groups: list[list[Piece]] = []
     target_tasks = opts.min_partitions or 1
-    budget = opts.max_bytes_per_partition
+    budget = min(opts.max_bytes_per_partition, PACK_BELOW_BYTES)
     if len(pieces) >= target_tasks and target_tasks > 1:
         budget = min(budget, max(1, sum(p.nbytes for p in pieces) // target_tasks))
     current: list[Piece] = []

@@ -21,3 +21,12 @@ def test_engine_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "ratio append klog/plain-write time:" in out
     assert "ratio tail read 200-segment/1-segment:" in out
+
+
+@pytest.mark.spark
+def test_spark_read_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks import spark_read
+
+    spark_read.main(["--records", "20000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio klog/ceiling throughput:" in out and "ratio tail-range/full-scan time:" in out

@@ -1,0 +1,185 @@
+"""Spark read benchmark: klog against the Python data source ceiling and Parquet, one run.
+
+On the same 2-partition log (100-byte values, lz4; 4M records by default):
+
+(a) ``spark.read.format("klog")`` full-scan aggregate;
+(b) a Python data source that yields the same rows from Arrow batches already in the worker's
+    memory (what the Python Data Source API can do at best);
+(c) ``spark.read.parquet`` of the same rows;
+(d) a 10,000-record offset range at the tail, against (a).
+
+Each query runs ``--repeat`` times (best kept; the first also warms the Python workers).
+Run: ``python -m benchmarks.spark_read [--records N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+T0 = 1_700_000_000_000
+
+
+def _table(n: int, part: int) -> pa.Table:
+    rng = np.random.default_rng(part)
+    values = rng.integers(65, 91, size=(n, 100), dtype=np.uint8)
+    return pa.table({
+        "key": pa.array([b"key-%06d" % (i % 50_000) for i in range(n)], pa.binary()),
+        "value": pa.array([row.tobytes() for row in values], pa.binary()),
+        "timestamp": pa.array(T0 + np.arange(n, dtype=np.int64), pa.int64()),
+    })
+
+
+def build(root: Path, records: int) -> Path:
+    from storage_core.columnar import encode_arrow
+    from storage_core.compression import CompressionType
+    from storage_core.config import LogConfig
+    from storage_core.log import Log
+
+    logs = root / "logs"
+    per = records // 2
+    for p in range(2):
+        d = logs / f"bench-{p}"
+        d.mkdir(parents=True)
+        with Log(d, LogConfig.from_properties({"segment.bytes": str(256 << 20)}), writable=True) as log:
+            for raw in encode_arrow(_table(per, p), compression=CompressionType.LZ4, max_batch_bytes=64 << 10):
+                log.append(raw)
+    return logs
+
+
+# --- (b) the API's ceiling: rows already in memory as Arrow ------------------------------------------
+
+_CACHE: dict[int, list[pa.RecordBatch]] = {}
+
+
+def _memory_source():  # type: ignore[no-untyped-def]
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class MemReader(DataSourceReader):
+        def __init__(self, per: int) -> None:
+            self.per = per
+
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(0), InputPartition(1)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            from benchmarks.spark_read import _CACHE, _mem_batches
+
+            p = partition.value
+            if p not in _CACHE:
+                _CACHE[p] = _mem_batches(self.per, p)
+            return iter(_CACHE[p])
+
+    class MemSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "klogbenchmem"
+
+        def schema(self) -> str:
+            return ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
+                    "timestampType int")
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return MemReader(int(self.options["per"]))
+
+    return MemSource
+
+
+def _mem_batches(per: int, part: int) -> list[pa.RecordBatch]:
+    from storage_core.columnar import kafka_schema
+
+    t = _table(per, part)
+    n = t.num_rows
+    full = pa.table({
+        "key": t.column("key"), "value": t.column("value"),
+        "topic": pa.repeat(pa.scalar("bench"), n), "partition": pa.repeat(pa.scalar(part, pa.int32()), n),
+        "offset": pa.array(np.arange(n, dtype=np.int64)),
+        "timestamp": t.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.repeat(pa.scalar(0, pa.int32()), n),
+    }).cast(kafka_schema())
+    return full.to_batches(max_chunksize=100_000)
+
+
+def _best(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
+    best = float("inf")
+    result: object = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.spark_read", description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=4_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    repo = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYTHONPATH"] = repo + os.pathsep + os.environ.get("PYTHONPATH", "")
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    work = Path(tempfile.mkdtemp(prefix="klog-bench-spark-"))
+    owned = SparkSession.getActiveSession() is None  # a session someone else made (a test's) stays up
+    spark = (SparkSession.builder.master("local[2]").appName("klog-bench").config("spark.ui.enabled", "false")
+             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        t = time.perf_counter()
+        logs = build(work, args.records)
+        built = time.perf_counter() - t
+        size = sum(p.stat().st_size for p in logs.rglob("*.log"))
+        spark.dataSource.register(_memory_source())
+
+        def agg(df):  # type: ignore[no-untyped-def]
+            return df.groupBy("partition").agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes"),
+                                               F.max("offset").alias("last")).collect()
+
+        klog_df = lambda: spark.read.format("klog").load(str(logs))  # noqa: E731
+        t_klog, r_klog = _best(lambda: agg(klog_df()), args.repeat)
+        t_mem, r_mem = _best(lambda: agg(spark.read.format("klogbenchmem").option("per", args.records // 2).load()),
+                             args.repeat)
+        parquet = work / "parquet"
+        klog_df().write.parquet(str(parquet))
+        t_pq, r_pq = _best(lambda: agg(spark.read.parquet(str(parquet))), args.repeat)
+        per = args.records // 2
+        tail = f'{{"bench": {{"0": {per - 10_000}, "1": {per}}}}}'
+        t_tail, r_tail = _best(lambda: spark.read.format("klog").option("startingOffsets", tail).load(str(logs))
+                               .count(), args.repeat)
+        assert sorted((r.partition, r.n) for r in r_klog) == [(0, per), (1, per)]  # type: ignore[attr-defined]
+        assert sorted(tuple(r) for r in r_klog) == sorted(tuple(r) for r in r_mem)  # type: ignore[attr-defined]
+        assert sorted(tuple(r) for r in r_klog) == sorted(tuple(r) for r in r_pq)  # type: ignore[attr-defined]
+        assert r_tail == 10_000
+        n = args.records
+        print(f"{n:,} records in 2 partitions, 100-byte values, lz4: {size / 1e6:.0f} MB of segments "
+              f"(built in {built:.1f} s)")
+        print()
+        print(f"{'query':<58} {'best s':>8} {'Mrec/s':>8}")
+        print(f"{'(a) klog full-scan aggregate':<58} {t_klog:>8.2f} {n / t_klog / 1e6:>8.2f}")
+        print(f"{'(b) Python data source from in-memory Arrow (API ceiling)':<58} {t_mem:>8.2f} {n / t_mem / 1e6:>8.2f}")
+        print(f"{'(c) spark.read.parquet, same rows':<58} {t_pq:>8.2f} {n / t_pq / 1e6:>8.2f}")
+        print(f"{'(d) klog 10,000-record range at the tail':<58} {t_tail:>8.2f}")
+        print()
+        print(f"ratio klog/ceiling throughput: {t_mem / t_klog:.2f}x")
+        print(f"ratio klog/parquet throughput: {t_pq / t_klog:.2f}x")
+        print(f"ratio tail-range/full-scan time: {t_tail / t_klog:.3f}x")
+    finally:
+        if owned:
+            spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
