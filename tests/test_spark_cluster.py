@@ -1,12 +1,19 @@
-"""The reader on ``local-cluster[2,1,1024]``: two executor JVMs, each with its own Python workers."""
+"""The reader on ``local-cluster[2,1,1024]``: two executor JVMs, each with its own Python workers.
+
+Every broker log dir of the fixtures is read on the cluster; per partition the count, offsets,
+value bytes and the sum of CRC-32s of keys and of values (Spark's ``crc32``, zlib's here) must
+equal Kafka's decoding.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -15,47 +22,58 @@ import shared_fixtures as sf
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent("""
-    import json, sys
-    from pyspark.sql import SparkSession
+    import json, os, sys
+    from pyspark.sql import SparkSession, functions as F
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("klog-cluster")
              .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     out = {}
+    pids = set()
     for d in sys.argv[1:]:
-        df = spark.read.format("klog").option("maxBytesPerPartition", "20000").load(d)
-        rows = df.select("topic", "partition", "offset").collect()
-        out[d] = {"count": len(rows), "tasks": df.rdd.getNumPartitions(),
-                  "executors": sorted({e for e in df.rdd.mapPartitions(
-                      lambda it: [__import__("pyspark").TaskContext.get().getLocalProperty("x") or
-                                  __import__("os").getpid()]).collect()}),
-                  "offsets": sorted([r.topic, r.partition, r.offset] for r in rows)}
-    print("RESULT " + json.dumps(out))
+        df = spark.read.format("klog").option("maxBytesPerPartition", "1000000").load(d)
+        rows = df.groupBy("topic", "partition").agg(
+            F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+            F.sum(F.length("value")).alias("bytes"), F.sum(F.crc32("key")).alias("kc"),
+            F.sum(F.crc32("value")).alias("vc")).collect()
+        out[d] = sorted([r.topic, r.partition, r.n, r.lo, r.hi, r.bytes or 0, r.kc or 0, r.vc or 0] for r in rows)
+    biggest = max(sys.argv[1:], key=lambda d: sum(f.stat().st_size for f in __import__("pathlib").Path(d).rglob("*.log")))
+    df = spark.read.format("klog").option("maxBytesPerPartition", "100000").load(biggest)
+    pids |= set(df.rdd.mapPartitions(lambda it: [os.getpid()]).collect())
+    print("RESULT " + json.dumps({"dirs": out, "pids": len(pids)}))
     spark.stop()
 """)
+
+
+def _expected(log_dir: Path) -> list[list[object]]:
+    from test_spark_read import _expected as rows
+
+    agg: dict[tuple[str, int], list[int]] = {}
+    for topic, part, offset, k, v, _ts in rows(log_dir):
+        a = agg.setdefault((topic, part), [0, offset, offset, 0, 0, 0])
+        key = base64.b64decode(k) if k is not None else None
+        value = base64.b64decode(v) if v is not None else None
+        a[0] += 1
+        a[1] = min(a[1], offset)
+        a[2] = max(a[2], offset)
+        a[3] += len(value) if value is not None else 0
+        a[4] += zlib.crc32(key) if key is not None else 0
+        a[5] += zlib.crc32(value) if value is not None else 0
+    return sorted([t, p, *a] for (t, p), a in agg.items())
 
 
 @pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)
 def test_broker_dirs_on_local_cluster(tmp_path: Path) -> None:
     import pyspark
+    from test_spark_read import LOG_DIRS
 
-    dirs = [sf.KAFKA_FIXTURES / "VolodymyrZee+kafka/587a452", sf.KAFKA_FIXTURES / "Niloufar1171+LDI-POC/8030792"]
     env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)
-    res = subprocess.run([sys.executable, str(script), *map(str, dirs)], capture_output=True, text=True, env=env,
-                         timeout=600)
+    res = subprocess.run([sys.executable, str(script), *map(str, LOG_DIRS)], capture_output=True, text=True,
+                         env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(next(line for line in res.stdout.splitlines() if line.startswith("RESULT "))[7:])
-    for d in dirs:
-        expected = []
-        for seg in sorted(d.glob("*/*.log")):
-            topic, _, part = seg.parent.name.rpartition("-")
-            for line in sf.expected_lines(seg):
-                o = json.loads(line)
-                if o.get("offset") is not None and not o["is_control"]:
-                    expected.append([topic, int(part), o["offset"]])
-        got = out[str(d)]
-        assert got["offsets"] == sorted(expected)
-        assert got["tasks"] > 1
-    assert len({pid for d in dirs for pid in out[str(d)]["executors"]}) >= 2  # Python workers of both executors
+    for d in LOG_DIRS:
+        assert out["dirs"][str(d)] == _expected(d), d
+    assert out["pids"] >= 2  # Python workers of both executors took part

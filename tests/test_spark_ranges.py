@@ -210,3 +210,40 @@ def test_missing_path(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped
         spark.read.format("klog").load(str(tmp_path / "nope")).count()
     with pytest.raises(Exception, match="no path"):
         spark.read.format("klog").load().count()
+
+
+def test_corruption_fails_or_is_skipped(spark, log_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+    import shutil
+
+    d = tmp_path / "copy"
+    shutil.copytree(log_dir / "orders-1", d / "orders-1")
+    seg = sorted((d / "orders-1").glob("*.log"))[0]
+    data = bytearray(seg.read_bytes())
+    data[700] ^= 0xFF  # inside the first segment: a batch fails its CRC
+    seg.write_bytes(bytes(data))
+    (d / ".kafka_cleanshutdown").write_bytes(b"")  # as a broker leaves it: no recovery at open
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (d / "orders-1").iterdir()}
+    with pytest.raises(Exception, match="Record is corrupt") as info:
+        read(spark, d).count()
+    assert str(seg) in str(info.value) and "position" in str(info.value)
+    n = read(spark, d, failOnDataLoss="false").count()
+    assert 250 <= n < 300  # the damaged batch (and up to the next index entry) left out, the rest read
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (d / "orders-1").iterdir()}
+    assert before == after  # reads never write
+
+
+def test_data_loss_below_log_start(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+    import tempfile
+
+    from storage_core.checkpoint import OffsetCheckpointFile
+    from storage_core.topic_partition import TopicPartition
+
+    d = Path(tempfile.mkdtemp()) / "logs"
+    shutil.copytree(log_dir / "orders-0", d / "orders-0")
+    OffsetCheckpointFile(d / "log-start-offset-checkpoint").write({TopicPartition("orders", 0): 120})
+    assert read(spark, d).count() == 180  # earliest is the log start offset
+    with pytest.raises(Exception, match="below the log start offset 120"):
+        read(spark, d, startingOffsets='{"orders": {"0": 100}}').count()
+    assert read(spark, d, startingOffsets='{"orders": {"0": 100}}', failOnDataLoss="false").count() == 180
