@@ -1,52 +1,81 @@
-"""klog quickstart: write a small Kafka topic partition with storage_core and dump it.
+"""klog quickstart: write a keyed topic with 3 partitions, read a time range back with Spark.
 
-Run with ``make quickstart``. It writes ``klog-data/quickstart-0/00000000000000000000.log``
-(three lz4 batches, keyed records with headers), decodes it into Arrow, and prints the
-``klog dump`` view of it. The Spark parts (write with Spark, read a range, tail a stream)
-arrive with the reader, writer and streaming issues.
+Run with ``make quickstart``. It writes ``klog-data/clicks-{0,1,2}`` through storage_core
+(partitioned by Kafka's murmur2 of the key, lz4 batches, with headers), then reads a time
+range of it with ``spark.read.format("klog")`` and shows a small table. (Writing with Spark and
+tailing with a stream join it when the writer and streaming land.)
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
-from storage_core.columnar import decode_batches, encode_arrow
+from storage_core.columnar import encode_arrow, murmur2_partitions
 from storage_core.compression import CompressionType
-from storage_core.file_records import FileRecords
+from storage_core.manager import LogManager
+from storage_core.topic_partition import TopicPartition
 
-DATA = Path(os.environ.get("KLOG_QUICKSTART_DIR", "klog-data"))
+DATA = Path(os.environ.get("KLOG_QUICKSTART_DIR", "klog-data")).resolve()
+T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+N = 3000
+
+
+def write_topic() -> None:
+    if DATA.exists():
+        shutil.rmtree(DATA)
+    DATA.mkdir(parents=True)
+    users = np.arange(N) % 40
+    rows = pa.table({
+        "key": pa.array([f"user-{u}".encode() for u in users], pa.binary()),
+        "value": pa.array([f'{{"user": {u}, "page": "/p/{i % 17}", "n": {i}}}'.encode() for i, u in enumerate(users)]),
+        "timestamp": pa.array(T0 + 1000 * np.arange(N, dtype=np.int64)),  # one click a second
+        "headers": [[{"key": "source", "value": b"quickstart"}]] * N,
+    })
+    parts = murmur2_partitions(rows.column("key").combine_chunks(), 3)  # the partition a Java producer picks
+    with LogManager([DATA], writable=True) as lm:
+        for p in range(3):
+            mask = pa.array(parts == p)
+            log = lm.create_log(TopicPartition("clicks", p))
+            for raw in encode_arrow(rows.filter(mask), compression=CompressionType.LZ4, max_batch_bytes=16 << 10):
+                log.append(raw)
+    print(f"wrote {N} clicks to topic 'clicks' (3 partitions) under {DATA}")
+
+
+def read_range() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("klog-quickstart")
+             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    start, end = T0 + 600_000, T0 + 900_000  # minutes 10 to 15
+    df = (spark.read.format("klog")
+          .option("topics", "clicks")
+          .option("startingTimestamp", str(start))
+          .option("endingTimestamp", str(end))
+          .load(str(DATA)))
+    print(f"\nclicks between minute 10 and 15: {df.count()} (expected {(end - start) // 1000})")
+    (df.selectExpr("partition", "offset", "timestamp", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
+       .orderBy("timestamp").show(5, truncate=False))
+    per_partition = {r.partition: r["count"] for r in df.groupBy("partition").count().collect()}
+    print(f"per partition: {dict(sorted(per_partition.items()))}")
+    spark.stop()
 
 
 def main() -> None:
-    part = DATA / "quickstart-0"
-    part.mkdir(parents=True, exist_ok=True)
-    n = 30
-    rows = pa.table({
-        "key": [f"user-{i % 5}".encode() for i in range(n)],
-        "value": [f'{{"event": "click", "n": {i}}}'.encode() for i in range(n)],
-        "timestamp": pa.array([1_700_000_000_000 + 1000 * i for i in range(n)], pa.int64()),
-        "headers": [[{"key": "source", "value": b"quickstart"}]] * n,
-    })
-    batches = encode_arrow(rows, compression=CompressionType.LZ4, max_batch_bytes=1024)
-    log = part / "00000000000000000000.log"
-    log.write_bytes(b"".join(batches))
-    print(f"wrote {n} records in {len(batches)} lz4 batches to {log}")
-
-    table = decode_batches(FileRecords(log).batches(), "quickstart", 0, include_headers=True)
-    print(f"\ndecoded {table.num_rows} records into Arrow; the first five:")
-    print(f"{'offset':>6}  {'timestamp':<26} {'key':<8} value")
-    for row in table.slice(0, 5).to_pylist():
-        print(f"{row['offset']:>6}  {str(row['timestamp']):<26} {row['key'].decode():<8} {row['value'].decode()}")
-
-    print(f"\n$ klog dump {log}")
-    sys.stdout.flush()
+    write_topic()
+    read_range()
     klog = Path(sys.executable).with_name("klog")
-    subprocess.run([str(klog), "dump", str(log)], check=True)
+    print(f"\nthe data is in {DATA}; next: {klog.name} describe {DATA}\n")
+    sys.stdout.flush()
+    subprocess.run([str(klog), "describe", str(DATA)], check=True)
 
 
 if __name__ == "__main__":
