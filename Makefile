@@ -11,7 +11,7 @@ STAMP := $(VENV)/.klog-installed
 $(STAMP): pyproject.toml setup.py storage_core/_kernel.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev]'
+	$(PY) -m pip install -q -e '.[spark,dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 quickstart: $(STAMP)
