@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceWriter,
     EqualTo,
     Filter,
     GreaterThan,
@@ -91,6 +92,13 @@ class KlogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KlogReader(self._opts())
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .writer import KlogWriter, parse_write_options, validate_schema
+
+        opts = parse_write_options(self.options)
+        validate_schema(schema, opts)
+        return KlogWriter(opts, overwrite)
 
 
 _NEVER_NULL = {"topic", "partition", "offset", "timestamp", "timestampType"}

@@ -1,0 +1,249 @@
+"""``df.write.format("klog")``: every task stages segments, the driver commits them atomically.
+
+Input columns (as Spark's Kafka sink): ``value`` (string or binary, required), ``key`` (string
+or binary), ``headers`` (``array<struct<key: string, value: binary>>``), ``topic`` (string; the
+``topic`` option wins), ``partition`` (int), ``timestamp`` (timestamp; else the write time).
+Other columns are ignored. Rows go to the given ``partition``, else to Kafka's default
+partitioner's choice (murmur2 of the key), else round-robin for null keys.
+
+The protocol is :mod:`storage_core.commit`: nothing a task writes is visible until the driver's
+``commit`` assigns offsets and renames the staged segments in, with a journal that a crash rolls
+forward; ``abort``, failed and speculative attempts leave only staging, which is collected.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
+
+from storage_core.commit import STAGING_PREFIX, StagedPartition, StagingWriter, collect_staging, commit_job
+from storage_core.compression import CompressionType
+from storage_core.config import CONFIG_KEYS, LogConfig
+from storage_core.errors import InvalidOptionError, KlogError
+from storage_core.manager import find_partitions
+from storage_core.topic_partition import TopicPartition, validate_topic_name
+
+log = logging.getLogger("klog")
+
+WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
+                 "includeheaders"}
+#: Upper bound of an encoded batch's records area (kept under max.message.bytes).
+DEFAULT_MAX_BATCH_BYTES = 1 << 20
+STALE_STAGING_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    log_dir: str  # where new topics are created (the first of the paths)
+    paths: tuple[str, ...]
+    topic: str | None
+    num_partitions: int
+    compression: CompressionType
+    config: LogConfig
+    max_batch_bytes: int
+    lock_timeout_s: float
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    config_props = {k: v for k, v in opts.items() if k in CONFIG_KEYS}
+    unknown = sorted(k for k in opts if k not in WRITE_OPTIONS and k not in config_props)
+    if unknown:
+        raise InvalidOptionError(f"unknown write option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+                                 "format klog; known: path, topic, numPartitions, compression, maxBatchBytes, "
+                                 "lockTimeoutMs and topic configs by their Kafka names (segment.bytes, ...)")
+    path = opts.get("path", "").strip()
+    if not path:
+        raise InvalidOptionError("no path: use df.write.format('klog').save('/path/to/log-dir')")
+    paths = tuple(p.strip() for p in path.split(",") if p.strip())
+    topic = opts.get("topic")
+    if topic is not None:
+        validate_topic_name(topic)
+
+    def positive(key: str, default: int) -> int:
+        raw = opts.get(key)
+        if raw is None:
+            return default
+        try:
+            v = int(raw)
+        except ValueError:
+            raise InvalidOptionError(f"write option {key}={raw!r} is not an integer") from None
+        if v < 1:
+            raise InvalidOptionError(f"write option {key}={raw!r} must be at least 1")
+        return v
+
+    config = LogConfig.from_properties(config_props)
+    codec = CompressionType.from_name(opts.get("compression", "none"))
+    return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config,
+                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000) / 1000)
+
+
+def validate_schema(schema: StructType, opts: WriteOptions) -> None:
+    """The input columns Spark's Kafka sink accepts, checked before any task runs."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    accepted = {
+        "value": ((StringType, BinaryType), "string or binary"),
+        "key": ((StringType, BinaryType), "string or binary"),
+        "topic": ((StringType,), "string"),
+        "partition": ((IntegerType,), "int"),
+        "timestamp": ((TimestampType,), "timestamp"),
+    }
+    if "value" not in fields:
+        raise InvalidOptionError(f"the DataFrame has no 'value' column (string or binary), which a write needs; it "
+                                 f"has {', '.join(fields) or 'no columns'}")
+    for name, (types, label) in accepted.items():
+        if name in fields and not isinstance(fields[name], types):
+            raise InvalidOptionError(f"column {name!r} has type {fields[name].simpleString()}; expected {label}")
+    if "headers" in fields:
+        t = fields["headers"]
+        ok = (isinstance(t, ArrayType) and isinstance(t.elementType, StructType)
+              and [(f.name, type(f.dataType)) for f in t.elementType.fields] == [("key", StringType),
+                                                                                 ("value", BinaryType)])
+        if not ok:
+            raise InvalidOptionError(f"column 'headers' has type {t.simpleString()}; expected "
+                                     "array<struct<key:string,value:binary>>")
+    if opts.topic is None and "topic" not in fields:
+        raise InvalidOptionError("no topic: set the 'topic' option or give a 'topic' column")
+
+
+def existing_topics(paths: tuple[str, ...]) -> dict[str, dict[int, str]]:
+    out: dict[str, dict[int, str]] = {}
+    for p in paths:
+        if Path(p).exists():
+            for pd in find_partitions([p]):
+                out.setdefault(pd.topic_partition.topic, {})[pd.topic_partition.partition] = str(pd.path)
+    return out
+
+
+def ensure_topic(opts: WriteOptions, topics: dict[str, dict[int, str]], topic: str) -> dict[int, str]:
+    """The partition dirs of ``topic``, creating ``numPartitions`` of them if it is new."""
+    if topic in topics:
+        return topics[topic]
+    validate_topic_name(topic)
+    root = Path(opts.log_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    dirs = {}
+    for p in range(opts.num_partitions):
+        d = root / TopicPartition(topic, p).dir_name
+        d.mkdir(exist_ok=True)
+        dirs[p] = str(d)
+    topics[topic] = dirs
+    return dirs
+
+
+@dataclass
+class KlogCommitMessage(WriterCommitMessage):
+    staged: tuple[StagedPartition, ...]
+    task: int
+    attempt: int
+
+
+class KlogWriter(DataSourceArrowWriter):
+    """Pickled to every task; ``commit``/``abort`` run on an unpickled copy on the driver side."""
+
+    def __init__(self, opts: WriteOptions, overwrite: bool) -> None:
+        self.opts = opts
+        self.overwrite = overwrite
+        self.job_id = uuid.uuid4().hex[:16]
+        self.topics = existing_topics(opts.paths)
+        if opts.topic is not None:
+            ensure_topic(opts, self.topics, opts.topic)
+
+    # -- tasks
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KlogCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        staging_name = f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
+        writers: dict[str, StagingWriter] = {}
+        now = int(time.time() * 1000)
+        rr = task  # round-robin position for null keys
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            topics = self._topics_of(batch)
+            parts, rr = self._partitions_of(batch, topics, rr)
+            keys = np.char.add(np.asarray(topics, dtype=object).astype(str), np.char.mod("\x00%d", parts))
+            for tp_key in np.unique(keys):
+                mask = keys == tp_key
+                topic, _, p = str(tp_key).rpartition("\x00")
+                pdir = self.topics[topic][int(p)]
+                w = writers.get(pdir)
+                if w is None:
+                    w = writers[pdir] = StagingWriter(pdir, staging_name, self.opts.config, self.opts.compression,
+                                                      self.opts.max_batch_bytes)
+                w.append(batch.filter(pa.array(mask)), now)
+        staged = tuple(w.finish() for w in writers.values())
+        return KlogCommitMessage(staged, task, attempt)
+
+    def _topics_of(self, batch: pa.RecordBatch) -> list[str]:
+        if self.opts.topic is not None:
+            return [self.opts.topic] * batch.num_rows
+        col = batch.column(batch.schema.get_field_index("topic"))
+        if col.null_count:
+            raise KlogError("a row has a null 'topic' and no 'topic' option was given")
+        names: list[str] = col.to_pylist()
+        for t in set(names):
+            if t not in self.topics:
+                ensure_topic(self.opts, self.topics, t)
+        return names
+
+    def _partitions_of(self, batch: pa.RecordBatch, topics: list[str], rr: int) -> tuple[np.ndarray, int]:
+        from storage_core.columnar import murmur2_partitions
+
+        n = batch.num_rows
+        counts = np.array([len(self.topics[t]) for t in topics], dtype=np.int64)
+        out = np.full(n, -1, dtype=np.int64)
+        names = batch.schema.names
+        if "partition" in names:
+            col = batch.column(names.index("partition"))
+            given = np.asarray(col.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            bad = (given >= counts) | (given < -1) | ((given < 0) & np.asarray(col.is_valid()))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise InvalidOptionError(f"row with partition {given[i]} for topic {topics[i]!r}, which has "
+                                         f"{counts[i]} partitions (0..{counts[i] - 1})")
+            out = given
+        todo = out < 0
+        if todo.any() and "key" in names:
+            keys = batch.column(names.index("key"))
+            for c in np.unique(counts[todo]):
+                parts = murmur2_partitions(keys, int(c))
+                sel = todo & (counts == c) & (parts >= 0)
+                out[sel] = parts[sel]
+            todo = out < 0
+        if todo.any():  # null keys: spread evenly
+            idx = np.nonzero(todo)[0]
+            out[idx] = (rr + np.arange(len(idx))) % counts[idx]
+            rr += len(idx)
+        return out, rr
+
+    # -- driver
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
+        overwrite_topics = set(self.topics) if self.overwrite and self.opts.topic is None else (
+            {self.opts.topic} if self.overwrite and self.opts.topic else set())
+        if self.overwrite and self.opts.topic is None:
+            overwrite_topics = {sp.topic for sp in staged}
+        commit_job(self.job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
+                   config=self.opts.config)
+        self._collect(older_than_s=STALE_STAGING_S)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._collect(older_than_s=None)
+
+    def _collect(self, older_than_s: float | None) -> None:
+        dirs = [d for parts in existing_topics(self.opts.paths).values() for d in parts.values()]
+        collect_staging(dirs, job_id=self.job_id, older_than_s=older_than_s)
+

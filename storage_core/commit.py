@@ -1,0 +1,358 @@
+"""Staged writes and the journaled commit that makes them visible all at once.
+
+Protocol (what a Spark job, or any batch writer, does):
+
+1. **Stage.** Each task writes whole segments (``.log`` + ``.index`` + ``.timeindex``) into a
+   staging directory *inside* the target partition directory,
+   ``<topic>-<p>/.klog-staging-<job>-<task>-<attempt>/``. Kafka's loader only looks at files in
+   a partition dir, so a broker ignores staging, and nothing staged is visible to readers.
+   Offsets are staged from :data:`STAGED_ORIGIN` (2**62), far above any real offset.
+2. **Commit** (:func:`commit_job`, on the driver, holding the log dir's ``.lock``): the log
+   end offset of each partition is read, every staged segment gets its final base offset (in
+   task order), and the plan is written to a journal ``<log dir>/.klog-commit-<job>.json``
+   (temp file, fsync, rename). Then, entry by entry, each staged batch's base offset is patched
+   in place (it lies outside the CRC: nothing is re-encoded), the files are fsynced and renamed
+   into the partition (indexes first, ``.log`` last). Checkpoints and the clean-shutdown marker
+   are written, and the journal is removed.
+3. **Crash.** A journal left behind is rolled forward by the next commit or writable open
+   (:func:`recover_commits`): patching is idempotent (a base offset at or above the staged
+   origin has not been patched yet) and a rename whose target exists is done. A job that never
+   wrote its journal left only staging, which :func:`collect_staging` removes; its data never
+   became visible.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import struct
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+)
+from .columnar import encode_arrow
+from .compression import CompressionType
+from .config import LogConfig
+from .errors import KlogError
+from .file_records import FileRecords, iter_batches
+from .log import DELETED_SUFFIX, Log
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, RollParams, filename_prefix
+from .topic_partition import TopicPartition
+
+STAGING_PREFIX = ".klog-staging-"
+JOURNAL_PREFIX = ".klog-commit-"
+LOCK_FILE = ".lock"
+#: Staged batches carry offsets from here; patched ones are below it.
+STAGED_ORIGIN = 1 << 62
+_BASE_OFFSET = struct.Struct(">q")
+
+
+class CommitError(KlogError):
+    """A commit that cannot proceed (lock held too long, a staged file missing or damaged)."""
+
+
+@dataclass(frozen=True)
+class StagedSegment:
+    staged_base: int  # >= STAGED_ORIGIN
+    records: int  # offsets it spans (next offset - base)
+    size: int
+
+
+@dataclass(frozen=True)
+class StagedPartition:
+    """What one task staged for one partition (travels in a Spark commit message)."""
+
+    topic: str
+    partition: int
+    partition_dir: str
+    staging_dir: str
+    segments: tuple[StagedSegment, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.segments)
+
+
+class StagingWriter:
+    """Stages Arrow rows for one partition as whole segments, offsets from STAGED_ORIGIN."""
+
+    def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
+                 compression: CompressionType, max_batch_bytes: int) -> None:
+        self.partition_dir = Path(partition_dir)
+        self.topic_partition = TopicPartition.parse_dir_name(self.partition_dir.name)
+        self.staging = self.partition_dir / staging_name
+        if self.staging.exists():
+            shutil.rmtree(self.staging)  # a previous try of the same attempt id
+        self.staging.mkdir(parents=True)
+        self.config = config
+        self.compression = compression
+        self.max_batch_bytes = min(max_batch_bytes, config.max_message_bytes)
+        self.next_offset = STAGED_ORIGIN
+        self.segment: LogSegment | None = None
+        self.segments: list[StagedSegment] = []
+
+    def _new_segment(self) -> LogSegment:
+        if self.segment is not None:
+            self._close_segment()
+        self.segment = LogSegment(self.staging, self.next_offset, index_interval_bytes=self.config.index_interval_bytes,
+                                  max_index_size=self.config.segment_index_bytes, writable=True)
+        return self.segment
+
+    def _close_segment(self) -> None:
+        seg = self.segment
+        assert seg is not None
+        seg.on_become_inactive_segment()
+        seg.flush()
+        size = seg.size_in_bytes
+        seg.close()
+        if size:
+            self.segments.append(StagedSegment(seg.base_offset, self.next_offset - seg.base_offset, size))
+        self.segment = None
+
+    def append(self, table: object, default_timestamp_ms: int) -> int:
+        """Encode and stage rows (``key``, ``value``, ``headers``, ``timestamp``); returns records staged."""
+        import pyarrow as pa
+
+        assert isinstance(table, (pa.Table, pa.RecordBatch))
+        if table.num_rows == 0:
+            return 0
+        batches = encode_arrow(table, base_offset=self.next_offset, compression=self.compression,
+                               max_batch_bytes=self.max_batch_bytes, default_timestamp_ms=default_timestamp_ms)
+        now = int(time.time() * 1000)
+        for raw in batches:
+            (batch,) = list(iter_batches(raw))
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                from .errors import RecordTooLargeError
+
+                raise RecordTooLargeError(f"a record batch of {batch.size_in_bytes} bytes is larger than "
+                                          f"max.message.bytes ({self.config.max_message_bytes})")
+            seg = self.segment or self._new_segment()
+            if seg.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes, batch.max_timestamp,
+                                          batch.last_offset, len(raw), now)):
+                seg = self._new_segment()
+            seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, raw)
+            self.next_offset = batch.last_offset + 1
+        rows: int = table.num_rows
+        return rows
+
+    def finish(self) -> StagedPartition:
+        if self.segment is not None:
+            self._close_segment()
+        return StagedPartition(self.topic_partition.topic, self.topic_partition.partition, str(self.partition_dir),
+                               self.staging.name, tuple(self.segments))
+
+
+# --- commit ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    partition_dir: str
+    staging_dir: str
+    staged_base: int
+    final_base: int
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LogDirLock:
+    """The log dir's ``.lock`` (a broker's lock too), waited for up to ``timeout_s``."""
+
+    def __init__(self, log_dir: Path, timeout_s: float) -> None:
+        self.path = log_dir / LOCK_FILE
+        self.f = open(self.path, "a+b")  # noqa: SIM115 - released in release()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(self.f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    self.f.close()
+                    raise CommitError(f"log dir {log_dir} stayed locked by another writer (a Kafka broker or another "
+                                      f"klog job) for {timeout_s:.0f} s; nothing was committed") from None
+                time.sleep(0.05)
+
+    def release(self) -> None:
+        self.f.close()
+
+
+def _patch_offsets(path: Path, staged_base: int, final_base: int) -> None:
+    """Rebase every batch of a staged ``.log`` in place; idempotent (patched bases are < origin)."""
+    with open(path, "r+b") as f:
+        for batch in FileRecords(path).batches():
+            base = batch.base_offset
+            if base >= STAGED_ORIGIN:
+                f.seek(batch.position)
+                f.write(_BASE_OFFSET.pack(final_base + (base - staged_base)))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _apply(entry: JournalEntry) -> None:
+    part = Path(entry.partition_dir)
+    staging = part / entry.staging_dir
+    src = filename_prefix(entry.staged_base)
+    dst = filename_prefix(entry.final_base)
+    log_src = staging / (src + LOG_SUFFIX)
+    log_dst = part / (dst + LOG_SUFFIX)
+    if log_dst.exists() and not log_src.exists():
+        return  # done before a crash
+    if not log_src.exists():
+        raise CommitError(f"staged segment {log_src} is missing; the commit cannot complete")
+    _patch_offsets(log_src, entry.staged_base, entry.final_base)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        s = staging / (src + suffix)
+        if s.exists():
+            os.replace(s, part / (dst + suffix))
+    os.replace(log_src, log_dst)
+
+
+def _journal_path(log_dir: Path, job_id: str) -> Path:
+    return log_dir / f"{JOURNAL_PREFIX}{job_id}.json"
+
+
+def _write_json(path: Path, obj: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _finish(log_dir: Path, journal: dict[str, object]) -> None:
+    entries = [JournalEntry(**e) for e in journal["entries"]]  # type: ignore[attr-defined]
+    for e in entries:
+        _apply(e)
+    for pdir in sorted({e.partition_dir for e in entries}):
+        _fsync_dir(Path(pdir))
+    overwrite: dict[str, int] = journal.get("overwrite", {})  # type: ignore[assignment]
+    for pdir, new_start in overwrite.items():
+        for p in Path(pdir).iterdir():
+            stem = p.name.split(".", 1)[0]
+            if p.is_file() and stem.isdigit() and int(stem) < new_start and not p.name.endswith(DELETED_SUFFIX) \
+                    and p.suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex", ".snapshot"):
+                p.unlink()
+        if not any(Path(pdir).glob("*" + LOG_SUFFIX)):  # nothing new for it: an empty segment keeps its offsets
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (Path(pdir) / (filename_prefix(new_start) + suffix)).touch()
+    ends: dict[str, int] = journal["ends"]  # type: ignore[assignment]
+    rp_file = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT)
+    recovery = rp_file.read()
+    starts_file = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
+    starts = starts_file.read()
+    for pdir, end in ends.items():
+        tp = TopicPartition.parse_dir_name(Path(pdir).name)
+        recovery[tp] = end
+        if pdir in overwrite:
+            starts.pop(tp, None)  # the first segment now starts at the new log start
+    rp_file.write(recovery)
+    starts_file.write(starts)
+    for e in entries:
+        staging = Path(e.partition_dir) / e.staging_dir
+        if staging.exists() and not any(staging.glob("*" + LOG_SUFFIX)):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def recover_commits(log_dir: str | os.PathLike[str]) -> list[str]:
+    """Roll forward every journal left by an interrupted commit (the caller holds the lock)."""
+    d = Path(log_dir)
+    done = []
+    for j in sorted(d.glob(JOURNAL_PREFIX + "*.json")):
+        journal = json.loads(j.read_text())
+        _finish(d, journal)
+        j.unlink()
+        done.append(str(journal.get("job")))
+    return done
+
+
+def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
+               lock_timeout_s: float = 600.0, config: LogConfig | None = None) -> dict[TopicPartition, tuple[int, int]]:
+    """Make a job's staged partitions visible atomically per log dir; returns each partition's
+    new ``(first offset, end offset)`` of what was committed."""
+    by_dir: dict[Path, list[StagedPartition]] = {}
+    for sp in staged:
+        by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
+    for d in _overwrite_dirs(overwrite_topics, staged):
+        by_dir.setdefault(d, [])
+    result: dict[TopicPartition, tuple[int, int]] = {}
+    for log_dir, parts in sorted(by_dir.items()):
+        lock = LogDirLock(log_dir, lock_timeout_s)
+        try:
+            recover_commits(log_dir)
+            entries: list[dict[str, object]] = []
+            ends: dict[str, int] = {}
+            overwrite: dict[str, int] = {}
+            overwrite_set = set(overwrite_topics)
+            pdirs = sorted({sp.partition_dir for sp in parts} |
+                           {str(p) for p in log_dir.iterdir() if p.is_dir() and _topic_of(p) in overwrite_set})
+            recovery = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+            clean = CleanShutdownFile.in_dir(log_dir).exists()
+            for pdir in pdirs:
+                tp0 = TopicPartition.parse_dir_name(Path(pdir).name)
+                with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
+                         had_clean_shutdown=clean) as lg:
+                    leo = lg.log_end_offset
+                next_base = leo
+                for sp in sorted((s for s in parts if s.partition_dir == pdir), key=lambda s: s.staging_dir):
+                    for seg in sp.segments:
+                        entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
+                        next_base += seg.records
+                tp = TopicPartition.parse_dir_name(Path(pdir).name)
+                result[tp] = (leo, next_base)
+                ends[pdir] = next_base
+                if tp.topic in overwrite_set:
+                    overwrite[pdir] = leo
+            journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite}
+            jpath = _journal_path(log_dir, job_id)
+            _write_json(jpath, journal)
+            _finish(log_dir, journal)
+            jpath.unlink()
+            _fsync_dir(log_dir)
+            CleanShutdownFile.in_dir(log_dir).write(None)
+        finally:
+            lock.release()
+    return result
+
+
+def _topic_of(p: Path) -> str | None:
+    try:
+        return TopicPartition.parse_dir_name(p.name).topic
+    except KlogError:
+        return None
+
+
+def _overwrite_dirs(topics: Iterable[str], staged: Sequence[StagedPartition]) -> set[Path]:
+    return {Path(sp.partition_dir).parent for sp in staged if sp.topic in set(topics)}
+
+
+def collect_staging(partition_dirs: Iterable[str | os.PathLike[str]], *, job_id: str | None = None,
+                    older_than_s: float | None = None) -> int:
+    """Remove staging left by aborted jobs, failed or speculative attempts; returns how many."""
+    n = 0
+    now = time.time()
+    for pdir in partition_dirs:
+        for s in Path(pdir).glob(STAGING_PREFIX + "*"):
+            mine = job_id is not None and s.name.startswith(f"{STAGING_PREFIX}{job_id}-")
+            old = older_than_s is not None and now - s.stat().st_mtime > older_than_s
+            if mine or old:
+                shutil.rmtree(s, ignore_errors=True)
+                n += 1
+    return n
