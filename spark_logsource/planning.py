@@ -25,7 +25,7 @@ from storage_core.checkpoint import (
     CleanShutdownFile,
     OffsetCheckpointFile,
 )
-from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError
+from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.log import Log
 from storage_core.manager import PartitionDir, find_partitions
 from storage_core.segment import LogSegment
@@ -278,7 +278,10 @@ def plan(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> tuple[list[KlogInp
         for pd in select_partitions(opts):
             if not pruning.keeps(pd.topic_partition):
                 continue
-            lg = open_log(pd)
+            try:
+                lg = open_log(pd)
+            except PendingCommitError:
+                continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)
             rng = _prune(resolve(opts, pd, lg), lg, pruning)
             ranges.append(rng)

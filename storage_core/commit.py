@@ -56,6 +56,35 @@ STAGED_ORIGIN = 1 << 62
 _BASE_OFFSET = struct.Struct(">q")
 
 
+#: Fault injection for the crash tests: ``KLOG_CRASH_AT=<n>`` ends the process at the n-th step.
+_CRASH_ENV = "KLOG_CRASH_AT"
+_steps = 0
+
+
+def _step() -> None:
+    global _steps
+    target = os.environ.get(_CRASH_ENV)
+    if target is not None:
+        _steps += 1
+        if _steps >= int(target):
+            os._exit(137)
+
+
+def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Partition dir → the first offset an unfinished commit is adding there. Readers hide
+    segments from that offset on, so a job is visible all at once or not at all."""
+    out: dict[str, int] = {}
+    for j in Path(log_dir).glob(JOURNAL_PREFIX + "*.json"):
+        try:
+            journal = json.loads(j.read_text())
+        except (OSError, ValueError):
+            continue  # being written (not renamed in yet): nothing of it is in place
+        for e in journal.get("entries", []):
+            pdir = str(e["partition_dir"])
+            out[pdir] = min(out.get(pdir, 1 << 63), int(e["final_base"]))
+    return out
+
+
 class CommitError(KlogError):
     """A commit that cannot proceed (lock held too long, a staged file missing or damaged)."""
 
@@ -205,6 +234,7 @@ def _patch_offsets(path: Path, staged_base: int, final_base: int) -> None:
 
 
 def _apply(entry: JournalEntry) -> None:
+    _step()
     part = Path(entry.partition_dir)
     staging = part / entry.staging_dir
     src = filename_prefix(entry.staged_base)
@@ -216,10 +246,12 @@ def _apply(entry: JournalEntry) -> None:
     if not log_src.exists():
         raise CommitError(f"staged segment {log_src} is missing; the commit cannot complete")
     _patch_offsets(log_src, entry.staged_base, entry.final_base)
+    _step()
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         s = staging / (src + suffix)
         if s.exists():
             os.replace(s, part / (dst + suffix))
+    _step()
     os.replace(log_src, log_dst)
 
 
@@ -322,8 +354,11 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
                     overwrite[pdir] = leo
             journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite}
             jpath = _journal_path(log_dir, job_id)
+            _step()
             _write_json(jpath, journal)
+            _step()
             _finish(log_dir, journal)
+            _step()
             jpath.unlink()
             _fsync_dir(log_dir)
             CleanShutdownFile.in_dir(log_dir).write(None)

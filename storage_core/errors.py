@@ -27,6 +27,7 @@ __all__ = [
     "InvalidOptionError",
     "CorruptCheckpointError",
     "InvalidTopicError",
+    "PendingCommitError",
 ]
 
 
@@ -132,3 +133,9 @@ class InvalidTopicError(KlogError, ValueError):
     """A topic name Kafka's ``Topic.validate`` would reject, or a directory name that is not ``<topic>-<partition>``."""
 
     kafka_exception = "InvalidTopicException"
+
+
+class PendingCommitError(KlogError):
+    """A partition whose only data belongs to a commit that has not completed (not visible yet)."""
+
+    kafka_exception = "KafkaException"

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .config import LogConfig, MessageTimestampType
-from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, RecordTooLargeError
+from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, PendingCommitError, RecordTooLargeError
 from .file_records import AnyBatch, iter_batches
 from .producer_state import ProducerStateManager, snapshot_files
 from .records import (
@@ -111,6 +111,17 @@ class Log:
                         (self.dir / name).unlink()
         logs = sorted(base_offset_of(n) for n in os.listdir(self.dir)
                       if n.endswith(LOG_SUFFIX) and n.split(".", 1)[0].isdigit())
+        if not self.writable:
+            from .commit import pending_journal_offsets
+
+            hidden_from = pending_journal_offsets(self.dir.parent).get(str(self.dir))
+            if hidden_from is not None:  # an unfinished commit: none of it is visible yet
+                logs = [b for b in logs if b < hidden_from]
+                if not logs:
+                    raise PendingCommitError(f"{self.dir} holds only data of an unfinished commit (from offset "
+                                             f"{hidden_from}); it is empty until the commit completes")
+                self.recovery_notes.append(f"{self.dir}: segments from offset {hidden_from} belong to an "
+                                           "unfinished commit and are not read")
         if not logs:
             if not self.writable:
                 raise KlogError(f"no segments in {self.dir}")

@@ -92,14 +92,19 @@ class LogManager:
         self.default_config = config or LogConfig()
         self.topic_configs = dict(topic_configs or {})
         self._locks: list[IO[bytes]] = []
+        self.recovered_commits: list[str] = []
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         for d in self.log_dirs:
             if not d.is_dir():
                 raise KlogError(f"no such log directory: {d}")
         if writable:
+            from .commit import recover_commits
+
             for d in self.log_dirs:
                 self._lock(d)
+                for job in recover_commits(d):  # roll forward a commit a crash interrupted
+                    self.recovered_commits.append(f"{d}: completed the commit of job {job}")
         for d in self.log_dirs:
             recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
             starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
