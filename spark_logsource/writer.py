@@ -174,16 +174,19 @@ class KlogWriter(DataSourceArrowWriter):
                 continue
             topics = self._topics_of(batch)
             parts, rr = self._partitions_of(batch, topics, rr)
-            keys = np.char.add(np.asarray(topics, dtype=object).astype(str), np.char.mod("\x00%d", parts))
-            for tp_key in np.unique(keys):
-                mask = keys == tp_key
-                topic, _, p = str(tp_key).rpartition("\x00")
-                pdir = self.topics[topic][int(p)]
+            if self.opts.topic is not None:  # one topic: group by partition number only
+                groups = [(self.opts.topic, int(p), parts == p) for p in np.unique(parts)]
+            else:
+                names = np.asarray(topics, dtype=object)
+                groups = [(str(t), int(p), (names == t) & (parts == p))
+                          for t in set(topics) for p in np.unique(parts[names == t])]
+            for topic, p, mask in groups:
+                pdir = self.topics[topic][p]
                 w = writers.get(pdir)
                 if w is None:
                     w = writers[pdir] = StagingWriter(pdir, staging_name, self.opts.config, self.opts.compression,
                                                       self.opts.max_batch_bytes)
-                w.append(batch.filter(pa.array(mask)), now)
+                w.append(batch if mask.all() else batch.filter(pa.array(mask)), now)
         staged = tuple(w.finish() for w in writers.values())
         return KlogCommitMessage(staged, task, attempt)
 

@@ -30,3 +30,12 @@ def test_spark_read_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) ->
     spark_read.main(["--records", "20000", "--repeat", "1"])
     out = capsys.readouterr().out
     assert "ratio klog/ceiling throughput:" in out and "ratio tail-range/full-scan time:" in out
+
+
+@pytest.mark.spark
+def test_spark_write_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks import spark_write
+
+    spark_write.main(["--records", "20000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio klog/parquet time:" in out and "ratio klog/ceiling throughput:" in out

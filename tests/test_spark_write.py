@@ -203,3 +203,18 @@ spark.stop()
     assert "RESULT 4000 4000" in res.stdout, res.stderr[-3000:]
     leftovers = list((tmp_path / "data").rglob(".klog-staging-*"))
     assert leftovers == []
+
+
+def test_with_kafka_partitions_gives_one_task_per_partition(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import spark_logsource
+
+    df = spark.range(20_000).selectExpr("CAST(id % 977 AS STRING) AS key", "CAST(id AS STRING) AS value")
+    pdf = spark_logsource.with_kafka_partitions(df, 5)
+    assert pdf.rdd.getNumPartitions() == 5
+    assert sorted(pdf.rdd.mapPartitions(lambda it: [sorted({r.partition for r in it})]).collect()) == \
+        [[0], [1], [2], [3], [4]]
+    write(pdf, tmp_path, topic="t", numPartitions="5")
+    assert all(len(list((tmp_path / f"t-{p}").glob("*.log"))) == 1 for p in range(5))  # one segment run each
+    back = spark.read.format("klog").load(str(tmp_path)).collect()
+    assert len(back) == 20_000
+    assert all(r.partition == (kp_murmur2(bytes(r.key)) & 0x7FFFFFFF) % 5 for r in back)
