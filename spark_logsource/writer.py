@@ -244,6 +244,15 @@ class KlogWriter(DataSourceArrowWriter):
         self._collect(older_than_s=STALE_STAGING_S)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        from storage_core.commit import LogDirLock, recover_commits
+
+        for d in {Path(pd).parent for parts in existing_topics(self.opts.paths).values() for pd in parts.values()}:
+            if any(d.glob(f".klog-commit-{self.job_id}.json")):  # our commit died half-way: undo it
+                lock = LogDirLock(d, self.opts.lock_timeout_s)
+                try:
+                    recover_commits(d, self.job_id)
+                finally:
+                    lock.release()
         self._collect(older_than_s=None)
 
     def _collect(self, older_than_s: float | None) -> None:

@@ -14,11 +14,13 @@ Protocol (what a Spark job, or any batch writer, does):
    in place (it lies outside the CRC: nothing is re-encoded), the files are fsynced and renamed
    into the partition (indexes first, ``.log`` last). Checkpoints and the clean-shutdown marker
    are written, and the journal is removed.
-3. **Crash.** A journal left behind is rolled forward by the next commit or writable open
-   (:func:`recover_commits`): patching is idempotent (a base offset at or above the staged
-   origin has not been patched yet) and a rename whose target exists is done. A job that never
-   wrote its journal left only staging, which :func:`collect_staging` removes; its data never
-   became visible.
+3. **Crash.** Readers hide the segments of a journal that is still there, so a job is never
+   seen in part. A journal left behind is settled by the next commit, writable open or the
+   job's own ``abort`` (:func:`recover_commits`): the commit did not return, so its job failed
+   as far as Spark and the user know, and it is **rolled back** (its segments removed: the job's
+   records are absent and a rerun writes them once). Only an overwrite that had started to
+   delete the old data is completed instead. A job that never wrote its journal left only
+   staging, which :func:`collect_staging` removes.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ STAGED_ORIGIN = 1 << 62
 _BASE_OFFSET = struct.Struct(">q")
 
 
-#: Fault injection for the crash tests: ``KLOG_CRASH_AT=<n>`` ends the process at the n-th step.
+#: Fault injection for the crash tests: ``KLOG_CRASH_AT=<n>`` (or the number in the file named by
+#: ``KLOG_CRASH_FILE``) ends the process at the n-th step of a commit.
 _CRASH_ENV = "KLOG_CRASH_AT"
 _steps = 0
 
@@ -64,6 +67,9 @@ _steps = 0
 def _step() -> None:
     global _steps
     target = os.environ.get(_CRASH_ENV)
+    crash_file = os.environ.get("KLOG_CRASH_FILE")  # for processes whose environment is fixed early
+    if target is None and crash_file and os.path.exists(crash_file):
+        target = Path(crash_file).read_text().strip() or None
     if target is not None:
         _steps += 1
         if _steps >= int(target):
@@ -269,13 +275,18 @@ def _write_json(path: Path, obj: object) -> None:
     _fsync_dir(path.parent)
 
 
-def _finish(log_dir: Path, journal: dict[str, object]) -> None:
+def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
     entries = [JournalEntry(**e) for e in journal["entries"]]  # type: ignore[attr-defined]
     for e in entries:
         _apply(e)
     for pdir in sorted({e.partition_dir for e in entries}):
         _fsync_dir(Path(pdir))
     overwrite: dict[str, int] = journal.get("overwrite", {})  # type: ignore[assignment]
+    if overwrite and journal.get("phase") != "replacing":
+        # from here on the old data goes: a crash must complete the commit, not undo it
+        journal["phase"] = "replacing"
+        _write_json(jpath, journal)
+        _step()
     for pdir, new_start in overwrite.items():
         for p in Path(pdir).iterdir():
             stem = p.name.split(".", 1)[0]
@@ -303,15 +314,49 @@ def _finish(log_dir: Path, journal: dict[str, object]) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def recover_commits(log_dir: str | os.PathLike[str]) -> list[str]:
-    """Roll forward every journal left by an interrupted commit (the caller holds the lock)."""
+def _rollback(journal: dict[str, object]) -> None:
+    """Undo an interrupted commit: remove what it renamed in (every segment at or above the
+    partition's pre-commit log end) and its staging. Readers never saw any of it."""
+    starts: dict[str, int] = journal.get("starts", {})  # type: ignore[assignment]
+    entries = [JournalEntry(**e) for e in journal["entries"]]  # type: ignore[attr-defined]
+    for e in entries:
+        part = Path(e.partition_dir)
+        if e.final_base < starts.get(e.partition_dir, e.final_base):
+            continue  # not ours (cannot happen: final bases start at the pre-commit end)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            p = part / (filename_prefix(e.final_base) + suffix)
+            if p.exists():
+                p.unlink()
+        staging = part / e.staging_dir
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    for pdir in sorted({e.partition_dir for e in entries}):
+        _fsync_dir(Path(pdir))
+
+
+def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) -> list[str]:
+    """Settle every journal left by an interrupted commit (the caller holds the lock).
+
+    A commit that did not return did not succeed as far as its job knows (Spark reports the job
+    failed and the user may run it again), so it is **rolled back**: the job's records are absent
+    entirely. The exception is an overwrite that had started to remove the old data
+    (phase ``replacing``), which is completed. Returns ``"<job>: rolled back|completed"`` lines.
+    """
     d = Path(log_dir)
     done = []
     for j in sorted(d.glob(JOURNAL_PREFIX + "*.json")):
         journal = json.loads(j.read_text())
-        _finish(d, journal)
+        if job_id is not None and journal.get("job") != job_id:
+            continue
+        if journal.get("phase") == "replacing":
+            _finish(d, journal, j)
+            what = "completed"
+        else:
+            _rollback(journal)
+            what = "rolled back"
         j.unlink()
-        done.append(str(journal.get("job")))
+        _fsync_dir(d)
+        done.append(f"{journal.get('job')}: {what}")
     return done
 
 
@@ -352,12 +397,14 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
                 ends[pdir] = next_base
                 if tp.topic in overwrite_set:
                     overwrite[pdir] = leo
-            journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite}
+            starts = {str(Path(pdir)): result[TopicPartition.parse_dir_name(Path(pdir).name)][0] for pdir in pdirs}
+            journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite,
+                                          "starts": starts, "phase": "applying"}
             jpath = _journal_path(log_dir, job_id)
             _step()
             _write_json(jpath, journal)
             _step()
-            _finish(log_dir, journal)
+            _finish(log_dir, journal, jpath)
             _step()
             jpath.unlink()
             _fsync_dir(log_dir)

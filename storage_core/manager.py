@@ -103,8 +103,8 @@ class LogManager:
 
             for d in self.log_dirs:
                 self._lock(d)
-                for job in recover_commits(d):  # roll forward a commit a crash interrupted
-                    self.recovered_commits.append(f"{d}: completed the commit of job {job}")
+                for what in recover_commits(d):  # settle a commit a crash interrupted
+                    self.recovered_commits.append(f"{d}: commit of job {what}")
         for d in self.log_dirs:
             recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
             starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
