@@ -188,6 +188,9 @@ class KlogWriter(DataSourceArrowWriter):
                                                       self.opts.max_batch_bytes)
                 w.append(batch if mask.all() else batch.filter(pa.array(mask)), now)
         staged = tuple(w.finish() for w in writers.values())
+        from storage_core.faults import maybe_crash
+
+        maybe_crash("task-staged", partition=task, attempt=attempt)  # tests: die after staging
         return KlogCommitMessage(staged, task, attempt)
 
     def _topics_of(self, batch: pa.RecordBatch) -> list[str]:
