@@ -127,3 +127,54 @@ def test_driver_killed_during_writes(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(root), "--quiet"],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+EXECUTOR_KILL = textwrap.dedent("""
+    import os, random, signal, subprocess, sys, threading, time
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+             .config("spark.task.maxFailures", "8").getOrCreate())
+    spark.sparkContext.setLogLevel("OFF")
+    root, trials = sys.argv[1], int(sys.argv[2])
+    rng = random.Random(3)
+    app = spark.sparkContext.applicationId
+
+    def kill_one(delay):
+        time.sleep(delay)
+        out = subprocess.run(["pgrep", "-f", f"CoarseGrainedExecutorBackend.*{app}"], capture_output=True, text=True)
+        pids = [int(p) for p in out.stdout.split()]
+        if pids:
+            os.kill(rng.choice(pids), signal.SIGKILL)
+            print("KILLED", flush=True)
+
+    for t in range(trials):
+        killer = threading.Thread(target=kill_one, args=(rng.uniform(0.2, 2.5),))
+        killer.start()
+        df = spark.range(40000, numPartitions=8).selectExpr(f"CONCAT('x{t}:', CAST(id AS STRING)) AS value",
+                                                           "CAST(id % 13 AS STRING) AS key")
+        try:
+            df.write.format("klog").option("topic", "t").option("numPartitions", "3").mode("append").save(root)
+            print(f"TRIAL {t} committed", flush=True)
+        except Exception:
+            print(f"TRIAL {t} failed", flush=True)
+        killer.join()
+    spark.stop()
+""")
+
+
+def test_executor_killed_during_writes(tmp_path: Path) -> None:
+    import pyspark
+
+    trials = int(os.environ.get("KLOG_EXECUTOR_KILL_TRIALS", "3"))
+    root = tmp_path / "logs"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(Path(pyspark.__file__).parent))
+    res = subprocess.run([sys.executable, "-c", EXECUTOR_KILL, str(root), str(trials)], capture_output=True,
+                         text=True, env=env, timeout=1800)
+    lines = res.stdout.splitlines()
+    outcomes = [line for line in lines if line.startswith("TRIAL")]
+    assert len(outcomes) == trials, res.stderr[-3000:]
+    assert sum(1 for line in lines if line == "KILLED") >= max(1, trials // 2)
+    verdict = check(committed_values(root), {f"x{t}": 40000 for t in range(trials)})
+    for line in outcomes:
+        _, t, outcome = line.split()
+        assert verdict[f"x{t}"] == ("present" if outcome == "committed" else "absent"), (line, verdict)
