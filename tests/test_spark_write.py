@@ -70,14 +70,15 @@ def test_round_trip_every_codec(spark, tmp_path: Path, codec: str) -> None:  # t
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
 
 
-def test_kafka_reads_what_spark_wrote(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_kafka_reads_what_spark_wrote(spark, tmp_path: Path, codec: str) -> None:  # type: ignore[no-untyped-def]
     import kafka_oracle
 
     reason = kafka_oracle.oracle_available()
     if reason is not None:
         pytest.skip(reason)
     src = source_df(spark, 500).drop("id")
-    write(src, tmp_path, topic="t", compression="zstd")
+    write(src, tmp_path, topic="t", compression=codec)
     segs = sorted(tmp_path.glob("t-0/*.log"))
     lines = [json.loads(x) for s in segs for x in kafka_oracle.kafka_dump([s])[str(s)].lines]
     assert all("error" not in x for x in lines)
