@@ -39,3 +39,14 @@ def test_spark_write_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -
     spark_write.main(["--records", "20000", "--repeat", "1"])
     out = capsys.readouterr().out
     assert "ratio klog/parquet time:" in out and "ratio klog/ceiling throughput:" in out
+
+
+def test_fuzz_entry_point_runs() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fuzz_decode", Path(__file__).parent.parent / "fuzz" / "decode.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["3000"]) == 0
