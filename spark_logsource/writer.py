@@ -238,10 +238,9 @@ class KlogWriter(DataSourceArrowWriter):
     # -- driver
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
-        overwrite_topics = set(self.topics) if self.overwrite and self.opts.topic is None else (
-            {self.opts.topic} if self.overwrite and self.opts.topic else set())
-        if self.overwrite and self.opts.topic is None:
-            overwrite_topics = {sp.topic for sp in staged}
+        overwrite_topics: set[str] = set()
+        if self.overwrite:  # the option's topic even if no row came; else the topics rows went to
+            overwrite_topics = {self.opts.topic} if self.opts.topic else {sp.topic for sp in staged}
         commit_job(self.job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
                    config=self.opts.config)
         self._collect(older_than_s=STALE_STAGING_S)
