@@ -289,3 +289,73 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_records_per_partition=max_records,
         max_bytes_per_partition=max_bytes or DEFAULT_MAX_BYTES_PER_PARTITION,
     )
+
+
+# --- streaming ------------------------------------------------------------------------------------
+
+#: ``maxTriggerDelay`` default, as in Spark's Kafka source.
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+_DURATION_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                   "d": 86_400_000}
+#: Batch-only options a stream rejects (a stream has no end), as Spark's Kafka source does.
+BATCH_ONLY_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """A ``readStream`` of klog: the read options plus where to start and how much per trigger."""
+
+    read: ReadOptions
+    starting: OffsetSpec  # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+
+
+def parse_duration_ms(raw: str, name: str) -> int:
+    """Spark's time strings (``JavaUtils.timeStringAsMs``): ``500ms``, ``30s``, ``15m``, ``1h``; a bare
+    number is milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", raw.lower())
+    if m is None or (m.group(2) and m.group(2) not in _DURATION_UNITS):
+        raise InvalidOptionError(f"option {name}={raw!r} is not a duration; expected a number with a unit "
+                                 f"({', '.join(_DURATION_UNITS)}), e.g. 15m or 30s")
+    return int(int(m.group(1)) * _DURATION_UNITS[m.group(2) or "ms"])
+
+
+def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
+    """Validate the options of ``spark.readStream.format("klog")``; raises InvalidOptionError."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    given = [k for k in BATCH_ONLY_OPTIONS if k in opts]
+    if given:
+        raise InvalidOptionError(f"option {_name(given[0])} is not valid for streaming queries (a stream has no "
+                                 "end); remove it, or use spark.read for a bounded range")
+    read = parse_read_options(opts, streaming=True)
+    ts = _long(opts, "startingtimestamp", minimum=0)
+    if ts is not None:
+        starting = OffsetSpec("timestamp", timestamp=ts)
+    elif "startingoffsetsbytimestamp" in opts:
+        m = _partition_map(opts, "startingoffsetsbytimestamp")
+        _check_timestamps(m, "startingOffsetsByTimestamp")
+        starting = OffsetSpec("timestamps", offsets=m)
+    else:
+        raw = opts.get("startingoffsets", "latest").strip()
+        if raw.lower() in ("earliest", "latest"):
+            starting = OffsetSpec(raw.lower())
+        else:
+            m = _partition_map(opts, "startingoffsets")
+            for t, parts in m.items():
+                for p, v in parts.items():
+                    if v < EARLIEST:
+                        raise InvalidOptionError(f"startingOffsets for {t}-{p} is {v}; expected an offset >= 0, "
+                                                 "-2 for earliest or -1 for latest")
+            starting = OffsetSpec("offsets", offsets=m)
+    max_per = _long(opts, "maxoffsetspertrigger", minimum=1)
+    min_per = _long(opts, "minoffsetspertrigger", minimum=1)
+    if max_per is not None and min_per is not None and min_per > max_per:
+        raise InvalidOptionError(f"minOffsetsPerTrigger ({min_per}) is larger than maxOffsetsPerTrigger ({max_per}); "
+                                 "a trigger could never be admitted")
+    delay = opts.get("maxtriggerdelay")
+    if delay is not None and min_per is None:
+        raise InvalidOptionError("option maxTriggerDelay only applies with minOffsetsPerTrigger; set both or neither")
+    delay_ms = parse_duration_ms(delay, "maxTriggerDelay") if delay is not None else DEFAULT_MAX_TRIGGER_DELAY_MS
+    return StreamOptions(read, starting, max_per, min_per, delay_ms)

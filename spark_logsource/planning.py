@@ -287,19 +287,32 @@ def plan(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> tuple[list[KlogInp
             ranges.append(rng)
             aborted = tuple(lg.aborted_transactions(rng.start, rng.end)) if opts.read_committed else None
             pieces += [(lg, p) for p in _slices(lg, rng, aborted)]
-        split: list[Piece] = []
-        total_records = sum(p.est_records for _, p in pieces) or 1
-        for lg, p in pieces:
-            parts = math.ceil(p.nbytes / opts.max_bytes_per_partition)
-            if opts.max_records_per_partition:
-                parts = max(parts, math.ceil(p.est_records / opts.max_records_per_partition))
-            if opts.min_partitions and opts.min_partitions > len(pieces):
-                parts = max(parts, round(p.est_records / total_records * opts.min_partitions))
-            split += _cut(lg, p, parts)
+        split = split_pieces(pieces, opts)
     finally:
         for lg in logs:
             lg.close()
     return pack(split, opts), ranges
+
+
+def split_pieces(pieces: list[tuple[Log, Piece]], opts: ReadOptions) -> list[Piece]:
+    """Cut large pieces at index entries (by ``maxBytesPerPartition``, ``maxRecordsPerPartition``
+    and ``minPartitions``); the logs must still be open."""
+    split: list[Piece] = []
+    total_records = sum(p.est_records for _, p in pieces) or 1
+    for lg, p in pieces:
+        parts = math.ceil(p.nbytes / opts.max_bytes_per_partition)
+        if opts.max_records_per_partition:
+            parts = max(parts, math.ceil(p.est_records / opts.max_records_per_partition))
+        if opts.min_partitions and opts.min_partitions > len(pieces):
+            parts = max(parts, round(p.est_records / total_records * opts.min_partitions))
+        split += _cut(lg, p, parts)
+    return split
+
+
+def slices(lg: Log, rng: ResolvedRange, *, read_committed: bool) -> list[Piece]:
+    """The pieces of one resolved range (with its aborted transactions under read_committed)."""
+    aborted = tuple(lg.aborted_transactions(rng.start, rng.end)) if read_committed else None
+    return _slices(lg, rng, aborted)
 
 
 #: Pieces smaller than this are packed together (a task costs tens of ms); larger ones get a task

@@ -19,6 +19,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     EqualTo,
     Filter,
@@ -87,7 +89,7 @@ class KlogDataSource(DataSource):
         return parse_read_options(self.options)
 
     def schema(self) -> str:
-        o = self._opts()
+        o = parse_read_options(self.options, streaming=True)  # offsets are checked by the reader
         return schema_ddl(o.include_headers, o.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -99,6 +101,17 @@ class KlogDataSource(DataSource):
         opts = parse_write_options(self.options)
         validate_schema(schema, opts)
         return KlogWriter(opts, overwrite)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .options import parse_stream_options
+        from .streaming import KlogStreamReader
+
+        return KlogStreamReader(parse_stream_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .streaming import stream_writer
+
+        return stream_writer(self.options, schema, overwrite)
 
 
 _NEVER_NULL = {"topic", "partition", "offset", "timestamp", "timestampType"}

@@ -165,7 +165,7 @@ class KlogWriter(DataSourceArrowWriter):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
-        staging_name = f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
+        staging_name = self._staging_name(task, attempt)
         writers: dict[str, StagingWriter] = {}
         now = int(time.time() * 1000)
         rr = task  # round-robin position for null keys
@@ -192,6 +192,9 @@ class KlogWriter(DataSourceArrowWriter):
 
         maybe_crash("task-staged", partition=task, attempt=attempt)  # tests: die after staging
         return KlogCommitMessage(staged, task, attempt)
+
+    def _staging_name(self, task: int, attempt: int) -> str:
+        return f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
 
     def _topics_of(self, batch: pa.RecordBatch) -> list[str]:
         if self.opts.topic is not None:

@@ -21,6 +21,12 @@ Protocol (what a Spark job, or any batch writer, does):
    records are absent and a rerun writes them once). Only an overwrite that had started to
    delete the old data is completed instead. A job that never wrote its journal left only
    staging, which :func:`collect_staging` removes.
+4. **Streaming sinks** (:class:`SinkBatch`): a micro-batch commit also records
+   ``<log dir>/.klog-sink-<sink id>.json`` = the last batch id committed there, written after
+   the data is in place and before the journal goes (the journal's removal is the commit
+   point). A rollback restores the mark the journal saved, so mark and data always agree. A
+   commit whose batch id is not above the mark was already made (Spark replays a micro-batch
+   with the same id after a failure): its staging is dropped and nothing is written twice.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from .topic_partition import TopicPartition
 
 STAGING_PREFIX = ".klog-staging-"
 JOURNAL_PREFIX = ".klog-commit-"
+SINK_MARK_PREFIX = ".klog-sink-"
 LOCK_FILE = ".lock"
 #: Staged batches carry offsets from here; patched ones are below it.
 STAGED_ORIGIN = 1 << 62
@@ -275,6 +282,43 @@ def _write_json(path: Path, obj: object) -> None:
     _fsync_dir(path.parent)
 
 
+@dataclass(frozen=True)
+class SinkBatch:
+    """A streaming sink's micro-batch: commits are idempotent per (sink id, batch id)."""
+
+    sink_id: str
+    batch_id: int
+
+
+def sink_mark_path(log_dir: str | os.PathLike[str], sink_id: str) -> Path:
+    return Path(log_dir) / f"{SINK_MARK_PREFIX}{sink_id}.json"
+
+
+def read_sink_mark(log_dir: str | os.PathLike[str], sink_id: str) -> dict[str, object] | None:
+    """``{"batch": <last committed batch id>, "job": <its commit>}`` or None if none yet."""
+    path = sink_mark_path(log_dir, sink_id)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        mark = json.loads(text)
+        int(mark["batch"])
+    except (ValueError, KeyError, TypeError):
+        from .errors import CorruptCheckpointError
+
+        raise CorruptCheckpointError(f"{path}: not a klog sink mark (expected JSON with an integer 'batch'); got "
+                                     f"{text[:80]!r}") from None
+    return dict(mark)
+
+
+def last_sink_batch(log_dirs: Iterable[str | os.PathLike[str]], sink_id: str) -> int | None:
+    """The highest batch id the sink committed in any of ``log_dirs`` (None if none)."""
+    marks = [read_sink_mark(d, sink_id) for d in log_dirs if Path(d).is_dir()]
+    batches = [int(m["batch"]) for m in marks if m is not None]  # type: ignore[call-overload]
+    return max(batches) if batches else None
+
+
 def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
     entries = [JournalEntry(**e) for e in journal["entries"]]  # type: ignore[attr-defined]
     for e in entries:
@@ -308,13 +352,17 @@ def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
             starts.pop(tp, None)  # the first segment now starts at the new log start
     rp_file.write(recovery)
     starts_file.write(starts)
+    sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
+    if sink is not None:
+        _write_json(sink_mark_path(log_dir, str(sink["id"])), {"batch": sink["batch"], "job": journal["job"]})
+        _step()
     for e in entries:
         staging = Path(e.partition_dir) / e.staging_dir
         if staging.exists() and not any(staging.glob("*" + LOG_SUFFIX)):
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _rollback(journal: dict[str, object]) -> None:
+def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
     """Undo an interrupted commit: remove what it renamed in (every segment at or above the
     partition's pre-commit log end) and its staging. Readers never saw any of it."""
     starts: dict[str, int] = journal.get("starts", {})  # type: ignore[assignment]
@@ -332,6 +380,17 @@ def _rollback(journal: dict[str, object]) -> None:
             shutil.rmtree(staging, ignore_errors=True)
     for pdir in sorted({e.partition_dir for e in entries}):
         _fsync_dir(Path(pdir))
+    sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
+    if sink is not None:
+        mark_path = sink_mark_path(log_dir, str(sink["id"]))
+        mark = read_sink_mark(log_dir, str(sink["id"]))
+        if mark is not None and mark.get("job") == journal.get("job"):  # written by the commit undone
+            previous = sink.get("previous")
+            if previous is None:
+                mark_path.unlink()
+                _fsync_dir(log_dir)
+            else:
+                _write_json(mark_path, previous)
 
 
 def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) -> list[str]:
@@ -352,7 +411,7 @@ def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) 
             _finish(d, journal, j)
             what = "completed"
         else:
-            _rollback(journal)
+            _rollback(d, journal)
             what = "rolled back"
         j.unlink()
         _fsync_dir(d)
@@ -361,9 +420,11 @@ def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) 
 
 
 def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
-               lock_timeout_s: float = 600.0, config: LogConfig | None = None) -> dict[TopicPartition, tuple[int, int]]:
+               lock_timeout_s: float = 600.0, config: LogConfig | None = None,
+               sink: SinkBatch | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """Make a job's staged partitions visible atomically per log dir; returns each partition's
-    new ``(first offset, end offset)`` of what was committed."""
+    new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
+    sink mark already holds the batch (or a later one) is skipped and its staging dropped."""
     by_dir: dict[Path, list[StagedPartition]] = {}
     for sp in staged:
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
@@ -374,6 +435,12 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
         lock = LogDirLock(log_dir, lock_timeout_s)
         try:
             recover_commits(log_dir)
+            previous_mark = read_sink_mark(log_dir, sink.sink_id) if sink is not None else None
+            if sink is not None and previous_mark is not None and \
+                    int(previous_mark["batch"]) >= sink.batch_id:  # type: ignore[call-overload]
+                for sp in parts:  # a replayed micro-batch: already committed here
+                    shutil.rmtree(Path(sp.partition_dir) / sp.staging_dir, ignore_errors=True)
+                continue
             entries: list[dict[str, object]] = []
             ends: dict[str, int] = {}
             overwrite: dict[str, int] = {}
@@ -400,6 +467,8 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
             starts = {str(Path(pdir)): result[TopicPartition.parse_dir_name(Path(pdir).name)][0] for pdir in pdirs}
             journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite,
                                           "starts": starts, "phase": "applying"}
+            if sink is not None:
+                journal["sink"] = {"id": sink.sink_id, "batch": sink.batch_id, "previous": previous_mark}
             jpath = _journal_path(log_dir, job_id)
             _step()
             _write_json(jpath, journal)

@@ -1,0 +1,351 @@
+"""Structured Streaming: ``spark.readStream.format("klog")`` tails log dirs, ``writeStream`` appends.
+
+**Source** (:class:`KlogStreamReader`). Offsets are the Kafka source's JSON,
+``{"topic": {"0": next_offset}}``, so a checkpoint reads like one of Spark's Kafka source. Each
+trigger lists the partitions (new topics and partitions are picked up, from their log start)
+and asks each for its end (the last stable offset under ``read_committed``); admission control
+caps that end: ``maxOffsetsPerTrigger`` is shared across partitions in proportion to their
+backlog (a partition with any backlog gets at least one record, as in Spark's Kafka source),
+``minOffsetsPerTrigger`` holds a trigger back until enough records wait or ``maxTriggerDelay``
+passes. ``Trigger.AvailableNow`` fixes the ends at the start of the query and drains to them in
+bounded batches. A micro-batch ``[start, end)`` is planned from its offsets alone, into the same
+input partitions as a batch read (byte slices of segments), so a replay after a failure reads
+the same records. Offsets deleted by retention before they were read are data loss: with
+``failOnDataLoss=true`` the batch fails naming them; with false they are skipped and logged.
+
+The driver-side reader lives in one long-lived Python process per query run; executors read
+with another instance, so :meth:`KlogStreamReader.read` uses only its input partition.
+
+**Sink** (:class:`KlogStreamWriter`). Each micro-batch runs the batch writer's protocol
+(:mod:`storage_core.commit`): tasks stage segments, ``commit(messages, batchId)`` makes them
+visible atomically. Spark replays a failed micro-batch with the same ``batchId``; the commit
+records the last batch id per query in the log dir (``.klog-sink-<query id>.json``, in the
+same journaled step as the data), so a replayed batch is not written twice. The query id is
+the one Spark keeps in ``<checkpointLocation>/metadata``: a new checkpoint is a new query.
+Spark builds a new writer for every commit, so nothing is kept in the writer instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from storage_core.columnar import kafka_schema
+from storage_core.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
+from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
+from storage_core.manager import PartitionDir, find_partitions
+from storage_core.topic_partition import TopicPartition
+
+from .options import OffsetSpec, ReadOptions, StreamOptions
+from .planning import KlogInputPartition, ResolvedRange, _offset_for, open_log, pack, slices, split_pieces
+from .writer import KlogCommitMessage, KlogWriter, WriteOptions, existing_topics
+
+log = logging.getLogger("klog")
+
+Offsets = dict[TopicPartition, int]
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's Kafka source offset JSON: ``{"topic": {"0": 42}}``, sorted."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def offsets_from_json(obj: Mapping[str, Mapping[str, int]] | str) -> Offsets:
+    if isinstance(obj, str):
+        obj = json.loads(obj)
+    assert not isinstance(obj, str)
+    try:
+        return {TopicPartition(t, int(p)): int(o) for t, parts in obj.items() for p, o in parts.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise InvalidOptionError(f"not a klog/Kafka stream offset: {obj!r}; expected {{\"topic\": {{\"0\": 42}}}}") \
+            from None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What one trigger sees of a partition."""
+
+    dir: PartitionDir
+    log_start: int
+    end: int  # log end offset, or last stable offset under read_committed
+
+
+def _selected(opts: ReadOptions, starting: OffsetSpec, pd: PartitionDir) -> bool:
+    tp = pd.topic_partition
+    if opts.topics is not None:
+        return tp.topic in opts.topics
+    if opts.topic_pattern is not None:
+        import re
+
+        return re.fullmatch(opts.topic_pattern, tp.topic) is not None
+    if opts.assign is not None:
+        return tp.topic in opts.assign and tp.partition in opts.assign[tp.topic]
+    if starting.kind in ("offsets", "timestamps") and starting.offsets is not None:
+        return tp.topic in starting.offsets  # the JSON's topics are the subscription
+    return True
+
+
+def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
+    """Every selected partition that has visible data now (a first commit still in flight is not)."""
+    out: dict[TopicPartition, PartitionState] = {}
+    for pd in find_partitions(opts.read.paths):
+        if not _selected(opts.read, opts.starting, pd) or not any(pd.path.glob("*.log")):
+            continue
+        try:
+            lg = open_log(pd)
+        except PendingCommitError:
+            continue
+        try:
+            end = lg.last_stable_offset if opts.read.read_committed else lg.log_end_offset
+            out[pd.topic_partition] = PartitionState(pd, lg.log_start_offset, end)
+        finally:
+            lg.close()
+    return out
+
+
+def rate_limit(limit: int, begin: Offsets, until: Offsets) -> Offsets:
+    """Spark's Kafka source ``rateLimit``: ``limit`` records shared by backlog; a partition with a
+    backlog below one share still gets one record (none is starved)."""
+    sizes = {tp: end - begin[tp] for tp, end in until.items() if end - begin[tp] > 0}
+    total = float(sum(sizes.values()))
+    if total < 1:
+        return dict(until)
+    out = {}
+    for tp, end in until.items():
+        if tp not in sizes:
+            out[tp] = end
+            continue
+        prorate = limit * (sizes[tp] / total)
+        step = int(-(-prorate // 1)) if prorate < 1 else int(prorate // 1)
+        out[tp] = min(end, begin[tp] + step)
+    return out
+
+
+class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side: offsets and planning. Executors only call :meth:`read`."""
+
+    def __init__(self, opts: StreamOptions) -> None:
+        self.opts = opts
+        self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
+        self._latest: Offsets | None = None  # for reportLatestOffset
+        self._last_admitted = time.monotonic()
+
+    # -- offsets
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        o = self.opts
+        states = scan(o)
+        if o.starting.kind in ("offsets", "timestamps") and o.starting.offsets is not None:
+            listed = {TopicPartition(t, p) for t, ps in o.starting.offsets.items() for p in ps}
+            missing = sorted(str(tp) for tp in listed if tp not in states)
+            if missing:
+                name = "startingOffsets" if o.starting.kind == "offsets" else "startingOffsetsByTimestamp"
+                raise InvalidOptionError(f"option {name} names partitions that do not exist (or hold no data yet) in "
+                                         f"{', '.join(o.read.paths)}: {', '.join(missing)}")
+        out: Offsets = {}
+        for tp, st in states.items():
+            if o.starting.kind == "earliest":
+                out[tp] = st.log_start
+            elif o.starting.kind == "latest":
+                out[tp] = st.end
+            else:
+                lg = open_log(st.dir)
+                try:
+                    out[tp] = _offset_for(o.starting, tp, lg, st.end, starting=True,
+                                          strategy=o.read.starting_timestamp_strategy)
+                finally:
+                    lg.close()
+                if o.starting.kind == "offsets" and out[tp] < st.log_start:
+                    out[tp] = self._lost(tp, out[tp], st.log_start, "startingOffsets")
+        return offsets_to_json(out)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {tp: st.end for tp, st in scan(self.opts).items()}
+
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        begin = offsets_from_json(start)
+        states = scan(self.opts)
+        until: Offsets = dict(begin)  # partitions that vanished keep their offsets
+        for tp, st in states.items():
+            if self._target is not None and tp not in self._target:
+                continue  # AvailableNow: only what existed when the query started
+            if tp not in begin:
+                begin[tp] = st.log_start  # a new partition: read it from its start
+            elif begin[tp] < st.log_start and begin[tp] < st.end:
+                # deleted before it was read: fail now, naming all of it, or admit from the log start
+                # (partitions() skips the gap, and logs it again if the batch is replayed)
+                begin[tp] = self._lost(tp, begin[tp], st.log_start, "the next micro-batch")
+            end = st.end if self._target is None else min(st.end, self._target[tp])
+            if end < begin[tp]:
+                if st.end < begin[tp] and self._target is None:
+                    self._report_truncation(tp, begin[tp], st.end)
+                end = begin[tp]
+            until[tp] = end
+        self._latest = {tp: max(until[tp], states[tp].end if tp in states else 0) for tp in until}
+        backlog = sum(until[tp] - begin[tp] for tp in until)
+        min_rows = self.opts.min_offsets_per_trigger
+        if min_rows is not None and self._target is None and not isinstance(limit, ReadAllAvailable) and backlog:
+            waited_ms = (time.monotonic() - self._last_admitted) * 1000
+            if backlog < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
+                return start  # not enough yet: no batch this trigger
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if max_rows is not None:
+            until = rate_limit(max_rows, begin, until)
+        if until != begin:
+            self._last_admitted = time.monotonic()
+        return offsets_to_json(until)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return offsets_to_json(self._latest) if self._latest is not None else None
+
+    def _report_truncation(self, tp: TopicPartition, offset: int, end: int) -> None:
+        msg = (f"klog stream: {tp} now ends at offset {end}, before offset {offset} the query had reached (the "
+               "partition was truncated or re-created)")
+        if self.opts.read.fail_on_data_loss:
+            raise OffsetOutOfRangeError(msg + "; set failOnDataLoss=false to go on from there")
+        log.warning("%s; waiting for it to grow past %d (failOnDataLoss=false)", msg, offset)
+
+    def _lost(self, tp: TopicPartition, first: int, log_start: int, what: str) -> int:
+        msg = (f"klog stream: offsets {first}..{log_start - 1} of {tp} were deleted (by retention) before the query "
+               f"read them; {what} needs them, and the log now starts at {log_start}")
+        if self.opts.read.fail_on_data_loss:
+            raise OffsetOutOfRangeError(msg + ". Set failOnDataLoss=false to skip them and go on")
+        log.warning("%s; skipping %d records (failOnDataLoss=false)", msg, log_start - first)
+        return log_start
+
+    # -- planning
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> Sequence[InputPartition]:
+        begin = offsets_from_json(start)
+        until = offsets_from_json(end)
+        wanted = {tp for tp, e in until.items() if e > begin.get(tp, -1)}
+        if not wanted:
+            return []
+        dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.paths)}
+        pieces = []
+        logs = []
+        try:
+            for tp in sorted(wanted):
+                pd = dirs.get(tp)
+                first = begin.get(tp)
+                if pd is None:
+                    self._lost(tp, first or 0, until[tp], "this micro-batch")
+                    continue
+                try:
+                    lg = open_log(pd)
+                except PendingCommitError:
+                    continue
+                logs.append(lg)
+                if first is None:
+                    first = lg.log_start_offset  # discovered in this batch
+                elif first < lg.log_start_offset:
+                    first = min(self._lost(tp, first, lg.log_start_offset, "this micro-batch"), until[tp])
+                last = min(until[tp], lg.log_end_offset)
+                if last < until[tp]:
+                    self._lost(tp, max(first, last), until[tp], "this micro-batch")
+                if first < last:
+                    rng = ResolvedRange(tp, str(pd.path), first, last)
+                    pieces += [(lg, p) for p in slices(lg, rng, read_committed=self.opts.read.read_committed)]
+            split = split_pieces(pieces, self.opts.read)
+        finally:
+            for lg in logs:
+                lg.close()
+        return pack(split, self.opts.read)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from .reader import read_partition
+
+        o = self.opts.read
+        schema = kafka_schema(o.include_headers, o.include_metadata)
+        return read_partition(partition if isinstance(partition, KlogInputPartition) else None, schema,
+                              include_headers=o.include_headers, include_metadata=o.include_metadata,
+                              fail_on_data_loss=o.fail_on_data_loss)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Nothing to release: a log dir keeps no per-reader state."""
+
+
+# --- sink -------------------------------------------------------------------------------------
+
+def sink_id_for(options: Mapping[str, str]) -> str | None:
+    """The query's identity for idempotent commits: Spark's query id from
+    ``<checkpointLocation>/metadata`` (stable across restarts, new with a new checkpoint), else a
+    digest of the checkpoint path; None without a ``checkpointLocation`` option."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    location = opts.get("checkpointlocation")
+    if not location:
+        return None
+    local = location[len("file:"):] if location.startswith("file:") else location
+    try:
+        query_id = json.loads((Path(local) / "metadata").read_text())["id"]
+        return "q" + str(uuid.UUID(str(query_id)).hex)
+    except (OSError, ValueError, KeyError, TypeError):
+        return "c" + hashlib.sha1(location.encode()).hexdigest()[:32]
+
+
+class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
+    """A :class:`~spark_logsource.writer.KlogWriter` per micro-batch, committed once per batch id."""
+
+    def __init__(self, opts: WriteOptions, overwrite: bool, sink_id: str | None) -> None:
+        super().__init__(opts, overwrite)
+        self.sink_id = sink_id
+
+    @property
+    def _query_tag(self) -> str:
+        return f"s{self.sink_id or self.job_id}"
+
+    def _staging_name(self, task: int, attempt: int) -> str:
+        # the writer is pickled once per query: each task attempt of each batch stages apart
+        return f"{STAGING_PREFIX}{self._query_tag}-{task:05d}-{uuid.uuid4().hex[:12]}-{attempt}"  # task order first
+
+    def commit(self, messages: list[KlogCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
+        overwrite_topics: set[str] = set()
+        if self.overwrite:
+            overwrite_topics = {self.opts.topic} if self.opts.topic else {sp.topic for sp in staged}
+        sink = SinkBatch(self.sink_id, batchId) if self.sink_id is not None else None
+        commit_job(f"{self._query_tag}-b{batchId}-{uuid.uuid4().hex[:8]}", staged,
+                   overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
+                   config=self.opts.config, sink=sink)
+        self._collect_sink_staging()
+
+    def abort(self, messages: list[KlogCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        self._collect_sink_staging()
+
+    def _collect_sink_staging(self) -> None:
+        """Staging left by this query's tasks (replayed, failed or abandoned attempts)."""
+        dirs = [d for parts in existing_topics(self.opts.paths).values() for d in parts.values()]
+        collect_staging(dirs, job_id=self._query_tag)
+
+
+def stream_writer(options: Mapping[str, str], schema: object, overwrite: bool) -> KlogStreamWriter:
+    from .writer import parse_write_options, validate_schema
+
+    wopts = parse_write_options({k: v for k, v in options.items()
+                                 if str(k).lower() not in ("checkpointlocation", "queryname")})
+    validate_schema(schema, wopts)  # type: ignore[arg-type]
+    return KlogStreamWriter(wopts, overwrite, sink_id_for(options))
