@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .errors import KlogError
 from .file_records import FileRecords
 from .log import Log
@@ -44,7 +45,10 @@ def describe_partition(pd: PartitionDir) -> PartitionSummary:
     tp = pd.topic_partition
     if not any(pd.path.glob("*.log")):  # only orphan indexes (Kafka deletes them and starts empty)
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), 0, 0, 0, 0, 0, None, None, [])
-    with Log(pd.path, had_clean_shutdown=True) as log:
+    # indexes are trusted (no recovery: describe reads no records), the log start offset is the
+    # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
+    starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+    with Log(pd.path, had_clean_shutdown=True, log_start_offset=starts.get(tp)) as log:
         codecs: set[str] = set()
         first_ts = None
         for seg in log.segments:

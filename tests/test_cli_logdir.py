@@ -40,7 +40,9 @@ def test_describe_table_and_json(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].split()[:4] == ["TOPIC", "PART", "START", "END"]
-    assert len(lines) == 4 and lines[1].startswith("my.topic-x")
+    assert len(lines) == 6 and lines[1].startswith("my.topic-x") and lines[4] == ""
+    assert lines[5] == f"3 partitions of 2 topics, ~300 records, 17.6 KiB in {d}"
+    assert klog("describe", str(d), "--quiet").stdout.splitlines()[1:] == lines[1:4]
     res = klog("describe", str(d), "--topic", "orders", "--json")
     rows = json.loads(res.stdout)
     assert [(r["topic"], r["partition"], r["start_offset"], r["end_offset"]) for r in rows] == [
