@@ -48,6 +48,14 @@ class _Progress:
         if self._bar is not None:
             self._bar.update(n)
 
+    def echo(self, line: str, file: Any = None) -> None:
+        """A line (on stderr by default) that does not tear the bar."""
+        out = sys.stderr if file is None else file
+        if self._bar is not None:
+            self._bar.write(line, file=out)
+        else:
+            print(line, file=out)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
@@ -204,15 +212,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             bar.update(size)
             for w in rep.warnings:
                 if not args.quiet:
-                    print(f"warning: {w}", file=sys.stderr)
+                    bar.echo(f"warning: {w}")
             for e in rep.errors:
-                print(f"error: {e}", file=sys.stderr)
+                bar.echo(f"error: {e}")
             if rep.errors:
                 status = EXIT_DATA
             if not args.quiet:
                 state = "CORRUPT" if rep.errors else "ok"
-                print(f"{p.topic_partition}: {state} ({rep.batches} batches, {len(rep.errors)} errors, "
-                      f"{len(rep.warnings)} warnings)")
+                bar.echo(f"{p.topic_partition}: {state} ({rep.batches} batches, {len(rep.errors)} errors, "
+                         f"{len(rep.warnings)} warnings)", sys.stdout)
     if not args.quiet:
         print(f"verified {_plural(len(parts), 'partition')} ({_human(sum(sizes))}): "
               f"{'corrupt or lost data found' if status else 'no corrupt data'}")

@@ -77,9 +77,9 @@ class ExportRequest:
 
     def __post_init__(self) -> None:
         if self.start_offset is not None and self.start_time_ms is not None:
-            raise InvalidOptionError("give a start offset or a start time, not both")
+            raise InvalidOptionError("a start offset and a start time were both given; expected one of them")
         if self.end_offset is not None and self.end_time_ms is not None:
-            raise InvalidOptionError("give an end offset or an end time, not both")
+            raise InvalidOptionError("an end offset and an end time were both given; expected one of them")
         for name, v in (("start offset", self.start_offset), ("end offset", self.end_offset)):
             if v is not None and v < 0:
                 raise InvalidOptionError(f"{name} must be >= 0, got {v}")
