@@ -34,6 +34,7 @@ from .columnar import ArrowDecoder, kafka_schema
 from .errors import CorruptRecordError, InvalidOptionError, PendingCommitError
 from .log import Log
 from .manager import PartitionDir, find_partitions
+from .report import lost_data_notes
 from .topic_partition import TopicPartition
 
 #: Write a row group once this many bytes of keys/values are buffered (bounds memory).
@@ -170,16 +171,8 @@ def _resolve(req: ExportRequest, pd: PartitionDir, lg: Log) -> PartitionRange:
 
 
 def _damage(lg: Log) -> tuple[str, ...]:
-    """The notes of the read-only open; raises when data *inside* the log is unreadable.
-
-    Opening a log dir that was not shut down cleanly recovers it in memory as a broker would:
-    a torn tail of the last segment (a write the broker never acknowledged) just ends the data,
-    which is a warning. A corrupt batch, or segments after a damaged one, would also end it, but
-    silently dropping acknowledged records is data loss: that is an error naming the file.
-    """
-    lost = [n for n in lg.recovery_notes
-            if ": not read, it follows a damaged segment" in n
-            or ("reading stops at the last valid batch" in n and "(torn tail)" not in n)]
+    """The notes of the read-only open; raises when data *inside* the log is unreadable."""
+    lost = lost_data_notes(lg)
     if lost:
         more = f" (and {len(lost) - 1} more problems)" if len(lost) > 1 else ""
         raise CorruptRecordError(f"data in the middle of {lg.dir} is unreadable: {lost[0]}{more}; 'klog verify' "
