@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import InvalidOptionError, InvalidTopicError, KlogError, LogConfigError
+from .errors import InvalidOptionError, InvalidTopicError, KlogError, LogConfigError, PendingCommitError
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -180,7 +180,11 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     with _Progress(args, len(parts) if len(parts) >= 200 else 0, "describe", unit="partition") as bar:
         rows = []
         for p in parts:
-            rows.append(describe_partition(p))
+            try:
+                rows.append(describe_partition(p))
+            except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
+                if not args.quiet:
+                    bar.echo(f"warning: {p.topic_partition}: {exc}")
             bar.update(1)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
