@@ -34,9 +34,10 @@ def _common() -> argparse.ArgumentParser:
 class _Progress:
     """A tqdm bar on stderr, only on a terminal and without --quiet (KLOG_PROGRESS=1 forces it, =0 hides it)."""
 
-    def __init__(self, args: argparse.Namespace, total: int, desc: str, unit: str = "B") -> None:
+    def __init__(self, args: argparse.Namespace, total: int, desc: str, unit: str = "B",
+                 threshold: int = PROGRESS_MIN_BYTES) -> None:
         forced = os.environ.get("KLOG_PROGRESS")
-        show = forced == "1" or (forced != "0" and sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES)
+        show = forced == "1" or (forced != "0" and sys.stderr.isatty() and total >= threshold)
         self._bar: Any = None
         if show and not getattr(args, "quiet", False):
             from tqdm import tqdm
@@ -177,7 +178,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     from .report import describe_partition
 
     parts = _partitions(args)
-    with _Progress(args, len(parts) if len(parts) >= 200 else 0, "describe", unit="partition") as bar:
+    with _Progress(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
             try:

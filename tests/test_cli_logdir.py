@@ -234,6 +234,9 @@ def test_recover_corrupt_middle_bad_path_wrong_argument(tmp_path: Path) -> None:
     assert res.returncode == 2 and "unrecognized arguments: --topic orders" in res.stderr
     res = klog("recover", str(d), "--quiet")
     assert res.returncode == 0 and res.stdout == ""
+    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "recover", str(d)], capture_output=True, text=True,
+                         env={**__import__("os").environ, "KLOG_PROGRESS": "1"})
+    assert res.returncode == 0 and "recover:" in res.stderr and "%|" in res.stderr
 
 
 def test_recover_refuses_a_locked_dir(tmp_path: Path) -> None:
