@@ -19,6 +19,15 @@ EXIT_DATA = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
+MAIN_EPILOG = """examples:
+  klog describe /var/lib/kafka/data              what is in a log dir (read-only)
+  klog verify /var/lib/kafka/data                check every CRC and index (read-only)
+  klog export data --topic orders --start-time 2026-11-22T10:00Z -o orders.parquet
+  klog dump data/orders-0/00000000000000000000.log --print-data-log
+  klog COMMAND --help                            options and examples of a command
+exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
+"""
+
 #: Files (dump) or runs (verify, export) smaller than this get no progress bar.
 PROGRESS_MIN_BYTES = 64 << 20
 
@@ -31,7 +40,7 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-class _Progress:
+class _Bar:
     """A tqdm bar on stderr, only on a terminal and without --quiet (KLOG_PROGRESS=1 forces it, =0 hides it)."""
 
     def __init__(self, args: argparse.Namespace, total: int, desc: str, unit: str = "B",
@@ -61,7 +70,7 @@ class _Progress:
         if self._bar is not None:
             self._bar.close()
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> _Bar:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -111,7 +120,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             continue
         size = Path(path).stat().st_size
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
-        with _Progress(args, size if not sys.stdout.isatty() else 0, Path(path).name) as bar:
+        with _Bar(args, size if not sys.stdout.isatty() else 0, Path(path).name) as bar:
             if args.jsonl:
                 summary = dump_jsonl(path, out, progress=bar.update)
             else:
@@ -178,7 +187,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     from .report import describe_partition
 
     parts = _partitions(args)
-    with _Progress(args, len(parts), "describe", unit="partition", threshold=200) as bar:
+    with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
             try:
@@ -211,7 +220,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     status = EXIT_OK
     parts = _partitions(args)
     sizes = [_dir_bytes(p.path) for p in parts]
-    with _Progress(args, sum(sizes), "verify") as bar:
+    with _Bar(args, sum(sizes), "verify") as bar:
         for p, size in zip(parts, sizes, strict=True):
             rep = verify_partition(p)
             bar.update(size)
@@ -260,7 +269,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         for note in r.warnings:
             if not args.quiet:
                 print(f"warning: {r.topic_partition}: {note}", file=sys.stderr)
-    with _Progress(args, sum(r.nbytes for r in ranges), f"export {args.topic}") as bar:
+    with _Bar(args, sum(r.nbytes for r in ranges), f"export {args.topic}") as bar:
         summary = export_parquet(req, ranges, args.output, compression=args.compression, overwrite=args.overwrite,
                                  progress=bar.update)
     if not args.quiet:
@@ -300,7 +309,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
     dirs = _log_dirs(args.dir)
     total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
-    with _Progress(args, total, "recover") as bar:
+    with _Bar(args, total, "recover") as bar:
         lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)))
     status = EXIT_OK
     try:
@@ -342,16 +351,6 @@ def _cmd_retention(args: argparse.Namespace) -> int:
     finally:
         lm.close()
     return EXIT_OK
-
-
-MAIN_EPILOG = """examples:
-  klog describe /var/lib/kafka/data              what is in a log dir (read-only)
-  klog verify /var/lib/kafka/data                check every CRC and index (read-only)
-  klog export data --topic orders --start-time 2026-11-22T10:00Z -o orders.parquet
-  klog dump data/orders-0/00000000000000000000.log --print-data-log
-  klog COMMAND --help                            options and examples of a command
-exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
-"""
 
 
 def build_parser() -> argparse.ArgumentParser:
