@@ -25,9 +25,10 @@ from storage_core.checkpoint import (
     CleanShutdownFile,
     OffsetCheckpointFile,
 )
-from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
+from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.log import Log
 from storage_core.manager import PartitionDir, find_partitions
+from storage_core.report import lost_data_notes
 from storage_core.segment import LogSegment
 from storage_core.topic_partition import TopicPartition
 from storage_core.txn_index import AbortedTxn
@@ -269,6 +270,20 @@ def _prune(rng: ResolvedRange, lg: Log, pruning: Pruning) -> ResolvedRange:
     return ResolvedRange(rng.topic_partition, rng.path, min(start, end), end)
 
 
+def _check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log) -> None:
+    """A log whose read-only open had to stop before the end of its data (a corrupt batch in a dir
+    that was not shut down cleanly) fails the read, or with failOnDataLoss=false is read up to the
+    damage with a warning; it is never silently shorter. A torn tail is not a loss."""
+    lost = lost_data_notes(lg)
+    if not lost:
+        return
+    if opts.fail_on_data_loss:
+        raise CorruptRecordError(f"{pd.topic_partition}: data in the middle of {pd.path} is unreadable: {lost[0]}; "
+                                 "set failOnDataLoss=false to read the records before it ('klog verify' lists every "
+                                 "problem)")
+    log.warning("%s: reading only up to the damage (failOnDataLoss=false): %s", pd.topic_partition, "; ".join(lost))
+
+
 def plan(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> tuple[list[KlogInputPartition], list[ResolvedRange]]:
     """Input partitions for a batch read, and the resolved range of every topic-partition."""
     ranges: list[ResolvedRange] = []
@@ -283,6 +298,7 @@ def plan(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> tuple[list[KlogInp
             except PendingCommitError:
                 continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)
+            _check_lost_data(opts, pd, lg)
             rng = _prune(resolve(opts, pd, lg), lg, pruning)
             ranges.append(rng)
             aborted = tuple(lg.aborted_transactions(rng.start, rng.end)) if opts.read_committed else None

@@ -1,19 +1,92 @@
 """The ``klog`` command line. Every command: ``--help`` with examples, one-line errors
-(``--debug`` for a traceback), exit codes 0 ok, 1 data problem found, 2 usage error.
+(``--debug`` for a traceback), ``--quiet``, a progress bar on stderr for long runs (only on a
+terminal), exit codes 0 ok, 1 data problem found, 2 usage error (3: a bug in klog).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from .errors import InvalidOptionError, KlogError, LogConfigError
+from .errors import InvalidOptionError, InvalidTopicError, KlogError, LogConfigError, PendingCommitError
 
 EXIT_OK = 0
 EXIT_DATA = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+MAIN_EPILOG = """examples:
+  klog describe /var/lib/kafka/data              what is in a log dir (read-only)
+  klog verify /var/lib/kafka/data                check every CRC and index (read-only)
+  klog export data --topic orders --start-time 2026-11-22T10:00Z -o orders.parquet
+  klog dump data/orders-0/00000000000000000000.log --print-data-log
+  klog COMMAND --help                            options and examples of a command
+exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
+"""
+
+#: Files (dump) or runs (verify, export) smaller than this get no progress bar.
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every subcommand accepts after its name too (``klog verify DIR --debug``)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+    return common
+
+
+class _Bar:
+    """A tqdm bar on stderr, only on a terminal and without --quiet (KLOG_PROGRESS=1 forces it, =0 hides it)."""
+
+    def __init__(self, args: argparse.Namespace, total: int, desc: str, unit: str = "B",
+                 threshold: int = PROGRESS_MIN_BYTES) -> None:
+        forced = os.environ.get("KLOG_PROGRESS")
+        show = forced == "1" or (forced != "0" and sys.stderr.isatty() and total >= threshold)
+        self._bar: Any = None
+        if show and not getattr(args, "quiet", False):
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, unit_divisor=1024 if unit == "B"
+                             else 1000, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def echo(self, line: str, file: Any = None) -> None:
+        """A line (on stderr by default) that does not tear the bar."""
+        out = sys.stderr if file is None else file
+        if self._bar is not None:
+            self._bar.write(line, file=out)
+        else:
+            print(line, file=out)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
 
 DUMP_EXAMPLES = """examples:
   klog dump 00000000000000000000.log                     batch headers, like kafka-dump-log
@@ -31,9 +104,10 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
     missing = [p for p in args.files if not Path(p).is_file()]
     if missing:
-        print(f"klog: error: no such file: {', '.join(missing)} (expected .log or other record-set files)",
-              file=sys.stderr)
-        return EXIT_USAGE
+        raise InvalidOptionError(f"no such file: {', '.join(missing)} (expected .log, .index, .timeindex, "
+                                 ".txnindex or other record-set files)")
+    if args.max_bytes is not None and args.max_bytes < 0:
+        raise InvalidOptionError(f"--max-bytes must be >= 0, got {args.max_bytes}")
     out = sys.stdout
     status = EXIT_OK
     for path in args.files:
@@ -44,14 +118,17 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                           verify_only=args.verify_index_only):
                 status = EXIT_DATA
             continue
-        if args.jsonl:
-            summary = dump_jsonl(path, out)
-        else:
-            summary = dump_text(path, out, deep=args.deep_iteration, print_data=args.print_data_log,
-                                max_bytes=args.max_bytes)
+        size = Path(path).stat().st_size
+        # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
+        with _Bar(args, size if not sys.stdout.isatty() else 0, Path(path).name) as bar:
+            if args.jsonl:
+                summary = dump_jsonl(path, out, progress=bar.update)
+            else:
+                summary = dump_text(path, out, deep=args.deep_iteration, print_data=args.print_data_log,
+                                    max_bytes=args.max_bytes, progress=bar.update)
         if summary.error is not None or summary.invalid_batches:
             status = EXIT_DATA
-            if args.jsonl:  # the error is in the output already; say it on stderr too
+            if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
     return status
 
@@ -60,6 +137,9 @@ DESCRIBE_EXAMPLES = """examples:
   klog describe /var/lib/kafka/data                 every topic-partition of a log dir
   klog describe data --topic orders --json          one topic, as JSON
   klog describe /mnt/a,/mnt/b                        several log dirs (Kafka's log.dirs)
+  klog describe data/orders-0                        one partition dir
+~RECORDS is end offset - start offset, from the indexes (an upper bound where compaction left gaps).
+exit codes: 0 ok, 1 an index or segment could not be read, 2 usage error (no such dir or topic)
 """
 
 VERIFY_EXAMPLES = """examples:
@@ -79,11 +159,17 @@ def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     parts = find_partitions(_log_dirs(args.dir))
     if args.topic:
         wanted = set(args.topic)
+        have = sorted({p.topic_partition.topic for p in parts})
         parts = [p for p in parts if p.topic_partition.topic in wanted]
         missing = wanted - {p.topic_partition.topic for p in parts}
         if missing:
-            raise KlogError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}")
+            raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}; topics there: "
+                                     f"{', '.join(have) or 'none'}")
     return parts
+
+
+def _dir_bytes(path: Any) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.log"))
 
 
 def _fmt_ts(ms: int | None) -> str:
@@ -100,7 +186,16 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
     from .report import describe_partition
 
-    rows = [describe_partition(p) for p in _partitions(args)]
+    parts = _partitions(args)
+    with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
+        rows = []
+        for p in parts:
+            try:
+                rows.append(describe_partition(p))
+            except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
+                if not args.quiet:
+                    bar.echo(f"warning: {p.topic_partition}: {exc}")
+            bar.update(1)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
         return EXIT_OK
@@ -112,6 +207,10 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
     for row in [header, *table]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if not args.quiet:
+        topics = len({r.topic for r in rows})
+        print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
+              f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
     return EXIT_OK
 
 
@@ -119,19 +218,66 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from .report import verify_partition
 
     status = EXIT_OK
-    for p in _partitions(args):
-        rep = verify_partition(p)
-        for w in rep.warnings:
-            print(f"warning: {w}", file=sys.stderr)
-        for e in rep.errors:
-            print(f"error: {e}", file=sys.stderr)
-        if rep.errors:
-            status = EXIT_DATA
-        if not args.quiet:
-            state = "CORRUPT" if rep.errors else "ok"
-            print(f"{p.topic_partition}: {state} ({rep.batches} batches, {len(rep.errors)} errors, "
-                  f"{len(rep.warnings)} warnings)")
+    parts = _partitions(args)
+    sizes = [_dir_bytes(p.path) for p in parts]
+    with _Bar(args, sum(sizes), "verify") as bar:
+        for p, size in zip(parts, sizes, strict=True):
+            rep = verify_partition(p)
+            bar.update(size)
+            for w in rep.warnings:
+                if not args.quiet:
+                    bar.echo(f"warning: {w}")
+            for e in rep.errors:
+                bar.echo(f"error: {e}")
+            if rep.errors:
+                status = EXIT_DATA
+            if not args.quiet:
+                state = "CORRUPT" if rep.errors else "ok"
+                bar.echo(f"{p.topic_partition}: {state} ({rep.batches} batches, {len(rep.errors)} errors, "
+                         f"{len(rep.warnings)} warnings)", sys.stdout)
+    if not args.quiet:
+        print(f"verified {_plural(len(parts), 'partition')} ({_human(sum(sizes))}): "
+              f"{'corrupt or lost data found' if status else 'no corrupt data'}")
     return status
+
+
+EXPORT_EXAMPLES = """examples:
+  klog export data --topic orders -o orders.parquet                       the whole topic
+  klog export data --topic orders --start-time 2026-11-22T10:00Z --end-time 2026-11-22T11:00Z -o hour.parquet
+  klog export data --topic orders --partition 0 --start-offset 1000 --end-offset 2000 -o part0.parquet
+  klog export /mnt/copy --topic payments --read-committed --headers -o payments.parquet
+Times are epoch milliseconds or ISO-8601 (no zone means UTC). Ranges follow the Spark source: a start
+time gives each partition's first record at or after it, an end time or offset is exclusive.
+The columns are spark.read.format("klog")'s: key, value, topic, partition, offset, timestamp,
+timestampType (+ headers with --headers, + batch metadata with --metadata). No Spark is needed.
+exit codes: 0 ok, 1 a corrupt batch in the range (nothing is written), 2 usage error
+"""
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import ExportRequest, export_parquet, parse_time, plan_export
+
+    req = ExportRequest(
+        log_dirs=tuple(_log_dirs(args.dir)), topic=args.topic,
+        partitions=tuple(args.partition) if args.partition else None,
+        start_offset=args.start_offset, end_offset=args.end_offset,
+        start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
+        end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
+        read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata)
+    ranges = plan_export(req)
+    for r in ranges:
+        for note in r.warnings:
+            if not args.quiet:
+                print(f"warning: {r.topic_partition}: {note}", file=sys.stderr)
+    with _Bar(args, sum(r.nbytes for r in ranges), f"export {args.topic}") as bar:
+        summary = export_parquet(req, ranges, args.output, compression=args.compression, overwrite=args.overwrite,
+                                 progress=bar.update)
+    if not args.quiet:
+        for r in ranges:
+            print(f"{r.topic_partition}: offsets {r.start}..{r.end} ({r.end - r.start} offsets)")
+        print(f"exported {summary.records:,} records ({_human(summary.bytes_read)} of record batches from "
+              f"{_plural(summary.partitions, 'partition')}) to {summary.output} ({_human(summary.bytes_written)})")
+    return EXIT_OK
 
 
 RECOVER_EXAMPLES = """examples:
@@ -159,11 +305,16 @@ def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
-    from .manager import LogManager
+    from .manager import LogManager, find_partitions
 
-    lm = LogManager(_log_dirs(args.dir), writable=True, full_recovery=True)
+    dirs = _log_dirs(args.dir)
+    total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
+    with _Bar(args, total, "recover") as bar:
+        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)))
     status = EXIT_OK
     try:
+        for what in lm.recovered_commits:
+            print(f"settled an interrupted {what}")
         for tp, log in sorted(lm.logs.items()):
             for note in log.recovery_notes:
                 print(f"{tp}: {note}")
@@ -174,6 +325,9 @@ def _cmd_recover(args: argparse.Namespace) -> int:
                 print(f"{tp}: ok, log end offset {log.log_end_offset}")
     finally:
         lm.close()
+    if not args.quiet:
+        print(f"recovered {_plural(len(lm.logs), 'partition')} in {args.dir}: "
+              f"{'bytes were cut (listed above)' if status else 'nothing was cut'}")
     return status
 
 
@@ -200,13 +354,14 @@ def _cmd_retention(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.")
+    parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.",
+                                     epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("dump", help="print the batches and records of segment files",
                        description="Print the batches (and records) of .log files, like kafka-dump-log.sh.",
-                       epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("files", nargs="+", metavar="FILE", help=".log (or other record-set) files")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
     p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies --deep-iteration)")
@@ -217,29 +372,55 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for .index files: check every entry against the .log without printing the entries")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="for .index/.timeindex files: only run Kafka's index sanity check")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no repeated error on stderr")
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("describe", help="topics, partitions, offsets, time ranges, sizes, codecs of log dirs",
                        description="Describe the partitions of Kafka log dirs (read-only: nothing is written).",
-                       epilog=DESCRIBE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=DESCRIBE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quiet", action="store_true", help="the table only (no totals line, no progress bar)")
     p.set_defaults(func=_cmd_describe)
 
     p = sub.add_parser("verify", help="check every batch's CRC and every index entry (read-only)",
                        description="Verify log dirs: CRC and structure of every batch, index entries against the "
                        "log. Missing or untrimmed indexes (which Kafka rebuilds) are warnings.",
-                       epilog=VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
-    p.add_argument("--quiet", action="store_true", help="print problems only")
+    p.add_argument("--quiet", action="store_true", help="print errors only (no warnings, no progress bar)")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("export", help="a topic or a range of it to Parquet (pyarrow, no Spark)",
+                       description="Export a topic, or an offset or time range of it, to one Parquet file with\n"
+                       "the columns of spark.read.format('klog'). Read-only: the log dir is not written.",
+                       epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--topic", required=True, help="the topic to export")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
+    p.add_argument("--partition", type=int, action="append", metavar="N", help="only this partition (repeatable)")
+    p.add_argument("--start-offset", type=int, metavar="OFFSET", help="first offset (default: the log start)")
+    p.add_argument("--end-offset", type=int, metavar="OFFSET", help="end offset, exclusive (default: the log end)")
+    p.add_argument("--start-time", metavar="TIME", help="from the first record at or after TIME (ms or ISO-8601)")
+    p.add_argument("--end-time", metavar="TIME", help="up to the first record at or after TIME, exclusive")
+    p.add_argument("--read-committed", action="store_true",
+                   help="stop at the last stable offset and leave out aborted transactions")
+    p.add_argument("--headers", action="store_true", help="add the headers column")
+    p.add_argument("--metadata", action="store_true", help="add the batch metadata columns")
+    p.add_argument("--compression", default="zstd", metavar="CODEC",
+                   help="Parquet compression: none, snappy, gzip, zstd (default), lz4, brotli")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("recover", help="recover log dirs as a broker would after a crash (writes)",
                        description="Revalidate every batch, truncate torn tails, rebuild indexes, then write the "
                        "checkpoints and the clean-shutdown marker.",
-                       epilog=RECOVER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=RECOVER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
     p.add_argument("--quiet", action="store_true", help="print only what was cut")
     p.set_defaults(func=_cmd_recover)
@@ -247,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("retention", help="apply retention.ms / retention.bytes now (writes)",
                        description="Delete old segments by Kafka's retention rules (delete by rename to .deleted, "
                        "removed after file.delete.delay.ms).",
-                       epilog=RETENTION_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=RETENTION_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
@@ -258,19 +440,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_usage(exc: KlogError) -> bool:
+    """A wrong path, name or value given by the user (exit 2), as opposed to bad data found (exit 1)."""
+    from .manager import LogDirLockedError
+
+    if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError)):
+        return True
+    return exc.detail.startswith(("no such ", "not a directory"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return int(args.func(args))
+        return int(func(args))
     except KlogError as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         print(f"klog: error: {exc}", file=sys.stderr)
-        usage = isinstance(exc, (InvalidOptionError, LogConfigError)) or "no such" in exc.detail or "not a directory" in exc.detail
-        return EXIT_USAGE if usage else EXIT_DATA
+        return EXIT_USAGE if _is_usage(exc) else EXIT_DATA
     except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (klog dump ... | head): not an error
         return EXIT_OK
+    except KeyboardInterrupt:
+        print("klog: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # permission denied, disk full, a path that vanished: the system said no
+        if debug:
+            traceback.print_exc()
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"klog: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - a bug in klog: say so in one line, traceback with --debug
+        if debug:
+            traceback.print_exc()
+        print(f"klog: error: internal error {type(exc).__name__}: {exc} (this is a bug in klog; rerun with "
+              "--debug for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -103,8 +103,9 @@ def _walk_safely(walk: BatchWalk, summary: DumpSummary) -> Iterator[AnyBatch]:
         summary.error = exc
 
 
-def dump_jsonl(path: str | os.PathLike[str], out: IO[str]) -> DumpSummary:
-    """Write the JSON lines of a record-set file to ``out``."""
+def dump_jsonl(path: str | os.PathLike[str], out: IO[str], *,
+               progress: Callable[[int], None] | None = None) -> DumpSummary:
+    """Write the JSON lines of a record-set file to ``out``; ``progress(n)`` gets the bytes of each batch."""
     fr = FileRecords(path)
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     walk = fr.batches()
@@ -117,6 +118,8 @@ def dump_jsonl(path: str | os.PathLike[str], out: IO[str]) -> DumpSummary:
         summary.batches += 1
         summary.records += len(lines)
         out.write("\n".join(lines) + "\n")
+        if progress is not None:
+            progress(batch.size_in_bytes)
     if summary.error is not None:
         pos = summary.error.position if summary.error.position is not None else walk.valid_bytes
         out.write(error_line(summary.error, pos) + "\n")
@@ -176,8 +179,8 @@ def record_line(batch: AnyBatch, r: Record, print_data: bool) -> str:
 
 
 def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False, print_data: bool = False,
-              max_bytes: int | None = None) -> DumpSummary:
-    """kafka-dump-log's output for a ``.log`` file."""
+              max_bytes: int | None = None, progress: Callable[[int], None] | None = None) -> DumpSummary:
+    """kafka-dump-log's output for a ``.log`` file; ``progress(n)`` gets the bytes of each batch."""
     fr = FileRecords(path)
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     deep = deep or print_data
@@ -201,6 +204,8 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
                     last_offset = r.offset
                     out.write(record_line(batch, r, print_data) + "\n")
                     summary.records += 1
+            if progress is not None:
+                progress(batch.size_in_bytes)
         except KlogError as exc:
             summary.error = exc.located(position=batch.position)
             break

@@ -10,7 +10,7 @@ partition directory (it holds ``.log`` files) is accepted as well.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -86,7 +86,8 @@ class LogManager:
 
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
-                 full_recovery: bool = False) -> None:
+                 full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
+        """``on_loaded(pd)`` is called after each partition is loaded (recovered), for progress reports."""
         self.log_dirs = [Path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
@@ -120,6 +121,8 @@ class LogManager:
                                     recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
                                     had_clean_shutdown=clean)
                 self._dir_of[tp] = d
+                if on_loaded is not None:
+                    on_loaded(pd)
             if writable and marker.exists():
                 marker.delete()  # from now on a crash must lead to recovery
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .errors import KlogError
 from .file_records import FileRecords
 from .log import Log
@@ -44,7 +45,10 @@ def describe_partition(pd: PartitionDir) -> PartitionSummary:
     tp = pd.topic_partition
     if not any(pd.path.glob("*.log")):  # only orphan indexes (Kafka deletes them and starts empty)
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), 0, 0, 0, 0, 0, None, None, [])
-    with Log(pd.path, had_clean_shutdown=True) as log:
+    # indexes are trusted (no recovery: describe reads no records), the log start offset is the
+    # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
+    starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+    with Log(pd.path, had_clean_shutdown=True, log_start_offset=starts.get(tp)) as log:
         codecs: set[str] = set()
         first_ts = None
         for seg in log.segments:
@@ -58,6 +62,20 @@ def describe_partition(pd: PartitionDir) -> PartitionSummary:
         return PartitionSummary(pd.topic_partition.topic, pd.topic_partition.partition, str(pd.path), start, end,
                                 end - start, len(log.segments), log.size_in_bytes, first_ts,
                                 max_ts if max_ts >= 0 else None, sorted(codecs))
+
+
+def lost_data_notes(log: Log) -> list[str]:
+    """What a read-only open of ``log`` had to leave out that a reader must not drop silently.
+
+    Opening a partition that was not shut down cleanly recovers it in memory as a broker would
+    (:attr:`Log.recovery_notes`): a torn tail of the last segment (a write the broker never
+    acknowledged) just ends the data, which is no loss. A corrupt batch, or segments after a
+    damaged one, would end it too, and silently dropping acknowledged records is data loss:
+    those notes are returned.
+    """
+    return [n for n in log.recovery_notes
+            if ": not read, it follows a damaged segment" in n
+            or ("reading stops at the last valid batch" in n and "(torn tail)" not in n)]
 
 
 @dataclass

@@ -110,3 +110,34 @@ def test_console_script_installed() -> None:
     assert exe.exists(), "the klog console script is not installed in this environment"
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
     assert res.returncode == 0 and "dump" in res.stdout
+
+
+def test_dump_wrong_values_quiet_and_debug(tmp_path: Path) -> None:
+    path = segment(tmp_path)
+    res = klog("dump", "--max-bytes", "-1", str(path))
+    assert res.returncode == 2 and res.stderr.strip() == "klog: error: --max-bytes must be >= 0, got -1"
+    res = klog("dump", "--max-bytes", "lots", str(path))
+    assert res.returncode == 2 and "argument --max-bytes: invalid int value: 'lots'" in res.stderr
+    data = bytearray(path.read_bytes())
+    data[70] ^= 0xFF
+    path.write_bytes(bytes(data))
+    res = klog("dump", "--jsonl", "--quiet", str(path))
+    assert res.returncode == 1 and res.stderr == ""  # the error line is in the output only
+    assert json.loads(res.stdout.splitlines()[-1])["error"].startswith("CorruptRecordException")
+    res = klog("dump", "--debug", str(tmp_path / "nope.log"))
+    assert res.returncode == 2 and "Traceback" in res.stderr and "klog: error: no such file" in res.stderr
+
+
+def test_dump_progress_bar_when_output_is_redirected(tmp_path: Path) -> None:
+    import os
+
+    path = segment(tmp_path)
+    env = {**os.environ, "KLOG_PROGRESS": "1"}
+    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--jsonl", str(path)], capture_output=True,
+                         text=True, env=env)
+    assert res.returncode == 0
+    assert "00000000000000000100.log:" in res.stderr and "%|" in res.stderr
+    assert len(res.stdout.splitlines()) == 6  # the bar never goes to the output
+    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--quiet", str(path)], capture_output=True,
+                         text=True, env=env)
+    assert res.returncode == 0 and res.stderr == ""

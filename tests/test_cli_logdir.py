@@ -40,7 +40,9 @@ def test_describe_table_and_json(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].split()[:4] == ["TOPIC", "PART", "START", "END"]
-    assert len(lines) == 4 and lines[1].startswith("my.topic-x")
+    assert len(lines) == 6 and lines[1].startswith("my.topic-x") and lines[4] == ""
+    assert lines[5] == f"3 partitions of 2 topics, ~300 records, 17.6 KiB in {d}"
+    assert klog("describe", str(d), "--quiet").stdout.splitlines()[1:] == lines[1:4]
     res = klog("describe", str(d), "--topic", "orders", "--json")
     rows = json.loads(res.stdout)
     assert [(r["topic"], r["partition"], r["start_offset"], r["end_offset"]) for r in rows] == [
@@ -155,3 +157,121 @@ def test_retention_command(tmp_path: Path) -> None:
     res = klog("retention", str(d), "--config", "retention.ms=abc")
     assert res.returncode == 2 and "retention.ms" in res.stderr
     assert klog("retention", str(d), "--config", "nonsense").returncode == 2
+
+
+def corrupt_crc(seg: Path) -> None:
+    data = bytearray(seg.read_bytes())
+    data[200] ^= 0x01
+    seg.write_bytes(bytes(data))
+
+
+def test_describe_corrupt_files_are_exit_1(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    (d / "log-start-offset-checkpoint").write_text("garbage\n")
+    res = klog("describe", str(d))
+    assert res.returncode == 1
+    assert res.stderr.startswith("klog: error: Malformed line 1 in checkpoint file")
+    assert str(d / "log-start-offset-checkpoint") in res.stderr and "Traceback" not in res.stderr
+    (d / "log-start-offset-checkpoint").unlink()
+    seg = sorted((d / "orders-1").glob("*.log"))[0]
+    seg.write_bytes(b"\xff" * 12 + seg.read_bytes()[12:])  # the first batch's offset and size
+    res = klog("describe", str(d), "--debug")
+    assert res.returncode == 1 and "Traceback" in res.stderr
+    assert res.stderr.splitlines()[-1].startswith("klog: error: Found record size -1 smaller than minimum")
+    assert f"file {seg}, position 0" in res.stderr
+
+
+def test_describe_uses_the_log_start_checkpoint(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    (d / "log-start-offset-checkpoint").write_text("0\n1\norders 1 42\n")
+    rows = {(r["topic"], r["partition"]): r for r in json.loads(klog("describe", str(d), "--json").stdout)}
+    assert rows[("orders", 1)]["start_offset"] == 42 and rows[("orders", 1)]["estimated_records"] == 58
+    assert rows[("orders", 0)]["start_offset"] == 0
+
+
+def test_describe_and_verify_wrong_argument_messages(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    for cmd in ("describe", "verify"):
+        res = klog(cmd)
+        assert res.returncode == 2 and "the following arguments are required: DIR" in res.stderr
+        res = klog(cmd, str(d), "--bogus")
+        assert res.returncode == 2 and "unrecognized arguments: --bogus" in res.stderr
+        res = klog(cmd, str(d), "--topic", "absent")
+        assert res.returncode == 2
+        assert res.stderr.strip() == f"klog: error: no such topic in {d}: absent; topics there: my.topic-x, orders"
+    res = klog("verify", str(d / "orders-0" / "00000000000000000000.log"))
+    assert res.returncode == 2 and "not a directory" in res.stderr
+
+
+def test_verify_summary_quiet_and_progress(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    res = klog("verify", str(d))
+    assert res.stdout.splitlines()[-1].startswith("verified 3 partitions (") and "no corrupt data" in res.stdout
+    corrupt_crc(sorted((d / "orders-0").glob("*.log"))[0])
+    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(d)], capture_output=True, text=True,
+                         env={**__import__("os").environ, "KLOG_PROGRESS": "1"})
+    assert res.returncode == 1
+    assert "corrupt or lost data found" in res.stdout.splitlines()[-1]
+    assert "verify:" in res.stderr and "%|" in res.stderr  # the bar
+    res = klog("verify", str(d), "--quiet")
+    assert res.returncode == 1 and res.stdout == ""
+    assert {ln.split(":")[0] for ln in res.stderr.splitlines()} == {"error"}
+
+
+def test_recover_corrupt_middle_bad_path_wrong_argument(tmp_path: Path) -> None:
+    d = log_dir(tmp_path)
+    segs = sorted((d / "orders-1").glob("*.log"))
+    corrupt_crc(segs[1])
+    res = klog("recover", str(d))
+    assert res.returncode == 1
+    assert f"orders-1: {segs[1]}: recovered; cut " in res.stdout
+    assert f"orders-1: {segs[2]}: deleted, it followed a truncated segment" in res.stdout
+    assert res.stdout.splitlines()[-1] == f"recovered 3 partitions in {d}: bytes were cut (listed above)"
+    assert klog("verify", str(d), "--quiet").returncode == 0
+    res = klog("recover", str(tmp_path / "nope"))
+    assert res.returncode == 2 and res.stderr.strip() == f"klog: error: no such log directory: {tmp_path / 'nope'}"
+    res = klog("recover", str(d), "--topic", "orders")
+    assert res.returncode == 2 and "unrecognized arguments: --topic orders" in res.stderr
+    res = klog("recover", str(d), "--quiet")
+    assert res.returncode == 0 and res.stdout == ""
+    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "recover", str(d)], capture_output=True, text=True,
+                         env={**__import__("os").environ, "KLOG_PROGRESS": "1"})
+    assert res.returncode == 0 and "recover:" in res.stderr and "%|" in res.stderr
+
+
+def test_recover_refuses_a_locked_dir(tmp_path: Path) -> None:
+    from storage_core.manager import LogManager
+
+    d = log_dir(tmp_path)
+    with LogManager([d], writable=True):
+        res = klog("recover", str(d))
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith(f"klog: error: log dir {d} is locked by another process")
+
+
+def test_retention_bad_path_and_corrupt_checkpoint(tmp_path: Path) -> None:
+    res = klog("retention", str(tmp_path / "nope"), "--config", "retention.ms=1")
+    assert res.returncode == 2 and res.stderr.strip() == f"klog: error: no such log directory: {tmp_path / 'nope'}"
+    d = log_dir(tmp_path)
+    (d / "recovery-point-offset-checkpoint").write_text("0\n1\norders 0\n")
+    res = klog("retention", str(d), "--config", "retention.ms=1000")
+    assert res.returncode == 1
+    assert "checkpoint file" in res.stderr and str(d / "recovery-point-offset-checkpoint") in res.stderr
+    assert "Traceback" not in res.stderr
+    (d / "recovery-point-offset-checkpoint").unlink()
+    res = klog("retention", str(d), "--topic", "absent", "--config", "retention.ms=1000")
+    assert res.returncode == 2 and "no such topic" in res.stderr
+    res = klog("retention", str(d), "--config", "retention.ms=-5")
+    assert res.returncode == 2 and res.stderr.startswith("klog: error: ") and "retention.ms" in res.stderr
+
+
+def test_every_command_has_help_with_examples_and_debug() -> None:
+    res = klog("--help")
+    assert res.returncode == 0 and "exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error" in res.stdout
+    commands = ["dump", "describe", "verify", "export", "recover", "retention"]
+    for cmd in commands:
+        assert cmd in res.stdout
+        h = klog(cmd, "--help")
+        assert h.returncode == 0, cmd
+        assert "examples:" in h.stdout and f"klog {cmd} " in h.stdout, cmd
+        assert "--quiet" in h.stdout and "--debug" in h.stdout, cmd
