@@ -67,6 +67,20 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _stored_config(partition_dir: Path) -> LogConfig:
+    """The config of a partition opened without one: Kafka's defaults, the internal-topic configs
+    and the log dir's ``klog-topic-configs.json`` (:mod:`storage_core.topic_configs`)."""
+    from .errors import InvalidTopicError
+    from .topic_configs import config_for_topic, load_topic_configs
+    from .topic_partition import TopicPartition
+
+    try:
+        topic = TopicPartition.parse_dir_name(partition_dir.name).topic
+    except InvalidTopicError:
+        return LogConfig()
+    return config_for_topic(topic, load_topic_configs(partition_dir.parent))
+
+
 class Log:
     """The segments of one partition directory, read-only by default."""
 
@@ -76,7 +90,7 @@ class Log:
         self.dir = Path(directory)
         if not self.dir.is_dir():
             raise KlogError(f"no such partition directory: {self.dir}")
-        self.config = config or LogConfig()
+        self.config = config if config is not None else _stored_config(self.dir)
         self.writable = writable
         self.recovery_point = recovery_point
         self.truncated_bytes = 0  # what recovery cut, for reporting
