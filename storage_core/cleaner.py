@@ -57,21 +57,26 @@ names below use the group's first base offset ``B``; ``maybe_crash`` points (see
    first source segment), then ``B.index.cleaned``, ``B.timeindex.cleaned`` and, when the group
    keeps aborted transactions, ``B.txnindex.cleaned``; all fsynced, the log's mtime set to that
    of the group's last source segment ``[cleaner-cleaned-written]``.
-3. Each ``*.cleaned`` is renamed ``*.swap``: the indexes first ``[cleaner-swap-partial]``, the
-   ``.log`` last ``[cleaner-swapped]``; the directory is fsynced. ``B.log.swap`` is the commit
-   point of the group: from then on reopening completes the replacement.
+3. Each ``*.cleaned`` is renamed ``*.swap``, in Kafka's order: the ``.log`` first
+   ``[cleaner-swap-partial]``, then the indexes ``[cleaner-swapped]``; the directory is fsynced.
+   Once no ``B.*.cleaned`` is left, ``B.log.swap`` commits the group: from then on reopening
+   completes the replacement (before, it rolls it back: KAFKA-6264's rule).
 4. The old segments' files are renamed ``*.deleted`` one segment at a time
    ``[cleaner-old-deleted]`` (context ``segment`` = its position in the group).
-5. The ``*.swap`` files are renamed to their final names, indexes first
-   ``[cleaner-replaced-partial]``, ``B.log`` last ``[cleaner-replaced]``; then the ``*.deleted``
+5. The ``*.swap`` files are renamed to their final names, ``B.log`` first
+   ``[cleaner-replaced-partial]``, then the indexes ``[cleaner-replaced]``; then the ``*.deleted``
    files are removed (Kafka waits ``file.delete.delay.ms`` for readers; klog's readers keep
-   their open file handles, so the files go at once).
+   their open file handles, so the files go at once). A group whose recopy changed nothing
+   (one segment, every batch copied byte for byte) is not replaced: its ``.cleaned`` files
+   are removed after step 2.
 6. After every group, ``[cleaner-checkpoint]``, then the checkpoint is written.
 
 Reopening (:class:`storage_core.log.Log`, writable, as ``LogLoader``): ``*.cleaned`` and
-``*.deleted`` files are removed (a crash in steps 1-2 leaves the old segments untouched); each
-``*.log.swap`` is completed: the segments whose base offsets lie in ``[B, next offset of the
-swap)`` are removed and the ``*.swap`` files renamed into place (a crash in steps 3-5). So every
+``*.deleted`` files are removed, with any ``*.swap`` at or after a ``*.cleaned`` (a crash in
+steps 1-3 leaves the old segments untouched); each remaining ``*.log.swap`` is completed: the
+segments whose base offsets lie in ``[B, next offset of the swap)`` are removed and the
+``*.swap`` files renamed into place; a lone index ``*.swap`` is renamed into place (a crash in
+steps 3-5). Missing indexes are rebuilt. So every
 offset reads its old or its new contents. As in Kafka, when the last batches of a group were all
 removed, the swap's next offset lies before the group's end, and an old segment of the group
 that starts after it can survive a crash beside the new one: its offsets keep their old
@@ -136,8 +141,8 @@ MAX_TIMESTAMP_OFFSET = 35  # maxTimestamp in the v2 batch header (records.BATCH_
 _MAX_TIMESTAMP = struct.Struct(">q")
 
 _FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-#: Rename order of a segment's files: the ``.log`` last, so that it marks a complete set.
-_RENAME_ORDER = (TXN_INDEX_SUFFIX, TIME_INDEX_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX)
+#: Rename order of a segment's files (``LogSegment.changeFileSuffixes``): the ``.log`` first.
+_RENAME_ORDER = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -812,7 +817,7 @@ class LogCleaner:
             src = cleaned.path(suffix, CLEANED_SUFFIX)
             if src.exists():
                 os.replace(src, cleaned.path(suffix, SWAP_SUFFIX))
-            if suffix == INDEX_SUFFIX:
+            if suffix == LOG_SUFFIX:
                 maybe_crash("cleaner-swap-partial", group=group_index)
         _fsync_dir(d)
         maybe_crash("cleaner-swapped", group=group_index)
@@ -830,7 +835,7 @@ class LogCleaner:
             src = cleaned.path(suffix, SWAP_SUFFIX)
             if src.exists():
                 os.replace(src, cleaned.path(suffix))
-            if suffix == INDEX_SUFFIX:
+            if suffix == LOG_SUFFIX:
                 maybe_crash("cleaner-replaced-partial", group=group_index)
         _fsync_dir(d)
         maybe_crash("cleaner-replaced", group=group_index)
