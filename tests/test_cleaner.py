@@ -402,3 +402,19 @@ def test_read_only_log_is_refused(tmp_path: Path) -> None:
         put(log, [(b"a", b"1")])
     with Log(tmp_path / "t-0", cfg()) as ro, pytest.raises(KlogError, match="read-only"):
         LogCleaner().clean_log(ro)
+
+
+def test_swap_next_to_cleaned_files_is_rolled_back_on_open(tmp_path: Path) -> None:
+    """KAFKA-6264's rule: a .swap at or after a .cleaned file was not committed."""
+    with new_log(tmp_path) as log:
+        for i in range(30):
+            put(log, [(b"k%d" % (i % 4), b"v%d" % i)])
+        log.roll()
+        before = surviving(log)
+    d = tmp_path / "t-0"
+    seg0 = sorted(d.glob("*.log"))[0]
+    (d / (seg0.name + ".swap")).write_bytes(build_batch([Record(0, T0, b"k0", b"new")]))
+    (d / (seg0.name.replace(".log", ".index") + ".cleaned")).write_bytes(b"")
+    with Log(d, cfg(), writable=True) as log:
+        assert surviving(log) == before
+        assert not [p for p in d.iterdir() if p.name.endswith((".swap", ".cleaned"))]
