@@ -96,9 +96,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from .checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from .columnar import _I64_MAX, _I64_MIN, _arrays_from_buffers, native_kernel, new_builder
 from .control import ControlRecordType
-from .errors import KlogError
+from .errors import InvalidRecordError, KlogError
 from .faults import maybe_crash
 from .file_records import AnyBatch
 from .log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
@@ -107,6 +110,7 @@ from .records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
+    Header,
     Record,
     TimestampType,
     batch_attributes,
@@ -179,19 +183,17 @@ class SkimpyOffsetMap:
         self.max_entries = max_entries
         self.latest_offset = -1
         self._map: dict[bytes, int] = {}
-        self._hash = hashlib.new(HASH_ALGORITHM)
+        self._hash = getattr(hashlib, HASH_ALGORITHM)
 
     def digest(self, key: bytes) -> bytes:
-        h = self._hash.copy()
-        h.update(key)
-        return h.digest()
+        return self._hash(key).digest()
 
     def put(self, key: bytes, offset: int) -> None:
-        self._map[self.digest(key)] = offset
+        self._map[self._hash(key).digest()] = offset
 
     def get(self, key: bytes) -> int:
         """The latest offset of ``key``, or -1."""
-        return self._map.get(self.digest(key), -1)
+        return self._map.get(self._hash(key).digest(), -1)
 
     @property
     def size(self) -> int:
@@ -211,6 +213,100 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         self._map.clear()
         self.latest_offset = -1
+
+
+# --- records of a batch, decoded in bulk -------------------------------------------------------
+
+#: Batches decoded per call of the native kernel.
+DECODE_CHUNK_BATCHES = 512
+
+
+class RecordsView:
+    """Offsets, keys and tombstone flags of one batch's records; whole records on demand."""
+
+    __slots__ = ("offsets", "keys", "tombstones", "_records", "_chunk", "_start")
+
+    def __init__(self, offsets: list[int], keys: list[bytes | None], tombstones: list[bool], *,
+                 records: list[Record] | None = None, chunk: _DecodedChunk | None = None, start: int = 0) -> None:
+        self.offsets = offsets
+        self.keys = keys
+        self.tombstones = tombstones
+        self._records = records
+        self._chunk = chunk
+        self._start = start
+
+    @classmethod
+    def of_records(cls, records: list[Record]) -> RecordsView:
+        return cls([r.offset for r in records], [r.key for r in records], [r.value is None for r in records],
+                   records=records)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def record(self, i: int) -> Record:
+        if self._records is not None:
+            return self._records[i]
+        assert self._chunk is not None
+        return self._chunk.record(self._start + i)
+
+
+class _DecodedChunk:
+    """The records of several v2 data batches, decoded by the native kernel into Arrow arrays."""
+
+    def __init__(self, arrays: dict[str, pa.Array], with_headers: bool) -> None:
+        self.offsets: list[int] = arrays["offset"].to_pylist()
+        self.keys: list[bytes | None] = arrays["key"].to_pylist()
+        self.tombstones: list[bool] = arrays["value"].is_null().to_pylist()
+        self._ts = arrays["ts_ms"]
+        self._values = arrays["value"]
+        self._headers = arrays["headers"] if with_headers else None
+
+    def record(self, j: int) -> Record:
+        hs = self._headers[j].as_py() if self._headers is not None else None
+        return Record(self.offsets[j], self._ts[j].as_py(), self.keys[j], self._values[j].as_py(),
+                      tuple(Header(h["key"], h["value"]) for h in hs) if hs else ())
+
+
+def decode_views(batches: list[DefaultRecordBatch], *, with_headers: bool) -> list[RecordsView]:
+    """A :class:`RecordsView` per data batch: one kernel call for all of them, or (no kernel, or a
+    batch the kernel refuses, such as a timestamp beyond its range) the per-record decoder."""
+    if not batches:
+        return []
+    if native_kernel() is not None:
+        builder = new_builder(with_headers)
+        counts: list[int] = []
+        try:
+            for b in batches:
+                lat = b.max_timestamp if b.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+                try:
+                    counts.append(builder.add_v2(b.records_payload(), b.records_count, b.base_offset,
+                                                 b.base_timestamp, lat, _I64_MIN, _I64_MAX))
+                except KlogError as exc:
+                    exc.located(path=b.path, position=b.position)
+                    raise
+            chunk = _DecodedChunk(_arrays_from_buffers(builder.finish(), with_headers), with_headers)
+        except InvalidRecordError:
+            pass  # decoded again below, record by record: the error (if real) is raised there
+        else:
+            out = []
+            start = 0
+            for n in counts:
+                out.append(RecordsView(chunk.offsets[start:start + n], chunk.keys[start:start + n],
+                                       chunk.tombstones[start:start + n], chunk=chunk, start=start))
+                start += n
+            return out
+    return [RecordsView.of_records(b.records()) for b in batches]
+
+
+def _chunks(batches: Iterable[AnyBatch], size: int = DECODE_CHUNK_BATCHES) -> Iterator[list[AnyBatch]]:
+    chunk: list[AnyBatch] = []
+    for b in batches:
+        chunk.append(b)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 # --- transactions ------------------------------------------------------------------------------
@@ -654,28 +750,49 @@ class LogCleaner:
         m.clear()
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(log.aborted_transactions(start, end))
+        legacy_views: list[RecordsView] = []
         dirty = _segments_between(log, start, end)
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = seg.offset_index.lookup(start).position if seg.base_offset <= start else 0
             done = 0
-            for batch in seg.batches(position):
-                if batch.base_offset >= end:
+            stop = False
+            for chunk in _chunks(seg.batches(position)):
+                events: list[tuple[int, int]] = []  # (index into views or -1, batch last offset), in log order
+                mapped: list[DefaultRecordBatch] = []
+                for batch in chunk:
+                    if batch.base_offset >= end:
+                        stop = True
+                        break
+                    done += batch.size_in_bytes
+                    if isinstance(batch, DefaultRecordBatch) and batch.is_control:
+                        txn.on_control_batch_read(batch)
+                        events.append((-1, batch.last_offset))
+                    elif txn.on_batch_read(batch):  # aborted: not mapped
+                        events.append((-1, batch.last_offset))
+                    elif isinstance(batch, DefaultRecordBatch):
+                        events.append((len(mapped), batch.last_offset))
+                        mapped.append(batch)
+                    else:  # a legacy message set
+                        events.append((-2 - len(legacy_views), batch.last_offset))
+                        legacy_views.append(RecordsView.of_records(batch.records()))
+                views = decode_views(mapped, with_headers=False)
+                for index, last_offset in events:
+                    view = views[index] if index >= 0 else (legacy_views[-2 - index] if index <= -2 else None)
+                    if view is not None:
+                        for off, key in zip(view.offsets, view.keys, strict=True):
+                            if key is not None and off >= start:
+                                if m.size >= m.max_entries:
+                                    stats.map_bytes += done
+                                    self._progress(done)
+                                    return
+                                m.put(key, off)
+                            stats.map_records += 1
+                    if last_offset >= start:
+                        m.update_latest_offset(last_offset)
+                legacy_views.clear()
+                if stop:
                     break
-                done += batch.size_in_bytes
-                if isinstance(batch, DefaultRecordBatch) and batch.is_control:
-                    txn.on_control_batch_read(batch)
-                elif not txn.on_batch_read(batch):
-                    for rec in batch.records():
-                        if rec.key is not None and rec.offset >= start:
-                            if m.size >= m.max_entries:
-                                stats.map_bytes += done
-                                self._progress(done)
-                                return
-                            m.put(rec.key, rec.offset)
-                        stats.map_records += 1
-                if batch.last_offset >= start:
-                    m.update_latest_offset(batch.last_offset)
             stats.map_bytes += done
             self._progress(done)
             m.update_latest_offset(next_start - 1)  # offset gaps: the range up to the next segment is covered
@@ -713,27 +830,32 @@ class LogCleaner:
                     stats: CleanerStats) -> None:
         m = self.offset_map
         done = 0
-        for batch in seg.batches():
-            stats.batches_read += 1
-            stats.bytes_read += batch.size_in_bytes
-            done += batch.size_in_bytes
-            if done >= 1 << 20:
-                self._progress(done)
-                done = 0
-            if not isinstance(batch, DefaultRecordBatch):  # legacy message set: copied unchanged
-                txn.on_batch_read(batch)
-                n = len(batch.records())
-                stats.records_read += n
-                stats.records_retained += n
-                stats.batches_copied += 1
-                dest.append(bytes(batch.buffer), batch.last_offset, batch.max_timestamp)
-                continue
-            out = self._filter_batch(batch, m, txn, last_records, upper, now, delete_retention_ms, stats)
-            if out is not None:
-                dest.append(out, batch.last_offset, _MAX_TIMESTAMP.unpack_from(out, MAX_TIMESTAMP_OFFSET)[0])
+        for chunk in _chunks(seg.batches()):
+            data = [b for b in chunk if isinstance(b, DefaultRecordBatch) and not b.is_control]
+            views = iter(decode_views(data, with_headers=True))
+            for batch in chunk:
+                stats.batches_read += 1
+                stats.bytes_read += batch.size_in_bytes
+                done += batch.size_in_bytes
+                if done >= 1 << 20:
+                    self._progress(done)
+                    done = 0
+                if not isinstance(batch, DefaultRecordBatch):  # legacy message set: copied unchanged
+                    txn.on_batch_read(batch)
+                    n = len(batch.records())
+                    stats.records_read += n
+                    stats.records_retained += n
+                    stats.batches_copied += 1
+                    dest.append(bytes(batch.buffer), batch.last_offset, batch.max_timestamp)
+                    continue
+                view = RecordsView.of_records(batch.records()) if batch.is_control else next(views)
+                out = self._filter_batch(batch, view, m, txn, last_records, upper, now, delete_retention_ms, stats)
+                if out is not None:
+                    dest.append(out, batch.last_offset, _MAX_TIMESTAMP.unpack_from(out, MAX_TIMESTAMP_OFFSET)[0])
         self._progress(done)
 
-    def _filter_batch(self, batch: DefaultRecordBatch, m: SkimpyOffsetMap, txn: CleanedTransactionMetadata,
+    def _filter_batch(self, batch: DefaultRecordBatch, view: RecordsView, m: SkimpyOffsetMap,
+                      txn: CleanedTransactionMetadata,
                       last_records: dict[int, _LastRecord], upper: int, now: int, delete_retention_ms: int,
                       stats: CleanerStats) -> bytes | memoryview | None:
         """The cleaner's ``RecordFilter`` through ``MemoryRecords.filterTo``: the bytes to keep, or None."""
@@ -756,37 +878,36 @@ class LogCleaner:
         else:
             retain_empty, delete = False, discard_records
         marker_for_empty_txn = can_discard and is_control
-        count = batch.records_count
         if delete:
-            stats.records_read += count
+            stats.records_read += len(view)
             stats.batches_removed += 1
             if is_control:
                 stats.markers_dropped += 1
             else:
                 stats.aborted_batches_dropped += 1
             return None
-        records = batch.records()
-        stats.records_read += len(records)
-        retained: list[Record] = []
+        stats.records_read += len(view)
+        retained: list[int] = []
         write_original = True
         tombstones = False
-        for r in records:
-            if r.value is None and not is_control:
+        latest = m.latest_offset
+        for i, (off, key, tomb) in enumerate(zip(view.offsets, view.keys, view.tombstones, strict=True)):
+            if tomb and not is_control:
                 stats.tombstones_read += 1
             if discard_records:
                 keep = False
             elif is_control:
                 keep = True
-            elif r.offset > m.latest_offset:
+            elif off > latest:
                 keep = True
-            elif r.key is None:
+            elif key is None:
                 stats.keyless_dropped += 1
                 keep = False
             else:
-                keep = r.offset >= m.get(r.key) and (r.value is not None or horizon is None or now < horizon)
+                keep = off >= m.get(key) and (not tomb or horizon is None or now < horizon)
             if keep:
-                retained.append(r)
-                if r.value is None:
+                retained.append(i)
+                if tomb:
                     tombstones = True
                     if not is_control:
                         stats.tombstones_kept += 1
@@ -799,7 +920,8 @@ class LogCleaner:
                 stats.batches_copied += 1
                 return batch.buffer
             stats.batches_rebuilt += 1
-            return _rebuild(batch, retained, now + delete_retention_ms if need_horizon else horizon)
+            return _rebuild(batch, [view.record(i) for i in retained],
+                            now + delete_retention_ms if need_horizon else horizon)
         if retain_empty:
             stats.batches_emptied += 1
             return _empty_header(batch)
