@@ -100,6 +100,7 @@ import pyarrow as pa
 
 from .checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .columnar import _I64_MAX, _I64_MIN, _arrays_from_buffers, native_kernel, new_builder
+from .compression import CompressionType
 from .control import ControlRecordType
 from .errors import InvalidRecordError, KlogError
 from .faults import maybe_crash
@@ -117,7 +118,6 @@ from .records import (
     build_batch,
     write_batch_header,
 )
-from .compression import CompressionType
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -186,7 +186,7 @@ class SkimpyOffsetMap:
         self._hash = getattr(hashlib, HASH_ALGORITHM)
 
     def digest(self, key: bytes) -> bytes:
-        return self._hash(key).digest()
+        return bytes(self._hash(key).digest())
 
     def put(self, key: bytes, offset: int) -> None:
         self._map[self._hash(key).digest()] = offset
@@ -507,10 +507,22 @@ def cleanable_range(log: Log, now_ms: int, checkpoint_offset: int | None = None)
                 candidates.append(seg.base_offset)
                 break
     first_uncleanable = max(first_dirty, min(candidates))
-    clean = sum(s.size_in_bytes for s in log.segments if _segment_end(log, s) <= first_dirty)
-    cleanable = sum(s.size_in_bytes for s in log.segments
-                    if _segment_end(log, s) > first_dirty and s.base_offset < first_uncleanable)
+    ends = [s.base_offset for s in log.segments[1:]] + [log.log_end_offset]
+    clean = sum(s.size_in_bytes for s, e in zip(log.segments, ends, strict=True) if e <= first_dirty)
+    cleanable = sum(s.size_in_bytes for s, e in zip(log.segments, ends, strict=True)
+                    if e > first_dirty and s.base_offset < first_uncleanable)
     return CleanableRange(first_dirty, first_uncleanable, clean, cleanable)
+
+
+def _aborted_between(entries: list[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:
+    """``collectAbortedTransactions(start, end)`` over entries read once (:func:`_all_aborted`)."""
+    return [t for t in entries if t.last_offset >= start and t.first_offset < end]
+
+
+def _all_aborted(log: Log) -> list[AbortedTxn]:
+    """Every ``.txnindex`` entry of the log, read once per pass (a cleaned group's entries end
+    before the segments still to be cleaned, so the list stays right for them)."""
+    return sorted((t for seg in log.segments for t in seg.txn_index.read()), key=lambda t: t.first_offset)
 
 
 def _segment_end(log: Log, seg: LogSegment) -> int:
@@ -735,8 +747,9 @@ class LogCleaner:
                         for pid, e in log.producer_state.producers.items()}
         groups = group_segments_by_size(log, [s for s in log.segments if s.base_offset < end],
                                         log.config.segment_size, log.config.segment_index_bytes, upper)
+        aborted = _all_aborted(log)
         for gi, group in enumerate(groups):
-            self._clean_segments(log, group, gi, txn, last_records, upper, now, stats)
+            self._clean_segments(log, group, gi, txn, aborted, last_records, upper, now, stats)
             stats.groups += 1
         return end
 
@@ -749,7 +762,7 @@ class LogCleaner:
         m = self.offset_map
         m.clear()
         txn = CleanedTransactionMetadata()
-        txn.add_aborted_transactions(log.aborted_transactions(start, end))
+        txn.add_aborted_transactions(_aborted_between(_all_aborted(log), start, end))
         legacy_views: list[RecordsView] = []
         dirty = _segments_between(log, start, end)
         for i, seg in enumerate(dirty):
@@ -799,7 +812,7 @@ class LogCleaner:
 
     # -- one group (Cleaner.cleanSegments + LocalLog.replaceSegments)
     def _clean_segments(self, log: Log, group: list[LogSegment], group_index: int, txn: CleanedTransactionMetadata,
-                        last_records: dict[int, _LastRecord], upper: int, now: int, stats: CleanerStats) -> None:
+                        aborted: list[AbortedTxn], last_records: dict[int, _LastRecord], upper: int, now: int, stats: CleanerStats) -> None:
         base = group[0].base_offset
         cleaned = CleanedSegment(log.dir, base, log.config.index_interval_bytes)
         txn.cleaned_index = cleaned.aborted
@@ -807,7 +820,7 @@ class LogCleaner:
         try:
             for i, seg in enumerate(group):
                 seg_upper = group[i + 1].base_offset if i + 1 < len(group) else _segment_end(log, seg)
-                txn.add_aborted_transactions(log.aborted_transactions(seg.base_offset, seg_upper))
+                txn.add_aborted_transactions(_aborted_between(aborted, seg.base_offset, seg_upper))
                 self._clean_into(seg, cleaned, txn, last_records, upper, now, log.config.delete_retention_ms, stats)
                 if i == 0:
                     maybe_crash("cleaner-cleaned-writing", group=group_index)

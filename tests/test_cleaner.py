@@ -186,7 +186,7 @@ def check(log: Log, model: Model, now: int) -> None:
             else:
                 assert not must_go, f"tombstone of {key!r} at {o} kept past its delete horizon"
     # past the cleaned range nothing committed is lost
-    for o, a in model.records.items():
+    for o in model.records:
         if o >= end and o not in model.aborted:
             assert o in got, f"record at {o} past the cleaned range was removed"
     # read_committed equals the oracle: the committed records that survive, in order
