@@ -727,6 +727,25 @@ class LogCleaner:
         return CleanResult(topic_partition_of(log), str(log.dir), first_dirty, end, bytes_before, log.size_in_bytes,
                            segments_before, len(log.segments), stats)
 
+    def clean_logs(self, logs: Iterable[Log]) -> list[CleanResult]:
+        """An automatic round over many logs (``grabFilthiestCompactedLog`` until none is left):
+        the compacted logs that :func:`needs_cleaning`, dirtiest first."""
+        now = self._now()
+        candidates = []
+        for log in logs:
+            if not log.config.compact:
+                continue
+            rng = cleanable_range(log, now, read_cleaner_offset(log))
+            if needs_cleaning(log, now, rng):
+                candidates.append((rng.dirty_ratio, log))
+        candidates.sort(key=lambda c: -c[0])
+        out = []
+        for _ratio, log in candidates:
+            result = self.clean_log(log, force=False)
+            if result is not None:
+                out.append(result)
+        return out
+
     # -- one pass (Cleaner.doClean)
     def _clean_pass(self, log: Log, rng: CleanableRange, now: int, stats: CleanerStats, *,
                     build_map: bool = True) -> int:

@@ -418,3 +418,19 @@ def test_swap_next_to_cleaned_files_is_rolled_back_on_open(tmp_path: Path) -> No
     with Log(d, cfg(), writable=True) as log:
         assert surviving(log) == before
         assert not [p for p in d.iterdir() if p.name.endswith((".swap", ".cleaned"))]
+
+
+def test_automatic_round_cleans_dirty_compacted_logs_dirtiest_first(tmp_path: Path) -> None:
+    logs = [new_log(tmp_path, "a-0"), new_log(tmp_path, "b-0"), new_log(tmp_path, "c-0", **{"cleanup.policy": "delete"})]
+    try:
+        for log in logs:
+            for i in range(12):
+                put(log, [(b"k%d" % (i % 2), b"v%d" % i)])
+            log.roll()
+        LogCleaner(now_ms=T0).clean_log(logs[1])  # b is clean now
+        results = LogCleaner(now_ms=T0).clean_logs(logs)
+        assert [r.topic_partition.topic for r in results if r.topic_partition] == ["a"]
+        assert sorted(surviving(logs[0])) == [10, 11] and len(surviving(logs[2])) == 12
+    finally:
+        for log in logs:
+            log.close()
