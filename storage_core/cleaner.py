@@ -195,6 +195,20 @@ class SkimpyOffsetMap:
         """The latest offset of ``key``, or -1."""
         return self._map.get(self._hash(key).digest(), -1)
 
+    def try_put_all(self, keys: list[bytes], offsets: list[int]) -> bool:
+        """Put every pair (in order: a later offset of a key wins) when that cannot fill the map,
+        and return True; otherwise put nothing and return False (the caller puts one by one)."""
+        if len(self._map) + len(keys) > self.max_entries:
+            return False
+        h = self._hash
+        self._map.update(zip([h(k).digest() for k in keys], offsets, strict=True))
+        return True
+
+    def get_all(self, keys: list[bytes | None]) -> list[int]:
+        """The latest offset of each key (-1 for a missing or null key)."""
+        h, get = self._hash, self._map.get
+        return [-1 if k is None else get(h(k).digest(), -1) for k in keys]
+
     @property
     def size(self) -> int:
         return len(self._map)
@@ -812,6 +826,13 @@ class LogCleaner:
                 for index, last_offset in events:
                     view = views[index] if index >= 0 else (legacy_views[-2 - index] if index <= -2 else None)
                     if view is not None:
+                        keyed = [(k, o) for o, k in zip(view.offsets, view.keys, strict=True)
+                                 if k is not None and o >= start]
+                        if m.try_put_all([k for k, _ in keyed], [o for _, o in keyed]):
+                            stats.map_records += len(view)
+                            if last_offset >= start:
+                                m.update_latest_offset(last_offset)
+                            continue
                         for off, key in zip(view.offsets, view.keys, strict=True):
                             if key is not None and off >= start:
                                 if m.size >= m.max_entries:
@@ -923,6 +944,7 @@ class LogCleaner:
         write_original = True
         tombstones = False
         latest = m.latest_offset
+        found = m.get_all(view.keys) if not (discard_records or is_control) else [-1] * len(view)
         for i, (off, key, tomb) in enumerate(zip(view.offsets, view.keys, view.tombstones, strict=True)):
             if tomb and not is_control:
                 stats.tombstones_read += 1
@@ -936,7 +958,7 @@ class LogCleaner:
                 stats.keyless_dropped += 1
                 keep = False
             else:
-                keep = off >= m.get(key) and (not tomb or horizon is None or now < horizon)
+                keep = off >= found[i] and (not tomb or horizon is None or now < horizon)
             if keep:
                 retained.append(i)
                 if tomb:
