@@ -45,6 +45,17 @@ What one cleaning of a partition does (:meth:`LogCleaner.clean_log`)
 4. **Checkpoint.** ``cleaner-offset-checkpoint`` is updated to the end of the cleaned range.
    The log start offset and the producer snapshots are not changed.
 
+An explicit request (``force=True``, ``klog compact``) cleans whatever the policy and dirty
+ratio; when nothing is dirty it still recopies the clean section with an empty map, so that
+tombstones and markers whose delete horizon passed go (Kafka waits for new dirty data). An
+automatic round (:meth:`LogCleaner.clean_logs`) cleans the compacted logs whose dirty ratio
+reaches ``min.cleanable.dirty.ratio`` (or whose oldest dirty batch is older than
+``max.compaction.lag.ms``), dirtiest first.
+
+Records are decoded in bulk by the native kernel (keys, offsets and tombstone flags of many
+batches at once; whole records only for those a rebuilt batch keeps), with the per-record
+decoder as the fallback.
+
 Crash safety: the ``.cleaned → .swap → .deleted`` protocol
 ----------------------------------------------------------
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .config import LogConfig
-from .errors import KlogError, LogConfigError
+from .errors import CorruptTopicConfigsError, KlogError, LogConfigError
 from .topic_partition import validate_topic_name
 
 TOPIC_CONFIGS_FILE = "klog-topic-configs.json"
@@ -46,11 +46,8 @@ INTERNAL_TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
 
 TopicConfigMap = dict[str, dict[str, str]]
 
-
-class CorruptTopicConfigsError(KlogError):
-    """``klog-topic-configs.json`` is not valid JSON of the expected shape, or holds an invalid config."""
-
-    kafka_exception = "ConfigException"
+__all__ = ["TOPIC_CONFIGS_FILE", "INTERNAL_TOPIC_CONFIGS", "CorruptTopicConfigsError", "config_for_topic",
+           "load_topic_configs", "save_topic_configs", "topic_configs_path", "update_topic_configs"]
 
 
 def topic_configs_path(log_dir: str | os.PathLike[str]) -> Path:
