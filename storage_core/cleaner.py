@@ -951,33 +951,27 @@ class LogCleaner:
                 stats.aborted_batches_dropped += 1
             return None
         stats.records_read += len(view)
-        retained: list[int] = []
-        write_original = True
-        tombstones = False
-        latest = m.latest_offset
-        found = m.get_all(view.keys) if not (discard_records or is_control) else [-1] * len(view)
-        for i, (off, key, tomb) in enumerate(zip(view.offsets, view.keys, view.tombstones, strict=True)):
-            if tomb and not is_control:
-                stats.tombstones_read += 1
-            if discard_records:
-                keep = False
-            elif is_control:
-                keep = True
-            elif off > latest:
-                keep = True
-            elif key is None:
-                stats.keyless_dropped += 1
-                keep = False
-            else:
-                keep = off >= found[i] and (not tomb or horizon is None or now < horizon)
-            if keep:
-                retained.append(i)
-                if tomb:
-                    tombstones = True
-                    if not is_control:
-                        stats.tombstones_kept += 1
-            else:
-                write_original = False
+        offsets, keys, tombs = view.offsets, view.keys, view.tombstones
+        if discard_records:
+            retained: list[int] = []
+        elif is_control:
+            retained = list(range(len(view)))
+        else:
+            # shouldRetainRecord: past the map's end → keep; no key → drop (counted); else the
+            # key's latest offset, and a tombstone only within its delete horizon
+            latest = m.latest_offset
+            found = m.get_all(keys)
+            deletes_retained = horizon is None or now < horizon
+            retained = [i for i, (off, key, tomb, f) in enumerate(zip(offsets, keys, tombs, found, strict=True))
+                        if off > latest or (key is not None and off >= f and (deletes_retained or not tomb))]
+            stats.keyless_dropped += sum(1 for off, key in zip(offsets, keys, strict=True)
+                                         if key is None and off <= latest)
+        write_original = len(retained) == len(view)
+        kept_tombstones = sum(1 for i in retained if tombs[i])
+        tombstones = kept_tombstones > 0
+        if not is_control:
+            stats.tombstones_read += sum(tombs)
+            stats.tombstones_kept += kept_tombstones
         stats.records_retained += len(retained)
         if retained:
             need_horizon = (tombstones or marker_for_empty_txn) and horizon is None
