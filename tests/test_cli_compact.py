@@ -147,3 +147,11 @@ def test_topic_configs_refuse_bad_values(tmp_path: Path) -> None:
     (tmp_path / TOPIC_CONFIGS_FILE).write_text('{"t": "compact"}')
     with pytest.raises(CorruptTopicConfigsError, match="'t' maps to a JSON str"):
         load_topic_configs(tmp_path)
+
+
+def test_compact_corrupt_cleaner_checkpoint(tmp_path: Path) -> None:
+    root = log_dir(tmp_path)
+    (root / "cleaner-offset-checkpoint").write_text("0\n1\nusers 0 not-a-number\n")
+    res = klog("compact", str(root))
+    assert res.returncode == 1
+    assert "cleaner-offset-checkpoint" in res.stderr and "not-a-number" in res.stderr
