@@ -71,7 +71,7 @@ def horizons(log_file: Path) -> dict[int, int | None]:
 
 
 def expected_records(rows: list[dict[str, object]], hz: dict[int, int | None], now: int, *,
-                     second: bool) -> set[tuple[int, object, object]]:
+                     second: bool) -> set[tuple[object, ...]]:
     """Kafka's record rule over the whole (rolled, so cleanable) log: aborted transactional data
     goes; keyless records go; a keyed record stays if it is the key's latest and has a value, or
     is a tombstone still within its delete horizon. On the first cleaning a tombstone's horizon is
@@ -103,14 +103,15 @@ def expected_records(rows: list[dict[str, object]], hz: dict[int, int | None], n
             within = (h is None or now < h) if not second else (h is not None and now < h)
             if not within:
                 continue
-        keep.add((off, r["key_b64"], r["value_b64"]))
+        keep.add((off, r["key_b64"], r["value_b64"], r["timestamp"], r["timestamp_type"], json.dumps(r["headers"])))
     return keep
 
 
-def data_of(rows: list[dict[str, object]]) -> set[tuple[int, object, object]]:
-    """(offset, key, value) of the data records; Kafka prints an empty batch as a line without an offset."""
-    return {(int(r["offset"]), r["key_b64"], r["value_b64"])  # type: ignore[arg-type]
-            for r in rows if not r["is_control"] and r.get("offset") is not None}
+def data_of(rows: list[dict[str, object]]) -> set[tuple[object, ...]]:
+    """(offset, key, value, timestamp, timestamp type, headers) of the data records; Kafka prints an
+    empty batch as a line without an offset."""
+    return {(int(r["offset"]), r["key_b64"], r["value_b64"], r["timestamp"], r["timestamp_type"],  # type: ignore[arg-type]
+             json.dumps(r["headers"])) for r in rows if not r["is_control"] and r.get("offset") is not None}
 
 
 def copy_partition(src: Path, log_dir: Path, name: str) -> Path:
