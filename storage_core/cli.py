@@ -203,6 +203,7 @@ COMPACT_EXAMPLES = """examples:
   klog compact /var/lib/kafka/data                   every topic whose cleanup.policy includes compact
   klog compact data --topic users --topic orders     these topics, whatever their cleanup.policy
   klog compact data --memory 64M --json              a bigger offset map; the summary as JSON
+  klog compact copy-of-broker-dir --roll             roll active segments first, so that all data is cleanable
 topic configs: Kafka's internal topics are compacted; other topics take cleanup.policy and the
 cleaner's configs from <log dir>/klog-topic-configs.json (see the README).
 exit codes: 0 cleaned (or nothing to clean), 1 corrupt data or config file, 2 usage error
@@ -284,6 +285,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
         cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
         for tp in chosen:
+            if args.roll and lm.logs[tp].active_segment.size_in_bytes > 0:
+                lm.logs[tp].roll()  # as a broker does after segment.ms: the data becomes cleanable
             result = cleaner.clean_log(lm.logs[tp], force=True)
             assert result is not None
             cleaner_results.append(result)
@@ -310,6 +313,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     before = sum(int(r["bytes_before"]) for r in rows)  # type: ignore[call-overload]
     after = sum(int(r["bytes_after"]) for r in rows)  # type: ignore[call-overload]
     print(f"total: {len(rows)} partitions, {before} -> {after} bytes")
+    if not args.roll and any(r["passes"] == 0 for r in rows) and not args.quiet:
+        print("partitions with 0 passes hold only their active segment, which Kafka never cleans; "
+              "--roll rolls it first")
     return EXIT_OK
 
 
@@ -382,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offset map memory (24 bytes per key, as Kafka counts; default 16M); a full map "
                    "means more passes")
     p.add_argument("--now", type=int, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--roll", action="store_true",
+                   help="roll each partition's active segment first (Kafka never cleans the active segment)")
     p.add_argument("--json", action="store_true", help="the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_compact)

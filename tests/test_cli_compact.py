@@ -155,3 +155,17 @@ def test_compact_corrupt_cleaner_checkpoint(tmp_path: Path) -> None:
     res = klog("compact", str(root))
     assert res.returncode == 1
     assert "cleaner-offset-checkpoint" in res.stderr and "not-a-number" in res.stderr
+
+
+def test_compact_roll_makes_the_active_segment_cleanable(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    (root / "__consumer_offsets-0").mkdir(parents=True)  # compacted by Kafka's internal-topic config
+    with Log(root / "__consumer_offsets-0", LogConfig(), writable=True) as log:
+        for i in range(30):
+            log.append(build_batch([Record(0, T0 + i, b"group-%d" % (i % 3), b"v%d" % i)]), now_ms=T0 + i)
+    res = klog("compact", str(root))
+    assert res.returncode == 0 and "--roll" in res.stdout  # one active segment: nothing cleanable
+    res = klog("compact", str(root), "--roll", "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    (row,) = json.loads(res.stdout)
+    assert (row["topic"], row["records_read"], row["records_removed"]) == ("__consumer_offsets", 30, 27)
