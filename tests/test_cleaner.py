@@ -434,3 +434,20 @@ def test_automatic_round_cleans_dirty_compacted_logs_dirtiest_first(tmp_path: Pa
     finally:
         for log in logs:
             log.close()
+
+
+def test_groups_stay_under_segment_bytes(tmp_path: Path) -> None:
+    with new_log(tmp_path, **{"segment.bytes": "1000"}) as log:
+        for i in range(80):
+            put(log, [(b"k%d" % i, b"v" * 20)])  # all keys distinct: nothing is removed
+            if i % 4 == 3:
+                log.roll()
+        log.roll()
+        before = [s.size_in_bytes for s in log.segments[:-1]]
+        assert len(before) == 20 and max(before) < 400  # rolled by hand every 4 records
+        r = LogCleaner(now_ms=T0).clean_log(log)
+        assert r is not None and r.stats.records_removed == 0
+        after = [s.size_in_bytes for s in log.segments[:-1]]
+        assert len(after) == 10 and max(after) <= 1000  # pairs of neighbours merged: a third would pass segment.bytes
+        assert sum(after) == sum(before)
+        assert sorted(surviving(log)) == list(range(80))

@@ -57,12 +57,14 @@ CHILD = textwrap.dedent("""
     import sys
     from storage_core.cleaner import LogCleaner
     from storage_core.manager import LogManager
+    memory = int(sys.argv[3]) if len(sys.argv) > 3 else 1 << 20
     with LogManager([sys.argv[1]], writable=True) as m:
         for tp, log in sorted(m.logs.items()):
-            r = LogCleaner(1 << 20, now_ms=int(sys.argv[2])).clean_log(log)
-            print("GROUPS", r.stats.groups, "SEGMENTS", len(log.segments))
+            r = LogCleaner(memory, now_ms=int(sys.argv[2])).clean_log(log)
+            print("GROUPS", r.stats.groups, "PASSES", r.stats.passes)
     print("CLEANED")
 """)
+SMALL_MAP = 24 * 12  # 10 keys: several passes over the 40 keys
 
 
 def build_seed(root: Path) -> None:
@@ -103,15 +105,15 @@ def contents(root: Path) -> dict[int, tuple[bytes | None, bytes | None]]:
     return out
 
 
-def run_child(root: Path, fault: dict[str, object] | None) -> subprocess.CompletedProcess[str]:
+def run_child(root: Path, fault: dict[str, object] | None, memory: int = 1 << 20) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env.pop("KLOG_FAULT_FILE", None)
     if fault is not None:
         spec = root.parent / (root.name + ".fault.json")
         spec.write_text(json.dumps(fault))
         env["KLOG_FAULT_FILE"] = str(spec)
-    return subprocess.run([sys.executable, "-c", CHILD, str(root), str(NOW)], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run([sys.executable, "-c", CHILD, str(root), str(NOW), str(memory)], capture_output=True,
+                          text=True, env=env, timeout=120)
 
 
 def test_cleaner_crash_trials(tmp_path: Path) -> None:
@@ -177,3 +179,42 @@ def test_crash_points_are_documented() -> None:
     for point, _ in POINTS:
         assert f"[{point}]" in (c.__doc__ or ""), point
     assert LogCleaner  # the module the points belong to
+
+
+def test_cleaner_crash_during_multi_pass_clean(tmp_path: Path) -> None:
+    """A small map: several passes, each with its groups. A crash in any pass leaves every offset
+    with its old contents or removed as an (earlier or this) pass would remove it; finishing the
+    clean gives the uninterrupted result."""
+    seed = tmp_path / "seed"
+    build_seed(seed)
+    old = contents(seed)
+    done = tmp_path / "done"
+    subprocess.run(["cp", "-a", str(seed), str(done)], check=True)
+    res = run_child(done, None, SMALL_MAP)
+    assert "CLEANED" in res.stdout, res.stderr[-3000:]
+    groups, passes = int(res.stdout.split()[1]), int(res.stdout.split()[3])
+    assert passes >= 3, res.stdout
+    new = contents(done)
+    rng = random.Random(99)
+    fired = 0
+    for n in range(8):
+        point, ctx = rng.choice(POINTS)
+        fault: dict[str, object] = {"point": point, "signal": "KILL"}
+        if ctx is not None:
+            fault["group"] = rng.randrange(max(1, groups // passes))
+        root = tmp_path / f"trial{n}"
+        subprocess.run(["cp", "-a", str(seed), str(root)], check=True)
+        res = run_child(root, fault, SMALL_MAP)
+        assert res.returncode == -9 or "CLEANED" in res.stdout, (fault, res.stderr[-3000:])
+        fired += res.returncode == -9
+        with LogManager([root], writable=True):
+            pass
+        after = contents(root)
+        assert set(new) <= set(after) <= set(old), fault
+        assert all(old[o] == v for o, v in after.items()), fault
+        with LogManager([root], writable=True) as m:
+            for log in m.logs.values():
+                LogCleaner(SMALL_MAP, now_ms=NOW).clean_log(log)
+        assert contents(root) == new, fault
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+    assert fired >= 5
