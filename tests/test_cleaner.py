@@ -451,3 +451,17 @@ def test_groups_stay_under_segment_bytes(tmp_path: Path) -> None:
         assert len(after) == 10 and max(after) <= 1000  # pairs of neighbours merged: a third would pass segment.bytes
         assert sum(after) == sum(before)
         assert sorted(surviving(log)) == list(range(80))
+
+
+def test_max_compaction_lag_forces_a_clean_below_the_ratio(tmp_path: Path) -> None:
+    with new_log(tmp_path, **{"min.cleanable.dirty.ratio": "0.9", "max.compaction.lag.ms": "1000"}) as log:
+        for i in range(20):
+            put(log, [(b"k%d" % (i % 3), b"v%d" % i)])
+        log.roll()
+        LogCleaner(now_ms=T0).clean_log(log)
+        put(log, [(b"k0", b"late")], ts=T0 + 100)
+        log.roll()
+        assert cleanable_range(log, T0 + 500, read_cleaner_offset(log)).dirty_ratio < 0.9
+        assert not needs_cleaning(log, T0 + 500)
+        assert needs_cleaning(log, T0 + 100 + 1001)  # the dirty batch is older than the max lag
+        assert LogCleaner(now_ms=T0 + 1101).clean_logs([log])
