@@ -61,7 +61,8 @@ Crash safety: the ``.cleaned → .swap → .deleted`` protocol
 
 Each group is replaced as ``LogCleaner.cleanSegments`` + ``LocalLog.replaceSegments`` do. The
 names below use the group's first base offset ``B``; ``maybe_crash`` points (see
-:mod:`storage_core.faults`) are given in brackets.
+:mod:`storage_core.faults`) are given in brackets, with the context ``group`` (the group's
+index in its pass) or ``partition`` (the partition directory's name).
 
 1. ``[cleaner-map-built]`` nothing written yet.
 2. ``B.log.cleaned`` is written batch by batch ``[cleaner-cleaned-writing]`` (after the group's
@@ -744,7 +745,7 @@ class LogCleaner:
                                                         if s.base_offset < rng.first_uncleanable_offset))
             end = self._clean_pass(log, rng, now, stats)
             stats.passes += 1
-            maybe_crash("cleaner-checkpoint", segment=str(log.dir.name))
+            maybe_crash("cleaner-checkpoint", partition=log.dir.name)
             write_cleaner_offset(log, end)
             if end >= rng.first_uncleanable_offset:
                 break
@@ -785,7 +786,7 @@ class LogCleaner:
             raise KlogError(f"offset map of {self.offset_map.memory_bytes} bytes ({self.offset_map.max_entries} keys) "
                             f"is full before the first batch at offset {rng.first_dirty_offset} of {log.dir} is "
                             "mapped; expected memory for at least one batch's keys (raise --memory)")
-        maybe_crash("cleaner-map-built", segment=str(log.dir.name))
+        maybe_crash("cleaner-map-built", partition=log.dir.name)
         txn = CleanedTransactionMetadata()
         last_records = {pid: _LastRecord(e.last_offset if e.last_offset >= 0 else None, e.epoch)
                         for pid, e in log.producer_state.producers.items()}
