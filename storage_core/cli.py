@@ -353,6 +353,126 @@ def _cmd_retention(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+COMPACT_EXAMPLES = """examples:
+  klog compact /var/lib/kafka/data                   every topic whose cleanup.policy includes compact
+  klog compact data --topic users --topic orders     these topics, whatever their cleanup.policy
+  klog compact data --memory 64M --json              a bigger offset map; the summary as JSON
+  klog compact copy-of-broker-dir --roll             roll active segments first, so that all data is cleanable
+topic configs: Kafka's internal topics are compacted; other topics take cleanup.policy and the
+cleaner's configs from <log dir>/klog-topic-configs.json (see the README).
+exit codes: 0 cleaned (or nothing to clean), 1 corrupt data or config file, 2 usage error
+"""
+
+_BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in ("K", "M", "G") else ""
+    number = t[: len(t) - len(unit)]
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a size in bytes such as 16777216, 64M or 1G; got {text!r}")
+    return int(number) * _BYTE_UNITS[unit]
+
+
+class _Progress:
+    """A progress bar on stderr: tqdm when installed, else a line redrawn at most once a second."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.total = 0
+        self.done = 0
+        self._bar = None
+        self._last = 0.0
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, desc="compact",
+                                 file=sys.stderr, leave=False)
+
+    def __call__(self, done: int, added: int) -> None:
+        if not self.enabled:
+            return
+        self.total += added
+        self.done = min(self.done + done, self.total) if self.total else self.done + done
+        if self._bar is not None:
+            if added:
+                self._bar.total = self.total
+                self._bar.refresh()
+            self._bar.update(done)
+            return
+        import time
+
+        now = time.monotonic()
+        if now - self._last >= 1.0:
+            self._last = now
+            pct = 100.0 * self.done / self.total if self.total else 0.0
+            print(f"\rcompact: {self.done >> 20} / {self.total >> 20} MiB ({pct:.0f}%)", end="", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled and self._last:
+            print(file=sys.stderr)
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    import json
+
+    from .cleaner import LogCleaner
+    from .manager import LogManager
+
+    cleaner_results = []
+    lm = LogManager(_log_dirs(args.dir), writable=True)
+    progress = _Progress(not args.quiet)
+    try:
+        if args.topic:
+            missing = set(args.topic) - {tp.topic for tp in lm.logs}
+            if missing:
+                raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}; expected one "
+                                         f"of {', '.join(sorted({tp.topic for tp in lm.logs})) or '(none)'}")
+            chosen = [tp for tp in sorted(lm.logs) if tp.topic in set(args.topic)]
+        else:
+            chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
+        cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
+        for tp in chosen:
+            if args.roll and lm.logs[tp].active_segment.size_in_bytes > 0:
+                lm.logs[tp].roll()  # as a broker does after segment.ms: the data becomes cleanable
+            result = cleaner.clean_log(lm.logs[tp], force=True)
+            assert result is not None
+            cleaner_results.append(result)
+    finally:
+        progress.close()
+        lm.close()
+    rows = [r.summary() for r in cleaner_results]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        if not args.quiet:
+            print(f"no compacted topics in {args.dir}: name topics with --topic, or set cleanup.policy=compact in "
+                  "klog-topic-configs.json")
+        return EXIT_OK
+    header = ["TOPIC", "PART", "BYTES BEFORE", "BYTES AFTER", "RECORDS READ", "REMOVED", "TOMBSTONES KEPT",
+              "TOMBSTONES REMOVED", "PASSES"]
+    table = [[str(r["topic"]), str(r["partition"]), str(r["bytes_before"]), str(r["bytes_after"]),
+              str(r["records_read"]), str(r["records_removed"]), str(r["tombstones_kept"]),
+              str(r["tombstones_removed"]), str(r["passes"])] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
+    for row in [header, *table]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    before = sum(int(r["bytes_before"]) for r in rows)  # type: ignore[call-overload]
+    after = sum(int(r["bytes_after"]) for r in rows)  # type: ignore[call-overload]
+    print(f"total: {len(rows)} partitions, {before} -> {after} bytes")
+    if not args.roll and any(r["passes"] == 0 for r in rows) and not args.quiet:
+        print("partitions with 0 passes hold only their active segment, which Kafka never cleans; "
+              "--roll rolls it first")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.",
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -437,6 +557,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=int, default=None, help="the current time in ms (default: the clock)")
     p.add_argument("--quiet", action="store_true", help="print only what was deleted")
     p.set_defaults(func=_cmd_retention)
+
+    p = sub.add_parser("compact", help="compact topics now, as Kafka's log cleaner does (writes)",
+                       description="Run Kafka's log cleaner on the named topics (default: every topic whose "
+                       "cleanup.policy includes compact) now, whatever their dirty ratio and policy: keep the "
+                       "latest record of each key, drop tombstones past delete.retention.ms and aborted "
+                       "transactions, with the .cleaned/.swap/.deleted protocol.",
+                       epilog=COMPACT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--memory", type=_byte_size, default=16 << 20, metavar="BYTES",
+                   help="offset map memory (24 bytes per key, as Kafka counts; default 16M); a full map "
+                   "means more passes")
+    p.add_argument("--now", type=int, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--roll", action="store_true",
+                   help="roll each partition's active segment first (Kafka never cleans the active segment)")
+    p.add_argument("--json", action="store_true", help="the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_compact)
     return parser
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "CorruptCheckpointError",
     "InvalidTopicError",
     "PendingCommitError",
+    "CorruptTopicConfigsError",
 ]
 
 
@@ -139,3 +140,9 @@ class PendingCommitError(KlogError):
     """A partition whose only data belongs to a commit that has not completed (not visible yet)."""
 
     kafka_exception = "KafkaException"
+
+
+class CorruptTopicConfigsError(KlogError):
+    """``klog-topic-configs.json`` is not JSON of the expected shape, or holds an invalid config."""
+
+    kafka_exception = "ConfigException"

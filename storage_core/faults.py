@@ -3,7 +3,8 @@
 A test writes a JSON object to the file named by ``KLOG_FAULT_FILE`` (an environment variable,
 so that it reaches processes Spark starts), e.g. ``{"point": "task-staged", "partition": 1,
 "attempt": 0}``; when code reaches :func:`maybe_crash` with that point and matching context, the
-process ends at once, as a SIGKILL would end it.
+process ends at once, as a SIGKILL would end it (``os._exit(137)``), or with a real SIGKILL sent to
+itself when the spec says ``"signal": "KILL"`` (the exit status is then -9).
 """
 
 from __future__ import annotations
@@ -26,4 +27,8 @@ def maybe_crash(point: str, **context: object) -> None:
     if all(spec.get(k) == v for k, v in context.items() if k in spec):
         with open(path + ".fired", "a") as f:  # evidence for the test that the fault happened
             f.write(json.dumps({"point": point, **{k: str(v) for k, v in context.items()}}) + "\n")
+        if spec.get("signal") == "KILL":
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
         os._exit(137)

@@ -4,10 +4,15 @@ Opening a partition directory follows ``LogLoader``:
 
 1. ``*.deleted`` and ``*.cleaned`` files are leftovers of an interrupted delete or cleaning:
    removed (writable) or ignored (read-only).
-2. ``*.swap`` files are cleaned segments that were about to replace the originals: the swap is
-   completed (renamed into place, the segments it covers removed). A read-only open ignores
-   them and reads the ``.log`` files in place (the old contents), which is only complete while
-   the cleaner had not yet renamed any original to ``.deleted``.
+2. ``*.swap`` files are cleaned segments that were about to replace the originals. A ``.swap``
+   whose base offset is at or after that of a ``.cleaned`` file was still being renamed from
+   ``.cleaned`` (KAFKA-6264): it is removed with the ``.cleaned`` files (the old segments stay).
+   Every other ``.log.swap`` is completed: the segments whose base offsets lie in
+   ``[swap base, swap next offset)`` are removed, the swap's files renamed into place (an old
+   index of the same base that the swap lacks is removed); then any remaining ``.swap`` (an index
+   whose ``.log`` was renamed already) is renamed into place. A read-only open ignores them and
+   reads the ``.log`` files in place (the old contents), which is only complete while the
+   cleaner had not yet renamed any original to ``.deleted``. See :mod:`storage_core.cleaner`.
 3. Index files without their ``.log`` are removed (writable) or ignored.
 4. Unless the log dir says it was shut down cleanly, every segment from the one holding the
    recovery point to the end is recovered (:meth:`LogSegment.recover`): a torn tail is
@@ -67,6 +72,20 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _stored_config(partition_dir: Path) -> LogConfig:
+    """The config of a partition opened without one: Kafka's defaults, the internal-topic configs
+    and the log dir's ``klog-topic-configs.json`` (:mod:`storage_core.topic_configs`)."""
+    from .errors import InvalidTopicError
+    from .topic_configs import config_for_topic, load_topic_configs
+    from .topic_partition import TopicPartition
+
+    try:
+        topic = TopicPartition.parse_dir_name(partition_dir.name).topic
+    except InvalidTopicError:
+        return LogConfig()
+    return config_for_topic(topic, load_topic_configs(partition_dir.parent))
+
+
 class Log:
     """The segments of one partition directory, read-only by default."""
 
@@ -76,7 +95,7 @@ class Log:
         self.dir = Path(directory)
         if not self.dir.is_dir():
             raise KlogError(f"no such partition directory: {self.dir}")
-        self.config = config or LogConfig()
+        self.config = config if config is not None else _stored_config(self.dir)
         self.writable = writable
         self.recovery_point = recovery_point
         self.truncated_bytes = 0  # what recovery cut, for reporting
@@ -100,11 +119,21 @@ class Log:
     def _load(self, had_clean_shutdown: bool) -> None:
         names = sorted(os.listdir(self.dir))
         if self.writable:
+            # KAFKA-6264: a .swap at or after the first .cleaned file belongs to a replacement that
+            # was not complete when it was interrupted (files still being renamed from .cleaned)
+            cleaned = [base_offset_of(n) for n in names if n.endswith(CLEANED_SUFFIX) and n.split(".", 1)[0].isdigit()]
+            min_cleaned = min(cleaned) if cleaned else None
             for name in names:
                 if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
                     (self.dir / name).unlink()
+                elif (name.endswith(SWAP_SUFFIX) and min_cleaned is not None and name.split(".", 1)[0].isdigit()
+                      and base_offset_of(name) >= min_cleaned):
+                    (self.dir / name).unlink()
             for name in sorted(n for n in os.listdir(self.dir) if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
                 self._complete_swap(name)
+            for name in sorted(os.listdir(self.dir)):  # index .swap files whose .log was renamed already
+                if name.endswith(SWAP_SUFFIX) and name.split(".", 1)[0].isdigit():
+                    os.replace(self.dir / name, self.dir / name[: -len(SWAP_SUFFIX)])
             for name in os.listdir(self.dir):
                 if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                     if not (self.dir / (name.split(".", 1)[0] + LOG_SUFFIX)).exists():
@@ -182,6 +211,8 @@ class Log:
             p = self.dir / (prefix + suffix + SWAP_SUFFIX)
             if p.exists():
                 os.replace(p, self.dir / (prefix + suffix))
+            else:  # an old index of the same base offset must not pair with the new .log
+                (self.dir / (prefix + suffix)).unlink(missing_ok=True)
 
     def _recover(self) -> None:
         start = 0

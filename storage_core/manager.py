@@ -24,6 +24,7 @@ from .checkpoint import (
 from .config import LogConfig
 from .errors import InvalidTopicError, KlogError
 from .log import Log
+from .topic_configs import config_for_topic, load_topic_configs
 from .topic_partition import TopicPartition, validate_topic_name
 
 _SKIPPED_SUFFIXES = ("-delete", "-future", "-stray")
@@ -99,6 +100,11 @@ class LogManager:
         for d in self.log_dirs:
             if not d.is_dir():
                 raise KlogError(f"no such log directory: {d}")
+        # klog-topic-configs.json of each dir (topic_configs.py); a later dir's file wins on a conflict
+        self.stored_topic_configs: dict[str, dict[str, str]] = {}
+        for d in self.log_dirs:
+            for topic, props in load_topic_configs(d).items():
+                self.stored_topic_configs.setdefault(topic, {}).update(props)
         if writable:
             from .commit import recover_commits
 
@@ -140,7 +146,12 @@ class LogManager:
         self._locks.append(f)
 
     def config_for(self, topic: str) -> LogConfig:
-        return self.topic_configs.get(topic, self.default_config)
+        """Explicit ``topic_configs`` given to the manager, else Kafka's defaults (or ``config``) <
+        internal-topic configs < the dir's ``klog-topic-configs.json``."""
+        explicit = self.topic_configs.get(topic)
+        if explicit is not None:
+            return explicit
+        return config_for_topic(topic, self.stored_topic_configs, default=self.default_config)
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)

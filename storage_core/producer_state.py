@@ -46,7 +46,7 @@ class ProducerStateEntry:
     producer_id: int
     epoch: int
     last_sequence: int
-    last_offset: int
+    last_offset: int  # Kafka's lastDataOffset: last offset of the last *data* batch, -1 if none
     offset_delta: int
     timestamp: int
     coordinator_epoch: int
@@ -103,9 +103,12 @@ class ProducerStateManager:
             if batch.is_transactional and txn_first < 0:
                 txn_first = batch.base_offset
             last_seq = batch.last_sequence
+        if batch.is_control:  # a marker is not data: lastDataOffset stays that of the last data batch
+            last_data, delta = (prev.last_offset, prev.offset_delta) if prev else (-1, 0)
+        else:
+            last_data, delta = batch.last_offset, batch.last_offset - batch.base_offset
         self.producers[pid] = ProducerStateEntry(
-            pid, batch.producer_epoch, last_seq, batch.last_offset, batch.last_offset - batch.base_offset,
-            batch.max_timestamp, coordinator_epoch, txn_first)
+            pid, batch.producer_epoch, last_seq, last_data, delta, batch.max_timestamp, coordinator_epoch, txn_first)
         return completed
 
     def ongoing_first_offsets(self) -> list[int]:

@@ -96,14 +96,18 @@ def filter_read_committed(batches: Iterable[AnyBatch], aborted: list[AbortedTxn]
     ``aborted`` are the aborted transactions overlapping the run, by first offset. A producer
     joins the aborted set once a batch reaches its transaction's first offset and leaves it at
     its ABORT marker; its transactional data batches in between are left out. Control batches
-    are never returned. An ABORT marker without its ``aborted`` entry means the transaction index
-    is incomplete: that is a :class:`CorruptIndexError`, never a silent read of aborted data.
+    are never returned. An ABORT marker without its ``aborted`` entry, after transactional data
+    of that producer was returned, means the transaction index is incomplete: that is a
+    :class:`CorruptIndexError`, never a silent read of aborted data. Without such data the
+    marker is one the cleaner kept after removing every batch of its transaction (Kafka drops
+    the index entry then and keeps the marker until its delete horizon): nothing to skip.
     """
     from .control import ControlRecordType
 
     pending = sorted(aborted, key=lambda t: (t.first_offset, t.last_offset))
     markers = {t.last_offset for t in pending}
     aborting: set[int] = set()
+    returned_open: set[int] = set()  # producers whose transactional data was returned since their last marker
     i = 0
     for batch in batches:
         while i < len(pending) and pending[i].first_offset <= batch.last_offset:
@@ -113,12 +117,15 @@ def filter_read_committed(batches: Iterable[AnyBatch], aborted: list[AbortedTxn]
             if batch.is_transactional and batch.producer_id >= 0:
                 recs = batch.records()
                 if recs and ControlRecordType.parse(recs[0].key) == ControlRecordType.ABORT:
-                    if batch.last_offset not in markers:
+                    if batch.last_offset not in markers and batch.producer_id in returned_open:
                         raise CorruptIndexError(
                             f"ABORT marker at offset {batch.last_offset} (producer {batch.producer_id}) has no entry "
                             "in the transaction index; run 'klog recover' to rebuild it", path=where)
                     aborting.discard(batch.producer_id)
+                returned_open.discard(batch.producer_id)
             continue
         if batch.is_transactional and batch.producer_id in aborting:
             continue
+        if batch.is_transactional:
+            returned_open.add(batch.producer_id)
         yield batch

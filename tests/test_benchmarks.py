@@ -50,3 +50,11 @@ def test_fuzz_entry_point_runs() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["3000"]) == 0
+
+
+def test_compaction_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import compaction
+
+    compaction.main(["--mb", "4"])
+    out = capsys.readouterr().out
+    assert "compaction:" in out and "plain copy:" in out and "ratio compaction/copy throughput:" in out

@@ -111,7 +111,7 @@ def test_leftovers_of_delete_and_clean_and_swap(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     written_log(d, 10, small_config(**{"segment.bytes": "100000"}))
     (d / "00000000000000000000.log.deleted").write_bytes(b"old")
-    (d / "00000000000000000000.log.cleaned").write_bytes(b"partial")
+    (d / "00000000000000000100.log.cleaned").write_bytes(b"partial")  # a later group's: the swap at 0 stands
     (d / "00000000000000099999.index").write_bytes(b"")  # orphan
     # a completed cleaning of [0, 100): one segment holding only the last 5 records of each key
     swap = build_batch([Record(i, T0, f"k{i}".encode(), b"c") for i in range(95, 100)])
