@@ -50,10 +50,20 @@ from storage_core.columnar import kafka_schema
 from storage_core.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.manager import PartitionDir, find_partitions
+from storage_core.report import lost_data_notes
 from storage_core.topic_partition import TopicPartition
 
 from .options import OffsetSpec, ReadOptions, StreamOptions
-from .planning import KlogInputPartition, ResolvedRange, _offset_for, open_log, pack, slices, split_pieces
+from .planning import (
+    KlogInputPartition,
+    ResolvedRange,
+    _check_lost_data,
+    _offset_for,
+    open_log,
+    pack,
+    slices,
+    split_pieces,
+)
 from .writer import KlogCommitMessage, KlogWriter, WriteOptions, existing_topics
 
 log = logging.getLogger("klog")
@@ -104,8 +114,11 @@ def _selected(opts: ReadOptions, starting: OffsetSpec, pd: PartitionDir) -> bool
     return True
 
 
-def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
-    """Every selected partition that has visible data now (a first commit still in flight is not)."""
+def scan(opts: StreamOptions, warned: set[TopicPartition] | None = None) -> dict[TopicPartition, PartitionState]:
+    """Every selected partition that has visible data now (a first commit still in flight is not).
+    A partition whose data is damaged in the middle fails the query (the stream would otherwise
+    stop at the damage without a word), or with failOnDataLoss=false is read up to it."""
+    warned = set() if warned is None else warned
     out: dict[TopicPartition, PartitionState] = {}
     for pd in find_partitions(opts.read.paths):
         if not _selected(opts.read, opts.starting, pd) or not any(pd.path.glob("*.log")):
@@ -115,6 +128,10 @@ def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
         except PendingCommitError:
             continue
         try:
+            if lost_data_notes(lg):  # corrupt in the middle: fail, or (failOnDataLoss=false) warn once
+                if opts.read.fail_on_data_loss or pd.topic_partition not in warned:
+                    _check_lost_data(opts.read, pd, lg)
+                    warned.add(pd.topic_partition)
             end = lg.last_stable_offset if opts.read.read_committed else lg.log_end_offset
             out[pd.topic_partition] = PartitionState(pd, lg.log_start_offset, end)
         finally:
@@ -148,11 +165,12 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
         self._latest: Offsets | None = None  # for reportLatestOffset
         self._last_admitted = time.monotonic()
+        self._warned: set[TopicPartition] = set()  # partitions whose damage was reported
 
     # -- offsets
     def initialOffset(self) -> dict[str, dict[str, int]]:
         o = self.opts
-        states = scan(o)
+        states = scan(o, self._warned)
         if o.starting.kind in ("offsets", "timestamps") and o.starting.offsets is not None:
             listed = {TopicPartition(t, p) for t, ps in o.starting.offsets.items() for p in ps}
             missing = sorted(str(tp) for tp in listed if tp not in states)
@@ -185,11 +203,11 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {tp: st.end for tp, st in scan(self.opts).items()}
+        self._target = {tp: st.end for tp, st in scan(self.opts, self._warned).items()}
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = offsets_from_json(start)
-        states = scan(self.opts)
+        states = scan(self.opts, self._warned)
         until: Offsets = dict(begin)  # partitions that vanished keep their offsets
         for tp, st in states.items():
             if self._target is not None and tp not in self._target:
@@ -331,6 +349,7 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
         commit_job(f"{self._query_tag}-b{batchId}-{uuid.uuid4().hex[:8]}", staged,
                    overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
                    config=self.opts.config, sink=sink)
+        self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect_sink_staging()
 
     def abort(self, messages: list[KlogCommitMessage | None], batchId: int) -> None:  # type: ignore[override]

@@ -49,6 +49,7 @@ class WriteOptions:
     num_partitions: int
     compression: CompressionType
     config: LogConfig
+    config_props: Mapping[str, str]  # the topic configs given as options, stored for the topics written
     max_batch_bytes: int
     lock_timeout_s: float
 
@@ -83,7 +84,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
 
     config = LogConfig.from_properties(config_props)
     codec = CompressionType.from_name(opts.get("compression", "none"))
-    return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config,
+    return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
                         positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000) / 1000)
 
 
@@ -155,6 +156,14 @@ class KlogWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job_id = uuid.uuid4().hex[:16]
         self.topics = existing_topics(opts.paths)
+        from storage_core.topic_configs import load_topic_configs
+
+        self.stored_configs: dict[str, dict[str, str]] = {}
+        for p in opts.paths:
+            if Path(p).is_dir():
+                for topic, props in load_topic_configs(p).items():
+                    self.stored_configs.setdefault(topic, dict(props))
+        self.configs: dict[str, LogConfig] = {}
         if opts.topic is not None:
             ensure_topic(opts, self.topics, opts.topic)
 
@@ -184,7 +193,7 @@ class KlogWriter(DataSourceArrowWriter):
                 pdir = self.topics[topic][p]
                 w = writers.get(pdir)
                 if w is None:
-                    w = writers[pdir] = StagingWriter(pdir, staging_name, self.opts.config, self.opts.compression,
+                    w = writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic), self.opts.compression,
                                                       self.opts.max_batch_bytes)
                 w.append(batch if mask.all() else batch.filter(pa.array(mask)), now)
         staged = tuple(w.finish() for w in writers.values())
@@ -192,6 +201,26 @@ class KlogWriter(DataSourceArrowWriter):
 
         maybe_crash("task-staged", partition=task, attempt=attempt)  # tests: die after staging
         return KlogCommitMessage(staged, task, attempt)
+
+    def _config(self, topic: str) -> LogConfig:
+        """Kafka's defaults < the topic's configs in ``klog-topic-configs.json`` < this write's options."""
+        cfg = self.configs.get(topic)
+        if cfg is None:
+            from storage_core.topic_configs import config_for_topic
+
+            cfg = self.configs[topic] = config_for_topic(topic, self.stored_configs, overrides=self.opts.config_props)
+        return cfg
+
+    def _store_configs(self, topics: set[str]) -> None:
+        """Topic configs given as options become the topics' own (as ``kafka-configs --alter``)."""
+        if not self.opts.config_props:
+            return
+        from storage_core.topic_configs import update_topic_configs
+
+        for topic in sorted(topics):
+            dirs = {Path(d).parent for d in existing_topics(self.opts.paths).get(topic, {}).values()}
+            for d in sorted(dirs):
+                update_topic_configs(d, topic, self.opts.config_props)
 
     def _staging_name(self, task: int, attempt: int) -> str:
         return f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
@@ -246,6 +275,7 @@ class KlogWriter(DataSourceArrowWriter):
             overwrite_topics = {self.opts.topic} if self.opts.topic else {sp.topic for sp in staged}
         commit_job(self.job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
                    config=self.opts.config)
+        self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect(older_than_s=STALE_STAGING_S)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

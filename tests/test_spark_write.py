@@ -218,3 +218,21 @@ def test_with_kafka_partitions_gives_one_task_per_partition(spark, tmp_path: Pat
     back = spark.read.format("klog").load(str(tmp_path)).collect()
     assert len(back) == 20_000
     assert all(r.partition == (kp_murmur2(bytes(r.key)) & 0x7FFFFFFF) % 5 for r in back)
+
+
+def test_topic_configs_given_as_options_become_the_topics_own(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from storage_core.cli import main as klog
+    from storage_core.topic_configs import load_topic_configs
+
+    df = spark.createDataFrame([(f"k{i % 5}", f"v{i}") for i in range(50)], "key string, value string")
+    df.coalesce(1).write.format("klog").mode("append").option("topic", "state").option("cleanup.policy", "compact") \
+        .option("segment.bytes", "1048576").save(str(tmp_path))
+    assert load_topic_configs(tmp_path)["state"] == {"cleanup.policy": "compact", "segment.bytes": "1048576"}
+    df.coalesce(1).write.format("klog").mode("append").option("topic", "plain").save(str(tmp_path))
+    assert "plain" not in load_topic_configs(tmp_path)  # nothing given, nothing stored
+    # klog compact (no --topic) now knows 'state' is compacted: the latest value per key stays
+    assert klog(["compact", str(tmp_path), "--roll", "--quiet"]) == 0
+    rows = spark.read.format("klog").option("topics", "state").load(str(tmp_path)).selectExpr(
+        "cast(key as string) k", "cast(value as string) v").collect()
+    assert sorted((r.k, r.v) for r in rows) == [(f"k{i}", f"v{45 + i}") for i in range(5)]
+    assert spark.read.format("klog").option("topics", "plain").load(str(tmp_path)).count() == 50
