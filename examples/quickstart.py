@@ -1,10 +1,10 @@
-"""klog quickstart: write a keyed topic with Spark, read a time range back, describe it.
+"""klog quickstart: write a keyed topic with Spark, read a time range back, tail it with a stream.
 
 Run with ``make quickstart``. In Spark local mode it writes 3,000 click events (one a second)
 to topic ``clicks`` with 3 partitions under ``klog-data/`` (Kafka's murmur2 partitioner on the
 key, lz4, a header on each record), reads minutes 10 to 15 back by timestamp, shows a small
-table, and prints ``klog describe`` of the log dir. (Tailing the topic with a stream joins it
-when streaming lands.)
+table, then tails the topic with ``spark.readStream.format("klog")`` while three more batches
+of clicks are appended, one micro-batch each, and prints ``klog describe`` of the log dir.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def main() -> None:
     spark = (SparkSession.builder.master("local[2]").appName("klog-quickstart")
              .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    if DATA.exists():
-        shutil.rmtree(DATA)
+    for d in (DATA, DATA.parent / "klog-data-checkpoints"):
+        if d.exists():
+            shutil.rmtree(d)
 
     # 1. write: a keyed topic with 3 partitions
     events = spark.range(N).selectExpr(
@@ -53,9 +54,29 @@ def main() -> None:
        .orderBy("timestamp").show(5, truncate=False))
     per_partition = {r.partition: r["count"] for r in df.groupBy("partition").count().collect()}
     print(f"per partition: {dict(sorted(per_partition.items()))}")
+
+    # 3. tail the topic with a stream while appending (startingOffsets=latest: only new clicks)
+    tail = (spark.readStream.format("klog").option("topics", "clicks").load(str(DATA))
+            .selectExpr("partition", "offset", "CAST(key AS STRING) AS key", "timestamp")
+            .writeStream.format("memory").queryName("tail").trigger(processingTime="200 milliseconds")
+            .option("checkpointLocation", str(DATA.parent / "klog-data-checkpoints" / "tail")).start())
+    tail.processAllAvailable()  # the stream now sits at the end of the topic
+    for batch in range(3):
+        more = events.limit(10 * (batch + 1)).selectExpr(  # a producer job appends a few clicks
+            "key", "value", f"timestamp_millis({T0_MS + N * 1000 + batch * 60_000} + unix_millis(timestamp) - {T0_MS})"
+            " AS timestamp")
+        more.write.format("klog").option("topic", "clicks").mode("append").save(str(DATA))
+        tail.processAllAvailable()
+        seen = spark.sql("SELECT count(*) AS n FROM tail").first()
+        print(f"appended {10 * (batch + 1)} clicks -> the stream has seen {seen.n if seen else 0}")
+    rows = tail.recentProgress
+    print("micro-batches with data: " + ", ".join(f"#{p['batchId']}: {p['numInputRows']} rows"
+                                                 for p in rows if p["numInputRows"]))
+    spark.sql("SELECT * FROM tail ORDER BY offset DESC, partition").show(5, truncate=False)
+    tail.stop()
     spark.stop()
 
-    # 3. where the data is, and what to run next
+    # 4. where the data is, and what to run next
     klog = Path(sys.executable).with_name("klog")
     print(f"\nthe data is in {DATA}; next: {klog.name} describe {DATA}\n")
     sys.stdout.flush()

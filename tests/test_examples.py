@@ -12,7 +12,7 @@ import shared_fixtures as sf
 
 REPO = Path(__file__).resolve().parent.parent
 #: Examples with an argparse --help (the quickstart takes no arguments: it is what `make quickstart` runs).
-HELP_EXAMPLES = ["backfill_range.py", "read_broker_dir.py"]
+HELP_EXAMPLES = ["backfill_range.py", "read_broker_dir.py", "stream_pipeline.py", "compact_topic.py"]
 
 
 def run(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None,
@@ -31,6 +31,9 @@ def test_quickstart(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     assert "clicks between minute 10 and 15: 300 (expected 300)" in res.stdout
     assert "clicks  0" in res.stdout  # the klog describe table
+    # the stream tailed the appends, each in its own micro-batch(es): 10 + 20 + 30 new clicks
+    assert "appended 10 clicks -> the stream has seen 10" in res.stdout
+    assert "appended 30 clicks -> the stream has seen 60" in res.stdout
 
 
 @pytest.mark.parametrize("example", HELP_EXAMPLES)
@@ -102,3 +105,28 @@ def test_read_broker_dir_real_broker_fixture(tmp_path: Path) -> None:
     assert "2 topics, 17,240 records" in res.stdout  # orders-0 17,212 + connect-status 28 (Kafka's decoding)
     assert "newest records of orders:" in res.stdout and "|0        |17211 |2024-04-19 15:49:54.336|" in res.stdout
     assert "are unchanged" in res.stdout
+
+
+@pytest.mark.spark
+def test_stream_pipeline_then_resume(tmp_path: Path) -> None:
+    res = run("stream_pipeline.py", "--rounds", "3", "--orders-per-round", "60", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "orders read: 240; large orders: 120; in orders-large: 120 (exactly once)" in res.stdout
+    again = run("stream_pipeline.py", "--rounds", "1", "--orders-per-round", "60", "--resume", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "orders read: 300; large orders: 150; in orders-large: 150 (exactly once)" in again.stdout
+
+
+@pytest.mark.spark
+def test_compact_topic(tmp_path: Path) -> None:
+    res = run("compact_topic.py", "--customers", "20", "--updates", "2000", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "wrote 2000 updates of 20 customers" in res.stdout
+    assert "after compaction: 20 records (18 live customers, 2 tombstones kept until delete.retention.ms)" in res.stdout
+    assert "total: 2 partitions" in res.stdout
+
+
+def test_new_examples_reject_bad_arguments(tmp_path: Path) -> None:
+    for script, args in (("stream_pipeline.py", ["--rounds", "0"]), ("compact_topic.py", ["--updates", "1"])):
+        res = run(script, *args, cwd=tmp_path, timeout=120)
+        assert res.returncode == 2 and "error:" in res.stderr, (script, res.stderr)
