@@ -46,20 +46,19 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.columnar import kafka_schema
 from storage_core.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
+from storage_core.log import Log
 from storage_core.manager import PartitionDir, find_partitions
-from storage_core.report import lost_data_notes
 from storage_core.topic_partition import TopicPartition
 
 from .options import OffsetSpec, ReadOptions, StreamOptions
 from .planning import (
     KlogInputPartition,
     ResolvedRange,
-    _check_lost_data,
     _offset_for,
-    open_log,
     pack,
     slices,
     split_pieces,
@@ -114,24 +113,31 @@ def _selected(opts: ReadOptions, starting: OffsetSpec, pd: PartitionDir) -> bool
     return True
 
 
-def scan(opts: StreamOptions, warned: set[TopicPartition] | None = None) -> dict[TopicPartition, PartitionState]:
-    """Every selected partition that has visible data now (a first commit still in flight is not).
-    A partition whose data is damaged in the middle fails the query (the stream would otherwise
-    stop at the damage without a word), or with failOnDataLoss=false is read up to it."""
-    warned = set() if warned is None else warned
+def open_tail(pd: PartitionDir) -> Log:
+    """A partition opened to follow it: read-only, no recovery scan, the files trusted as they are.
+
+    A batch read's open recovers (in memory) from the recovery point when the log dir was not
+    shut down cleanly, which is what a log being appended to looks like: every trigger would
+    re-read the whole log. The stream only needs the segments, their indexes and the end of the
+    active segment (from its last index entry: a few KiB); every batch's CRC is checked when a
+    micro-batch reads it, so damage fails that micro-batch (or is skipped and logged with
+    failOnDataLoss=false) with its file and position.
+    """
+    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
+    return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
+
+
+def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
+    """Every selected partition that has visible data now (a first commit still in flight is not)."""
     out: dict[TopicPartition, PartitionState] = {}
     for pd in find_partitions(opts.read.paths):
         if not _selected(opts.read, opts.starting, pd) or not any(pd.path.glob("*.log")):
             continue
         try:
-            lg = open_log(pd)
+            lg = open_tail(pd)
         except PendingCommitError:
             continue
         try:
-            if lost_data_notes(lg):  # corrupt in the middle: fail, or (failOnDataLoss=false) warn once
-                if opts.read.fail_on_data_loss or pd.topic_partition not in warned:
-                    _check_lost_data(opts.read, pd, lg)
-                    warned.add(pd.topic_partition)
             end = lg.last_stable_offset if opts.read.read_committed else lg.log_end_offset
             out[pd.topic_partition] = PartitionState(pd, lg.log_start_offset, end)
         finally:
@@ -161,16 +167,19 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side: offsets and planning. Executors only call :meth:`read`."""
 
     def __init__(self, opts: StreamOptions) -> None:
+        import faulthandler
+
+        if not faulthandler.is_enabled():  # a hard crash of the runner shows its Python stack in the driver log
+            faulthandler.enable()
         self.opts = opts
         self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
         self._latest: Offsets | None = None  # for reportLatestOffset
         self._last_admitted = time.monotonic()
-        self._warned: set[TopicPartition] = set()  # partitions whose damage was reported
 
     # -- offsets
     def initialOffset(self) -> dict[str, dict[str, int]]:
         o = self.opts
-        states = scan(o, self._warned)
+        states = scan(o)
         if o.starting.kind in ("offsets", "timestamps") and o.starting.offsets is not None:
             listed = {TopicPartition(t, p) for t, ps in o.starting.offsets.items() for p in ps}
             missing = sorted(str(tp) for tp in listed if tp not in states)
@@ -185,7 +194,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif o.starting.kind == "latest":
                 out[tp] = st.end
             else:
-                lg = open_log(st.dir)
+                lg = open_tail(st.dir)
                 try:
                     out[tp] = _offset_for(o.starting, tp, lg, st.end, starting=True,
                                           strategy=o.read.starting_timestamp_strategy)
@@ -203,11 +212,11 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {tp: st.end for tp, st in scan(self.opts, self._warned).items()}
+        self._target = {tp: st.end for tp, st in scan(self.opts).items()}
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = offsets_from_json(start)
-        states = scan(self.opts, self._warned)
+        states = scan(self.opts)
         until: Offsets = dict(begin)  # partitions that vanished keep their offsets
         for tp, st in states.items():
             if self._target is not None and tp not in self._target:
@@ -274,7 +283,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self._lost(tp, first or 0, until[tp], "this micro-batch")
                     continue
                 try:
-                    lg = open_log(pd)
+                    lg = open_tail(pd)
                 except PendingCommitError:
                     continue
                 logs.append(lg)

@@ -8,8 +8,9 @@ counts ``length // entry size`` entries, which is why closed indexes must be tri
 
 klog opens an index in one of two modes:
 
-* **read-only** (every reader): the file is memory-mapped read-only and never resized. A
-  zero-filled tail (a preallocated index copied off a running broker) is recognised the way
+* **read-only** (every reader): the file is read into memory once (not mapped: a writer in
+  another process may trim it at any moment, and a mapped page past the new end of a file is
+  SIGBUS, which no Python code can catch) and never resized. A zero-filled tail (a preallocated index copied off a running broker) is recognised the way
   ``DumpLogSegments`` does, by the first entry after the first whose relative offset is 0.
 * **writable**: the file is preallocated to ``max_index_size`` while the segment is active,
   appended through a writable map, and trimmed by :meth:`AbstractIndex.trim_to_valid_size`
@@ -67,11 +68,15 @@ class AbstractIndex(Generic[E]):
         else:
             if not exists:
                 raise KlogError(f"no such index file: {self.path}")
-            length = self.path.stat().st_size
+            # Read, not mapped: a writer may shrink the file at any time (trimming a preallocated
+            # index on close), and touching a mapped page past the new end is SIGBUS, which kills
+            # the process. A read returns what is there (a zero-filled tail is recognised below).
+            with open(self.path, "rb") as f:
+                data = f.read()
+            length = len(data)
             self.max_index_size = length
             if length:
-                with open(self.path, "rb") as f:
-                    self._mmap = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
+                self._mmap = data
             self._entries = self._count_valid_entries()
         self._length = length
 

@@ -91,7 +91,11 @@ class Log:
 
     def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
                  writable: bool = False, recovery_point: int = 0, log_start_offset: int | None = None,
-                 had_clean_shutdown: bool = False) -> None:
+                 had_clean_shutdown: bool = False, verify_tail: bool = True) -> None:
+        """``verify_tail=False`` (read-only, with ``had_clean_shutdown``) trusts the files as they
+        are, without even checking the active segment's tail: for a reader that follows a log
+        another process is appending to, which bounds what it reads by offsets it has seen and
+        checks every batch's CRC when it reads it (the stream source)."""
         self.dir = Path(directory)
         if not self.dir.is_dir():
             raise KlogError(f"no such partition directory: {self.dir}")
@@ -107,6 +111,7 @@ class Log:
         self._producer_state: ProducerStateManager | None = None
         # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
         self._memory_aborted: dict[int, list[AbortedTxn]] = {}
+        self._verify_tail = verify_tail or writable
         self._load(had_clean_shutdown)
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
@@ -165,7 +170,7 @@ class Log:
             self._rebuild_missing_indexes(missing_index)
         if not had_clean_shutdown:
             self._recover()
-        elif not self.writable:
+        elif not self.writable and self._verify_tail:
             self._bound_active_in_memory()
         self._leo = None
 

@@ -150,3 +150,41 @@ def test_in_memory_index_for_read_only_recovery(tmp_path: Path) -> None:
     assert oi.lookup(15) == OffsetPosition(13, 4200)
     assert not (tmp_path / "00000000000000000010.index").exists()
     oi.close()
+
+
+def test_read_only_open_survives_a_writer_trimming_the_file(tmp_path: Path) -> None:
+    """A writer preallocates an active segment's index and trims it on close, in another process.
+    A reader that mapped the longer file would die of SIGBUS touching a page past the new end
+    (found by a stream tailing a topic while a Spark job committed to it); reads must not."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    path = tmp_path / "00000000000000000000.index"
+    with OffsetIndex(path, 0, max_index_size=1 << 20, writable=True) as idx:
+        for i in range(1, 200):
+            idx.append(i * 10, i * 4096)
+    entries = path.stat().st_size
+    reader = textwrap.dedent(f"""
+        import time
+        from storage_core.offset_index import OffsetIndex
+        end = time.monotonic() + 3
+        n = 0
+        while time.monotonic() < end:
+            with OffsetIndex({str(path)!r}, 0) as idx:
+                idx.lookup(1990)
+                n += 1
+        print(n)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", reader], stdout=subprocess.PIPE, text=True)
+    while child.poll() is None:  # preallocate to 1 MiB (zeros past the entries), trim back
+        fd = os.open(path, os.O_RDWR)
+        os.ftruncate(fd, 1 << 20)
+        time.sleep(0.0005)
+        os.ftruncate(fd, entries)
+        os.close(fd)
+    out, _ = child.communicate()
+    assert child.returncode == 0, f"reader died with {child.returncode} (SIGBUS is -7)"
+    assert int(out) > 10

@@ -30,6 +30,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.fault]
 
 
 def committed_values(root: Path) -> list[str]:
+    if not root.exists():  # every driver died before its writer created the topic (a loaded machine)
+        return []
     with LogManager([root], writable=True):  # settles an interrupted commit
         pass
     out = []
@@ -124,9 +126,10 @@ def test_driver_killed_during_writes(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
         proc.wait()
     check(committed_values(root), jobs)
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(root), "--quiet"],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
+    if root.exists():
+        res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(root), "--quiet"],
+                             capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
 
 
 EXECUTOR_KILL = textwrap.dedent("""

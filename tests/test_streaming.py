@@ -270,3 +270,36 @@ def test_sink_needs_a_value_column_before_starting(spark, tmp_path: Path) -> Non
     finally:
         q.stop()
     assert not any((tmp_path / "out").glob("u-0/*.log"))
+
+
+def test_following_a_log_another_process_appends_to(tmp_path: Path) -> None:
+    """The source's view of a live log: each trigger's end only grows, and everything below it
+    reads back with valid CRCs, while the writer (no clean shutdown, no checkpoint) appends."""
+    from spark_logsource.options import parse_stream_options
+    from spark_logsource.streaming import scan
+
+    src = tmp_path / "in"
+    src.mkdir()
+    produce(str(src), "t", partitions=1, records=10, rate=0, per_append=10)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.producer", str(src), "t", "--partitions", "1",
+                             "--records", "20000", "--start", "10", "--rate", "10000", "--per-append", "50"], cwd=REPO)
+    opts = parse_stream_options({"path": str(src)})
+    ends = []
+    try:
+        while proc.poll() is None:
+            st = scan(opts)[T0]
+            ends.append(st.end)
+            from storage_core.log import Log
+
+            with Log(st.dir.path, had_clean_shutdown=True, verify_tail=False) as lg:
+                n = 0
+                for b in lg.batches(0, st.end):
+                    b.ensure_valid()  # CRC
+                    n += sum(1 for r in b.records() if r.offset < st.end)
+            assert n == st.end  # a consistent prefix: every record below the end is there, valid
+            time.sleep(0.01)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+    assert ends == sorted(ends) and len(set(ends)) > 5
+    assert scan(opts)[T0].end == 20010
