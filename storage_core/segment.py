@@ -322,12 +322,22 @@ class LogSegment:
         return None
 
     def read_next_offset(self) -> int:
-        """The offset after the last batch (the base offset for an empty segment)."""
-        last = self.offset_index.lookup(2**62)
-        nxt = self.base_offset
-        for batch in self.batches(last.position):
-            nxt = batch.next_offset
-        return nxt
+        """The offset after the last batch (the base offset for an empty segment).
+
+        Walks from the last index entry. An entry can be ahead of the bytes a reader sees while
+        another process appends (its batch not yet complete in the file): then no whole batch
+        starts there, and the walk starts again from the entry before it (from the start of the
+        segment if there is none), never reporting less than what is there."""
+        index = self.offset_index
+        slot = index.entries - 1
+        while True:
+            position = index.entry(slot).position if slot >= 0 else 0
+            nxt: int | None = None
+            for batch in self.batches(position):
+                nxt = batch.next_offset
+            if nxt is not None or slot < 0:
+                return self.base_offset if nxt is None else nxt
+            slot -= 1
 
     @property
     def max_timestamp_so_far(self) -> TimestampOffset:

@@ -156,3 +156,25 @@ def test_encode_arrow_batches_append(tmp_path: Path) -> None:
             b = next(iter(iter_batches(raw)))
             seg.append(b.last_offset, b.max_timestamp, b.last_offset, raw)
     assert scan_segment(tmp_path / "00000000000000000000.log").next_offset == 500
+
+
+def test_next_offset_of_a_segment_another_process_appends_to(tmp_path: Path) -> None:
+    """A read-only segment knows the file's size when it was opened; if its index is loaded later
+    (lazily) it can hold entries for batches appended since, past that size. The next offset
+    must then come from the bytes the reader has, not fall back to the base offset."""
+    from storage_core.records import Record, build_batch
+
+    def batch(first: int, n: int) -> bytes:
+        return build_batch([Record(first + i, 1000 + first + i, b"k", b"x" * 300) for i in range(n)])
+
+    writer = LogSegment(tmp_path, 0, index_interval_bytes=1, writable=True)
+    for first in range(0, 50, 10):
+        writer.append(first + 9, 1000 + first + 9, first + 9, batch(first, 10))
+    writer.flush()
+    reader = LogSegment(tmp_path, 0)  # sees 50 records' bytes; its index is not loaded yet
+    for first in range(50, 100, 10):
+        writer.append(first + 9, 1000 + first + 9, first + 9, batch(first, 10))
+    writer.flush()
+    assert reader.read_next_offset() == 50
+    writer.close()
+    reader.close()

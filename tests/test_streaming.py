@@ -282,7 +282,7 @@ def test_following_a_log_another_process_appends_to(tmp_path: Path) -> None:
     src.mkdir()
     produce(str(src), "t", partitions=1, records=10, rate=0, per_append=10)
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.producer", str(src), "t", "--partitions", "1",
-                             "--records", "20000", "--start", "10", "--rate", "10000", "--per-append", "50"], cwd=REPO)
+                             "--records", "60000", "--start", "10", "--rate", "20000", "--per-append", "200"], cwd=REPO)
     opts = parse_stream_options({"path": str(src)})
     ends = []
     try:
@@ -302,4 +302,4 @@ def test_following_a_log_another_process_appends_to(tmp_path: Path) -> None:
         proc.wait(timeout=60)
     assert proc.returncode == 0
     assert ends == sorted(ends) and len(set(ends)) > 5
-    assert scan(opts)[T0].end == 20010
+    assert scan(opts)[T0].end == 60010
