@@ -455,7 +455,8 @@ def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     for pdir in sorted({e.partition_dir for e in entries}):
-        _fsync_dir(Path(pdir))
+        if Path(pdir).is_dir():  # a partition dir removed since the crash: nothing of the commit is left there
+            _fsync_dir(Path(pdir))
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         mark_path = sink_mark_path(log_dir, str(sink["id"]))
