@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError
+from .faults import maybe_crash
 from .topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 __all__ = [
@@ -323,10 +324,12 @@ def _atomic_write(path: Path, data: bytes, sync: bool) -> None:
             f.flush()
             if sync:
                 os.fsync(f.fileno())
+        maybe_crash("checkpoint-tmp-written", file=path.name)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    maybe_crash("checkpoint-replaced", file=path.name)
     if sync:
         _fsync_dir(path.parent)
 

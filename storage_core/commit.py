@@ -126,12 +126,12 @@ def load_journal(path: str | os.PathLike[str]) -> dict[str, object]:
     entries = journal.get("entries")
     if not isinstance(entries, list):
         raise _bad_journal(p, "'entries' is not a list")
-    real_dir = os.path.realpath(log_dir)
+    real_dir = os.path.abspath(log_dir)
 
     def check_pdir(pdir: object, what: str) -> str:
         if not isinstance(pdir, str) or "\x00" in pdir:
             raise _bad_journal(p, f"{what} {pdir!r} is not a path")
-        if os.path.dirname(os.path.realpath(pdir)) != real_dir:
+        if os.path.dirname(os.path.abspath(pdir)) != real_dir:
             raise _bad_journal(p, f"{what} {pdir!r} is not a partition dir of {log_dir}")
         try:
             TopicPartition.parse_dir_name(Path(pdir).name)

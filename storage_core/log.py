@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .config import LogConfig, MessageTimestampType
 from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, PendingCommitError, RecordTooLargeError
+from .faults import maybe_crash
 from .file_records import AnyBatch, iter_batches
 from .producer_state import ProducerStateManager, snapshot_files
 from .records import (
@@ -475,6 +476,7 @@ class Log:
             self._maybe_roll(len(raw), max_ts, last_off, base, now)
             data = bytes(raw)
             self.active_segment.append(last_off, max_ts, last_off, data)
+            maybe_crash("log-batch-written", partition=self.dir.name)
             self._leo = last_off + 1
             done = state.update(DefaultRecordBatch(data))
             if done is not None and done.is_aborted:
@@ -505,10 +507,13 @@ class Log:
         old.on_become_inactive_segment()
         old.flush()
         old.close()
+        maybe_crash("log-roll-old-closed", partition=self.dir.name)
         self.segments[-1] = self._segment(old.base_offset, False)
         seg = self._segment(base, True)
         self.segments.append(seg)
+        maybe_crash("log-roll-new-segment", partition=self.dir.name)
         state.write_snapshot(self.dir, base)  # as Kafka does on roll: the state below the new segment
+        maybe_crash("log-roll-snapshot", partition=self.dir.name)
         return seg
 
     def _maybe_flush(self, now: int) -> None:
@@ -517,6 +522,7 @@ class Log:
 
     def flush(self) -> None:
         self.active_segment.flush()
+        maybe_crash("log-flushed", partition=self.dir.name)
         self._unflushed = 0
         self._last_flush_ms = _now_ms()
         self.recovery_point = self.log_end_offset
@@ -593,12 +599,15 @@ class Log:
                 p = self.dir / (prefix + suffix)
                 if p.exists():
                     os.replace(p, self.dir / (prefix + suffix + DELETED_SUFFIX))
+                    maybe_crash("retention-file-renamed", partition=self.dir.name, suffix=suffix)
             self.segments.remove(seg)
             bases.append(seg.base_offset)
+            maybe_crash("retention-segment-gone", partition=self.dir.name)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         for snap_offset, path in snapshot_files(self.dir):
             if snap_offset < self.segments[0].base_offset:
                 path.unlink()  # the segments it described are gone
+        maybe_crash("retention-snapshots-removed", partition=self.dir.name)
         self.remove_deleted_files(now_ms)
         return bases
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import KlogError
+from .faults import maybe_crash
 from .file_records import BatchWalk, FileRecords, PartialTail
 from .offset_index import OffsetIndex, OffsetPosition
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
@@ -384,6 +385,7 @@ class LogSegment:
         if self._log is not None:
             self._log.flush()
             os.fsync(self._log.fileno())
+            maybe_crash("segment-flush-log-synced", segment=self.log_path.name)
         self.offset_index.flush()
         self.time_index.flush()
 
