@@ -58,7 +58,6 @@ from storage_core.producer_state import ProducerStateManager  # noqa: E402
 from storage_core.records import Header, Record, build_batch, build_end_txn_marker, crc32c  # noqa: E402
 from storage_core.time_index import TimeIndex  # noqa: E402
 from storage_core.topic_configs import load_topic_configs  # noqa: E402
-from storage_core.topic_partition import TopicPartition  # noqa: E402
 from storage_core.txn_index import AbortedTxn, TransactionIndex  # noqa: E402
 
 HANG_S = 5.0
@@ -367,8 +366,7 @@ def run_partition_dir(data: bytes, tmp: Path) -> None:
     with Log(part, LogConfig()) as lg:
         for b in lg.batches():
             b.ensure_valid()
-        for b in lg.batches(read_committed=True):
-            pass
+        list(lg.batches(read_committed=True))
         lg.offset_for_timestamp(T0 + 250)
         lg.read(lg.log_start_offset)
 

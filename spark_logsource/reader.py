@@ -20,7 +20,7 @@ from storage_core.columnar import ArrowDecoder
 from storage_core.errors import KlogError
 from storage_core.file_records import AnyBatch, FileRecords
 from storage_core.offset_index import OffsetIndex
-from storage_core.segment import base_offset_of
+from storage_core.segment import base_offset_of, resolve_segment_file
 from storage_core.txn_index import filter_read_committed
 
 from .planning import KlogInputPartition, Piece
@@ -33,7 +33,8 @@ FLUSH_ROWS = 262_144
 
 
 def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
-    records = FileRecords(piece.log_path)
+    path = piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
+    records = FileRecords(path)
     position = piece.start_position
     while position < piece.end_position:
         walk = records.batches(position, piece.end_position)

@@ -29,6 +29,8 @@ __all__ = [
     "InvalidTopicError",
     "PendingCommitError",
     "CorruptTopicConfigsError",
+    "SegmentGoneError",
+    "NoSpaceError",
 ]
 
 
@@ -146,3 +148,17 @@ class CorruptTopicConfigsError(KlogError):
     """``klog-topic-configs.json`` is not JSON of the expected shape, or holds an invalid config."""
 
     kafka_exception = "ConfigException"
+
+
+class SegmentGoneError(KlogError):
+    """A read-only open's segment was deleted or replaced by a writer since the log was opened
+    (and ``file.delete.delay.ms`` has passed): reopen the log."""
+
+    kafka_exception = "KafkaStorageException"
+
+
+class NoSpaceError(KlogError):
+    """A write failed because the file system is full or read-only (``ENOSPC``, ``EDQUOT``,
+    ``EROFS``); what was written before it stays valid, the failed write is not acknowledged."""
+
+    kafka_exception = "KafkaStorageException"

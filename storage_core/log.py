@@ -608,16 +608,22 @@ class Log:
             if snap_offset < self.segments[0].base_offset:
                 path.unlink()  # the segments it described are gone
         maybe_crash("retention-snapshots-removed", partition=self.dir.name)
-        self.remove_deleted_files(now_ms)
+        self.remove_deleted_files()  # the delay is wall-clock time, whatever clock retention ran on
         return bases
 
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
-        """Remove ``*.deleted`` files older than ``file.delete.delay.ms``; returns how many."""
+        """Remove ``*.deleted`` files renamed more than ``file.delete.delay.ms`` ago (the rename
+        sets the file's ctime; its mtime is the segment's last write, which may be long before);
+        returns how many. Until then a read-only open that was using them keeps reading them."""
         now = _now_ms() if now_ms is None else now_ms
         n = 0
         for p in self.dir.glob("*" + DELETED_SUFFIX):
-            if now - p.stat().st_mtime * 1000 >= self.config.file_delete_delay_ms:
-                p.unlink()
+            try:
+                renamed_ms = p.stat().st_ctime * 1000
+            except FileNotFoundError:
+                continue
+            if now - renamed_ms >= self.config.file_delete_delay_ms:
+                p.unlink(missing_ok=True)
                 n += 1
         return n
 

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import KlogError
+from .errors import KlogError, SegmentGoneError
 from .faults import maybe_crash
 from .file_records import BatchWalk, FileRecords, PartialTail
 from .offset_index import OffsetIndex, OffsetPosition
@@ -42,6 +42,26 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+#: A segment file renamed for deletion (retention, a compaction swap), removed after ``file.delete.delay.ms``.
+DELETED_SUFFIX = ".deleted"
+
+
+def resolve_segment_file(log_path: str | os.PathLike[str], identity: int) -> Path:
+    """The file with inode number ``identity`` (not the device: it differs between the hosts that
+    mount a shared file system) under ``log_path`` or ``log_path.deleted`` (a writer renamed
+    it for deletion and ``file.delete.delay.ms`` keeps it); :class:`SegmentGoneError` if neither is
+    that file any more (deleted, or replaced by a compaction): never another file's bytes."""
+    path = Path(log_path)
+    for p in (path, path.with_name(path.name + DELETED_SUFFIX)):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_ino == identity:
+            return p
+    raise SegmentGoneError(f"segment {path.name} was deleted or replaced (retention or compaction by a writer) since "
+                           "the log was opened or the read was planned; reopen the log (rerun the query) to read its "
+                           "current segments", path=path)
 
 
 def filename_prefix(offset: int) -> str:
@@ -202,17 +222,35 @@ class LogSegment:
         else:
             if not self.log_path.is_file():
                 raise KlogError(f"no such segment file: {self.log_path}")
-            self.size_in_bytes = self.log_path.stat().st_size
+            st = self.log_path.stat()
+            self.size_in_bytes = st.st_size
+            self._identity = st.st_ino
             self._offset_index = self._time_index = None  # mapped on first use: opening 1000s of segments is cheap
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily
 
+    def current_log_path(self) -> Path:
+        """The file this segment reads. A writer (retention, a compaction swap) may rename a
+        segment ``*.deleted`` while a read-only open of the log is in use, and put a new file in
+        its place; the segment keeps reading the file it was opened on (found by its inode under
+        either name) for as long as ``file.delete.delay.ms`` keeps it, as Kafka's readers do with
+        their open channels. Once it is gone: :class:`SegmentGoneError`, never another file's bytes."""
+        if self.writable:
+            return self.log_path
+        return resolve_segment_file(self.log_path, self._identity)
+
+    @property
+    def file_identity(self) -> int | None:
+        """The inode number of the ``.log`` file a read-only segment was opened on."""
+        return None if self.writable else self._identity
+
     def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         if self._offset_index is None or self._time_index is None:
             prefix = filename_prefix(self.base_offset)
-            self._offset_index, self._time_index = self._read_only_indexes(self.dir / (prefix + INDEX_SUFFIX),
-                                                                           self.dir / (prefix + TIME_INDEX_SUFFIX))
+            tail = DELETED_SUFFIX if self.current_log_path() != self.log_path else ""
+            self._offset_index, self._time_index = self._read_only_indexes(
+                self.dir / (prefix + INDEX_SUFFIX + tail), self.dir / (prefix + TIME_INDEX_SUFFIX + tail))
         return self._offset_index, self._time_index
 
     @property
@@ -241,7 +279,7 @@ class LogSegment:
                 ti.close()
         except KlogError:
             pass  # rebuilt below, in memory: a reader never writes
-        scan = scan_segment(self.log_path, index_interval_bytes=self.index_interval_bytes,
+        scan = scan_segment(self.current_log_path(), index_interval_bytes=self.index_interval_bytes,
                             base_offset=self.base_offset)
         return self._in_memory_indexes(scan)
 
@@ -275,7 +313,7 @@ class LogSegment:
 
     # -- reading
     def _records(self) -> FileRecords:
-        return FileRecords(self.log_path)
+        return FileRecords(self.current_log_path())
 
     def batches(self, start_position: int = 0, end_position: int | None = None) -> BatchWalk:
         """Batches from a byte position (a batch boundary) up to the segment's size when opened."""
@@ -305,7 +343,7 @@ class LogSegment:
             if taken + batch.size_in_bytes > max_size and not (taken == 0 and min_one_message):
                 break
             taken += batch.size_in_bytes
-        with open(self.log_path, "rb") as f:
+        with open(self.current_log_path(), "rb") as f:
             f.seek(pos.position)
             data = f.read(taken)
         return FetchData(start_offset, pos.position, data)

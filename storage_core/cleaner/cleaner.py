@@ -17,7 +17,7 @@ from ..records import DefaultRecordBatch
 from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, filename_prefix
 from ..topic_partition import TopicPartition
 from ..txn_index import AbortedTxn
-from .cleaned_segment import FILE_SUFFIXES, INT32_MAX, CleanedSegment, empty_header, fsync_dir, rebuild_batch
+from .cleaned_segment import INT32_MAX, CleanedSegment, empty_header, fsync_dir, rebuild_batch
 from .offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
 from .records_view import RecordsView, chunks, decode_views
 from .transactions import CleanedTransactionMetadata, aborted_between, all_aborted
@@ -545,10 +545,10 @@ class LogCleaner:
                 maybe_crash("cleaner-replaced-partial", group=group_index)
         fsync_dir(d)
         maybe_crash("cleaner-replaced", group=group_index)
-        for seg in old:
-            prefix = filename_prefix(seg.base_offset)
-            for suffix in FILE_SUFFIXES:
-                (d / (prefix + suffix + DELETED_SUFFIX)).unlink(missing_ok=True)
+        # the old files stay as *.deleted for file.delete.delay.ms: a read-only open that was
+        # reading them keeps its view (LogSegment.current_log_path); removed by a later cleaning,
+        # retention or writable open
+        log.remove_deleted_files()
         new_seg = LogSegment(d, cleaned.base_offset, index_interval_bytes=log.config.index_interval_bytes,
                              max_index_size=log.config.segment_index_bytes, writable=False)
         first = positions[0]
