@@ -32,14 +32,16 @@ Protocol (what a Spark job, or any batch writer, does):
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -50,7 +52,7 @@ from .checkpoint import (
 from .columnar import encode_arrow
 from .compression import CompressionType
 from .config import LogConfig
-from .errors import CorruptCheckpointError, KlogError
+from .errors import CorruptCheckpointError, KlogError, storage_error
 from .file_records import FileRecords, iter_batches
 from .log import DELETED_SUFFIX, Log
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, RollParams, filename_prefix
@@ -200,9 +202,27 @@ class StagedPartition:
         return sum(s.records for s in self.segments)
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _staging_io(doing: str) -> Callable[[_F], _F]:
+    """An ``OSError`` while staging (disk full) becomes a :class:`StorageError`; the staged
+    files are left for the job's abort (:func:`collect_staging`), nothing is visible."""
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except OSError as exc:
+                raise storage_error(exc, doing, getattr(self, "staging", None)) from exc
+        return wrapper  # type: ignore[return-value]
+    return deco
+
+
 class StagingWriter:
     """Stages Arrow rows for one partition as whole segments, offsets from STAGED_ORIGIN."""
 
+    @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
                  compression: CompressionType, max_batch_bytes: int) -> None:
         self.partition_dir = Path(partition_dir)
@@ -236,6 +256,7 @@ class StagingWriter:
             self.segments.append(StagedSegment(seg.base_offset, self.next_offset - seg.base_offset, size))
         self.segment = None
 
+    @_staging_io("staging records")
     def append(self, table: object, default_timestamp_ms: int) -> int:
         """Encode and stage rows (``key``, ``value``, ``headers``, ``timestamp``); returns records staged."""
         import pyarrow as pa
@@ -262,6 +283,7 @@ class StagingWriter:
         rows: int = table.num_rows
         return rows
 
+    @_staging_io("finishing the staged segments")
     def finish(self) -> StagedPartition:
         if self.segment is not None:
             self._close_segment()
@@ -501,7 +523,21 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
                sink: SinkBatch | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """Make a job's staged partitions visible atomically per log dir; returns each partition's
     new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
-    sink mark already holds the batch (or a later one) is skipped and its staging dropped."""
+    sink mark already holds the batch (or a later one) is skipped and its staging dropped.
+
+    A write that fails (disk full, read-only file system) raises :class:`StorageError`: the
+    commit did not return, so, as after a crash, its journal makes the next commit or writable
+    open roll it back (readers never see it in part)."""
+    try:
+        return _commit_job(job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
+                           config=config, sink=sink)
+    except OSError as exc:
+        raise storage_error(exc, f"committing job {job_id}") from exc
+
+
+def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str],
+                lock_timeout_s: float, config: LogConfig | None,
+                sink: SinkBatch | None) -> dict[TopicPartition, tuple[int, int]]:
     by_dir: dict[Path, list[StagedPartition]] = {}
     for sp in staged:
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import KlogError, SegmentGoneError
+from .errors import KlogError, SegmentGoneError, storage_error
 from .faults import maybe_crash
 from .file_records import BatchWalk, FileRecords, PartialTail
 from .offset_index import OffsetIndex, OffsetPosition
@@ -213,12 +213,17 @@ class LogSegment:
         self._log = None
         self.rebuilt_in_memory = False
         if writable:
-            self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
-            self.size_in_bytes = os.fstat(self._log.fileno()).st_size
-            self._offset_index: OffsetIndex | None = OffsetIndex(index_path, base_offset,
-                                                                 max_index_size=max_index_size, writable=True)
-            self._time_index: TimeIndex | None = TimeIndex(time_path, base_offset, max_index_size=max_index_size,
-                                                           writable=True)
+            try:
+                self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
+                self.size_in_bytes = os.fstat(self._log.fileno()).st_size
+                self._offset_index: OffsetIndex | None = OffsetIndex(index_path, base_offset,
+                                                                     max_index_size=max_index_size, writable=True)
+                self._time_index: TimeIndex | None = TimeIndex(time_path, base_offset,
+                                                               max_index_size=max_index_size, writable=True)
+            except OSError as exc:
+                if self._log is not None:
+                    self._log.close()
+                raise storage_error(exc, "opening the segment for writing", self.log_path) from exc
         else:
             if not self.log_path.is_file():
                 raise KlogError(f"no such segment file: {self.log_path}")
@@ -407,25 +412,51 @@ class LogSegment:
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
             raise KlogError(f"Largest offset {largest_offset} cannot be stored relative to base offset "
                             f"{self.base_offset} in {self.log_path}")
-        self._log.write(records)
-        self._log.flush()
-        self.size_in_bytes += len(records)
-        if largest_timestamp > self.max_timestamp_so_far.timestamp:
-            self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            mts = self.max_timestamp_so_far
-            self.time_index.maybe_append(mts.timestamp, mts.offset)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(records)
+        oi_entries, ti_entries = self.offset_index.entries, self.time_index.entries
+        saved = (self._max_ts, self._bytes_since_last_index_entry, self._rolling_based_timestamp)
+        try:
+            self._log.write(records)
+            self._log.flush()
+            self.size_in_bytes += len(records)
+            if largest_timestamp > self.max_timestamp_so_far.timestamp:
+                self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(largest_offset, position)
+                mts = self.max_timestamp_so_far
+                self.time_index.maybe_append(mts.timestamp, mts.offset)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += len(records)
+        except OSError as exc:  # disk full, read-only, I/O error: cut back to where this append started
+            self._undo_append(position, oi_entries, ti_entries, saved)
+            raise storage_error(exc, f"appending {len(records)} bytes at position {position} of segment",
+                                self.log_path) from exc
+
+    def _undo_append(self, position: int, oi_entries: int, ti_entries: int,
+                     saved: tuple[TimestampOffset | None, int, int | None]) -> None:
+        assert self._log is not None
+        # a buffered file would keep the bytes it could not write and retry them on the next
+        # write: start over from a fresh handle on the file cut back to ``position``
+        try:
+            self._log.close()
+        except OSError:
+            pass  # the unwritten buffer is what is being dropped
+        os.truncate(self.log_path, position)  # frees space: works on a full file system
+        self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
+        self.size_in_bytes = position
+        self.offset_index.truncate_to_entries(oi_entries)
+        self.time_index.truncate_to_entries(ti_entries)
+        self._max_ts, self._bytes_since_last_index_entry, self._rolling_based_timestamp = saved
 
     def flush(self) -> None:
-        if self._log is not None:
-            self._log.flush()
-            os.fsync(self._log.fileno())
-            maybe_crash("segment-flush-log-synced", segment=self.log_path.name)
-        self.offset_index.flush()
-        self.time_index.flush()
+        try:
+            if self._log is not None:
+                self._log.flush()
+                os.fsync(self._log.fileno())
+                maybe_crash("segment-flush-log-synced", segment=self.log_path.name)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as exc:
+            raise storage_error(exc, "flushing segment", self.log_path) from exc
 
     def recover(self) -> int:
         """``LogSegment.recover``: revalidate, truncate after the last valid batch, rebuild the

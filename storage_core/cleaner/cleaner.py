@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from ..errors import KlogError
+from ..errors import KlogError, storage_error
 from ..faults import maybe_crash
 from ..log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
 from ..records import DefaultRecordBatch
@@ -240,8 +240,19 @@ class LogCleaner:
 
         ``force`` (an explicit request, ``klog compact``) cleans whatever the policy and dirty
         ratio; otherwise only a compacted log that :func:`needs_cleaning` is cleaned, and None is
-        returned for any other.
+        returned for any other. A write that fails (disk full, read-only file system) raises
+        :class:`StorageError`; the log keeps its old contents for the group being written (its
+        ``.cleaned`` files are removed) and the new ones for the groups already swapped in.
         """
+        try:
+            return self._clean_log(log, force=force)
+        except OSError as exc:
+            if not any(log.dir.glob("*" + SWAP_SUFFIX)):  # no swap under way: the .cleaned files are only copies
+                for p in log.dir.glob("*" + CLEANED_SUFFIX):
+                    p.unlink(missing_ok=True)
+            raise storage_error(exc, "cleaning log", log.dir) from exc
+
+    def _clean_log(self, log: Log, *, force: bool) -> CleanResult | None:
         if not log.writable:
             raise KlogError(f"log {log.dir} is open read-only; cleaning needs a writable open (it holds the lock)")
         now = self._now()
