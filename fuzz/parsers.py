@@ -496,6 +496,9 @@ def run(names: list[str], n: int, seed: int, *, out_dir: Path | None = None, qui
             problem = check_one(t, data, tmp)
             o = results[t.name]
             o.inputs += 1
+            if not quiet and (i + 1) % 100_000 == 0:
+                print(f"... {i + 1:,} inputs, {sum(r.untyped + r.hangs for r in results.values())} problems",
+                      flush=True)
             if problem is None:
                 continue
             if problem.startswith("HANG"):
@@ -507,8 +510,6 @@ def run(names: list[str], n: int, seed: int, *, out_dir: Path | None = None, qui
                 out_dir.mkdir(parents=True, exist_ok=True)
                 (out_dir / f"{t.name}-{i}.bin").write_bytes(data)
             shutil.rmtree(tmp, ignore_errors=True)
-            if not quiet and (i + 1) % 50_000 == 0:
-                print(f"... {i + 1} inputs", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return results

@@ -47,7 +47,7 @@ def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
             if fail_on_data_loss:
                 raise
             bad = exc.position if exc.position is not None else walk.valid_bytes
-            resume = _next_index_position(piece, bad)
+            resume = _next_index_position(piece, bad, Path(path))
             log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
                         (resume or piece.end_position) - bad, piece.log_path, bad, exc)
             if resume is None:
@@ -55,8 +55,10 @@ def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
             position = resume
 
 
-def _next_index_position(piece: Piece, after: int) -> int | None:
-    index = Path(piece.log_path).with_suffix(".index")
+def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None:
+    """The first offset-index position past ``after``, from the index beside ``log_file`` (the
+    segment file being read: ``X.log``, or ``X.log.deleted`` with ``X.index.deleted``)."""
+    index = log_file.with_name(log_file.name.replace(".log", ".index", 1))
     if not index.exists():
         return None
     with OffsetIndex(index, base_offset_of(piece.log_path)) as oi:

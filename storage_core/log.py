@@ -142,7 +142,10 @@ class Log:
         if not self.dir.is_dir():
             raise KlogError(f"no such partition directory: {self.dir}")
         if writable:
-            _refuse_symlinks(self.dir)
+            try:
+                _refuse_symlinks(self.dir)
+            except OSError as exc:
+                raise storage_error(exc, "listing the partition dir", self.dir) from exc
         self.config = config if config is not None else _stored_config(self.dir)
         self.writable = writable
         self.recovery_point = recovery_point
