@@ -504,9 +504,9 @@ class Log:
         start_leo = self.log_end_offset
         try:
             return self._append_batches(batches, assign_offsets, now)
-        except (OSError, StorageError) as exc:
+        except (OSError, KlogError) as exc:  # one call appends all of its batches or none
             self._abandon_append(start_leo, exc)
-            if isinstance(exc, StorageError):
+            if isinstance(exc, KlogError):
                 raise
             raise storage_error(exc, "appending to the log", self.dir) from exc
 
@@ -523,14 +523,16 @@ class Log:
                                path=self.dir) from undo
 
     def _append_batches(self, batches: list[AnyBatch], assign_offsets: bool, now: int) -> tuple[int, int]:
-        first = last = None
-        for batch in batches:
+        for batch in batches:  # every batch is checked before any is written: a bad one appends nothing
             if not isinstance(batch, DefaultRecordBatch) or batch.magic != MAGIC_VALUE_V2:
                 raise CorruptRecordError("klog writes record batches of magic 2 only", position=batch.position)
             batch.ensure_valid()
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(f"batch of {batch.size_in_bytes} bytes is larger than max.message.bytes "
                                           f"({self.config.max_message_bytes})", position=batch.position)
+        first = last = None
+        for batch in batches:
+            assert isinstance(batch, DefaultRecordBatch)
             raw = bytearray(batch.buffer)
             leo = self.log_end_offset
             if assign_offsets:

@@ -238,3 +238,26 @@ def test_read_only_file_system(small_fs: Path) -> None:
         assert res.returncode == 0, res.stderr
     finally:
         remount(small_fs, "rw")
+
+
+def test_an_append_call_is_all_or_nothing(tmp_path: Path) -> None:
+    """A bad batch after good ones in one call (too large, or a producer offset going back) appends nothing."""
+    from storage_core.errors import KlogError, RecordTooLargeError
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    cfg = LogConfig.from_properties({"max.message.bytes": "2000", "segment.bytes": "3000"})
+    with Log(d, cfg, writable=True) as lg:
+        lg.append(batch(0, 100))
+        with pytest.raises(RecordTooLargeError):
+            lg.append(batch(1, 100) + batch(2, 100) + batch(3, 5000))
+        assert lg.log_end_offset == 1
+        segments = len(lg.segments)
+        forward = b"".join(build_batch([Record(o, T0, b"k", b"x" * 900, ())]) for o in range(1, 6))
+        back = build_batch([Record(2, T0, b"k", b"v", ())])
+        with pytest.raises(KlogError, match="producer-assigned offset 2 is below"):  # written, rolled, then undone
+            lg.append(forward + back, assign_offsets=False)
+        assert lg.log_end_offset == 1 and len(lg.segments) == segments
+        lg.append(batch(1, 100))
+    assert [v[:8] for _, _, v in [(r.offset, r.key, r.value) for b in Log(d).batches() for r in b.records()]] == \
+        [b"%08d" % 0, b"%08d" % 1]
