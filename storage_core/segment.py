@@ -392,7 +392,7 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime if there is none (retention's rule)."""
         ts = self.max_timestamp_so_far.timestamp
-        return ts if ts >= 0 else int(self.log_path.stat().st_mtime * 1000)
+        return ts if ts >= 0 else int(self.current_log_path().stat().st_mtime * 1000)
 
     # -- writing
     def _require_writable(self) -> None:
@@ -407,13 +407,13 @@ class LogSegment:
         if not records:
             return
         position = self.size_in_bytes
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
             raise KlogError(f"Largest offset {largest_offset} cannot be stored relative to base offset "
                             f"{self.base_offset} in {self.log_path}")
         oi_entries, ti_entries = self.offset_index.entries, self.time_index.entries
         saved = (self._max_ts, self._bytes_since_last_index_entry, self._rolling_based_timestamp)
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
         try:
             self._log.write(records)
             self._log.flush()
