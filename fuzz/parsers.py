@@ -371,6 +371,70 @@ def run_partition_dir(data: bytes, tmp: Path) -> None:
         lg.read(lg.log_start_offset)
 
 
+OPTION_SEED = json.dumps({
+    "read": {"path": "/nowhere", "topics": "a,b", "startingOffsets": '{"a": {"0": 5, "1": -2}}',
+             "endingOffsets": "latest", "startingTimestamp": "1700000000000", "minPartitions": "4",
+             "maxRecordsPerPartition": "1000", "includeHeaders": "true", "isolationLevel": "read_committed",
+             "failOnDataLoss": "false", "assign": "", "startingOffsetsByTimestamp": '{"a": {"0": 1700000000000}}'},
+    "stream": {"path": "/nowhere", "topics": "a", "maxOffsetsPerTrigger": "100", "minOffsetsPerTrigger": "10",
+               "maxTriggerDelay": "5 min", "startingOffsets": "earliest"},
+    "write": {"path": "/nowhere", "topic": "a", "numPartitions": "3", "compression": "lz4", "segment.bytes": "1048576",
+              "maxBatchBytes": "65536", "lockTimeoutMs": "1000", "retention.ms": "-1"},
+    "config": {"segment.bytes": "1048576", "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.5",
+               "message.timestamp.type": "LogAppendTime", "flush.messages": "1", "segment.index.bytes": "4096"},
+}).encode()
+
+
+HOSTILE_VALUES = ["-1", "0", "", " ", "abc", "NaN", "inf", "1e3", "1.5", "0x10", "99999999999999999999999",
+                  "-9223372036854775809", "9223372036854775808", "2147483648", "..", "a/b", "\x00", "x" * 300,
+                  "{", '{"a": {"x": 1}}', '{"a": [1]}', '{"..": {"0": 1}}', '{"a": {"-1": 0}}', "[1]", "null",
+                  "true", "earliest", "latest", "-2", "5 min", "5 lightyears", "é"]
+
+
+def _option_gen(rng: random.Random) -> bytes:
+    """The option seed with one to three values replaced by hostile or mutated ones (or keys added)."""
+    doc = json.loads(OPTION_SEED)
+    for _ in range(rng.randrange(1, 4)):
+        section = rng.choice(list(doc))
+        opts = doc[section]
+        if rng.random() < 0.1:
+            opts[rng.choice(["bogus", "", "Topics", "startingoffsets", "SEGMENT.BYTES"])] = rng.choice(HOSTILE_VALUES)
+            continue
+        key = rng.choice(list(opts))
+        if rng.random() < 0.6:
+            opts[key] = rng.choice(HOSTILE_VALUES)
+        elif rng.random() < 0.5:
+            opts[key] = mutate(rng, opts[key].encode(), text=True).decode("utf-8", "replace")
+        else:
+            del opts[key]
+    return json.dumps(doc).encode()
+
+
+def run_options(data: bytes, tmp: Path) -> None:
+    """Option maps (JSON of the Spark reader, stream, writer options and topic configs), damaged:
+    every parser refuses a bad value with a KlogError. Bytes that are not such JSON are skipped."""
+    from spark_logsource.options import parse_read_options, parse_stream_options
+    from spark_logsource.writer import parse_write_options
+
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return  # not an option map: the JSON layer is this harness's, not klog's
+    if not isinstance(doc, dict):
+        return
+    parsers: list[tuple[str, Callable[[dict[str, str]], object]]] = [
+        ("read", parse_read_options), ("stream", parse_stream_options), ("write", parse_write_options),
+        ("config", LogConfig.from_properties)]
+    for key, parse in parsers:
+        opts = doc.get(key)
+        if not isinstance(opts, dict):
+            continue
+        try:
+            parse({str(k): v if isinstance(v, str) else json.dumps(v) for k, v in opts.items()})
+        except KlogError:
+            pass
+
+
 def _mutating(seeds: Callable[[], list[bytes]], *, text: bool = False,
               post: Callable[[random.Random, bytes], bytes] | None = None) -> Callable[[random.Random], bytes]:
     cache: list[bytes] = []
@@ -447,6 +511,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("control", 5, _mutating(lambda: CONTROL_SEEDS), run_control),
     Target("log_walk", 12, _mutating(log_seeds, post=_fix_log), run_log_walk),
     Target("partition_dir", 3, _PartitionGen(), run_partition_dir),
+    Target("options", 6, lambda rng: _option_gen(rng), run_options),
 ]}
 
 

@@ -253,6 +253,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     if not path or not path.strip():
         raise InvalidOptionError("no path: use spark.read.format('klog').load('/path/to/kafka-log-dir')")
     paths = tuple(p.strip() for p in path.split(",") if p.strip())
+    if not paths:
+        raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
     selectors = [k for k in ("topics", "subscribe", "topicpattern", "subscribepattern", "assign") if k in opts]
     if len(selectors) > 1:
         raise InvalidOptionError(f"options {', '.join(_name(s) for s in selectors)} conflict; give at most one of "
@@ -338,7 +340,10 @@ def parse_duration_ms(raw: str, name: str) -> int:
     if m is None or (m.group(2) and m.group(2) not in _DURATION_UNITS):
         raise InvalidOptionError(f"option {name}={raw!r} is not a duration; expected a number with a unit "
                                  f"({', '.join(_DURATION_UNITS)}), e.g. 15m or 30s")
-    return int(int(m.group(1)) * _DURATION_UNITS[m.group(2) or "ms"])
+    ms = int(int(m.group(1)) * _DURATION_UNITS[m.group(2) or "ms"])
+    if ms >= 1 << 63:
+        raise InvalidOptionError(f"option {name}={raw!r} does not fit a 64-bit count of milliseconds")
+    return ms
 
 
 def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:

@@ -260,3 +260,21 @@ def test_huge_segment_index_bytes_stays_sparse(tmp_path: Path) -> None:
         st = os.stat(d / "00000000000000000000.index")
         assert st.st_blocks * 512 < 1 << 20  # preallocated as a sparse file, not 2 GiB of disk
     assert os.path.getsize(d / "00000000000000000000.index") <= 8  # trimmed on close
+
+
+@pytest.mark.parametrize("path", [",", " , ,", "\t"])
+def test_a_path_naming_no_directory(path: str) -> None:
+    """Found by fuzz/parsers.py (options target): a write path of only commas raised IndexError."""
+    with pytest.raises(InvalidOptionError):
+        parse_write_options({"path": path, "topic": "t"})
+    with pytest.raises(InvalidOptionError):
+        parse_read_options({"path": path, "topics": "t"})
+
+
+def test_write_counts_are_bounded() -> None:
+    for key in ("numPartitions", "maxBatchBytes"):
+        with pytest.raises(InvalidOptionError, match="must be in 1..2147483647"):
+            parse_write_options({"path": "/x", "topic": "t", key: str(2**31)})
+    with pytest.raises(InvalidOptionError, match="64-bit"):
+        parse_stream_options({"path": "/x", "topics": "t", "minOffsetsPerTrigger": "5",
+                              "maxTriggerDelay": "99999999999999999999d"})
