@@ -30,6 +30,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.fault]
 
 
 def committed_values(root: Path) -> list[str]:
+    if not root.exists():  # every driver was killed before its first write (a slow, loaded machine)
+        return []
     with LogManager([root], writable=True):  # settles an interrupted commit
         pass
     out = []
