@@ -401,7 +401,7 @@ class Log:
         for seg in self.segments[self._segment_for(start_offset):]:
             entries = self._memory_aborted.get(seg.base_offset)
             if entries is None:
-                entries = seg.txn_index.read()
+                entries = seg.aborted_txns()
             out += [t for t in entries if t.last_offset >= start_offset and t.first_offset < end_offset]
         return sorted(out, key=lambda t: (t.first_offset, t.last_offset))
 

@@ -34,6 +34,7 @@ from .faults import maybe_crash
 from .file_records import BatchWalk, FileRecords, PartialTail
 from .offset_index import OffsetIndex, OffsetPosition
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .txn_index import AbortedTxn
 
 #: Kafka's default ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -244,6 +245,16 @@ class LogSegment:
         if self.writable:
             return self.log_path
         return resolve_segment_file(self.log_path, self._identity)
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """The ``.txnindex`` entries, from the index beside the file this segment reads (``X.txnindex.deleted``
+        when a writer renamed the segment for deletion)."""
+        if self.writable or self.current_log_path() == self.log_path:
+            return self.txn_index.read()
+        from .txn_index import TransactionIndex
+
+        path = self.txn_index.path
+        return TransactionIndex(path.with_name(path.name + DELETED_SUFFIX), self.base_offset).read()
 
     @property
     def file_identity(self) -> int | None:

@@ -288,3 +288,34 @@ def test_compaction_while_a_reader_has_the_log_open(tmp_path: Path) -> None:
     gone = Piece("t", 0, str(spark_pieces[0][0]), 0, spark_pieces[0][1], 0, 300, None, 0, spark_pieces[0][2])
     with pytest.raises(SegmentGoneError):
         list(_batches(gone, True))
+
+
+def test_read_committed_reader_keeps_its_aborted_transactions_after_retention(tmp_path: Path) -> None:
+    """The .txnindex of a segment renamed *.deleted is read beside it: aborted records stay hidden."""
+    from storage_core.control import ControlRecordType, EndTransactionMarker
+    from storage_core.records import build_end_txn_marker
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    update_topic_configs(root, "t", {**PROPS, "retention.bytes": "2000", "retention.ms": "-1"})
+    with LogManager([root], writable=True) as m:
+        log = m.create_log(TP)
+        log.append(build_batch([Record(0, T0, b"k", b"aborted", ())], producer_id=7, producer_epoch=0,
+                               base_sequence=0, is_transactional=True), now_ms=T0)
+        log.append(build_end_txn_marker(0, T0, 0, 7, 0, EndTransactionMarker(ControlRecordType.ABORT, 0)), now_ms=T0)
+        for seq in range(2, 200):
+            log.append(batch(seq), now_ms=T0 + seq)
+        log.roll()
+    reader = Log(root / "t-0", had_clean_shutdown=True)  # as LogManager opens a cleanly closed dir: reads .txnindex
+    seen = [r.value for b in reader.batches(read_committed=True) for r in b.records() if not b.is_control]
+    assert b"aborted" not in seen
+
+    def retention() -> None:
+        with LogManager([root], writable=True) as m:
+            assert m.retention()
+
+    assert wait(fork(retention)) == 0
+    assert (root / "t-0" / "00000000000000000000.txnindex.deleted").exists()
+    again = [r.value for b in reader.batches(read_committed=True) for r in b.records() if not b.is_control]
+    assert again == seen  # the same view, aborted record still hidden
+    reader.close()
