@@ -41,7 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from storage_core.errors import InvalidOptionError
+from storage_core.errors import InvalidOptionError, InvalidTopicError
+from storage_core.topic_partition import MAX_PARTITION, validate_topic_name
 
 EARLIEST = -2
 LATEST = -1
@@ -137,6 +138,22 @@ def _json(opts: Mapping[str, str], key: str) -> Any:
                                  f"{raw!r}; expected e.g. {{\"topic\": {{\"0\": 23, \"1\": -2}}}}") from None
 
 
+def _topic(name: str, key: str) -> str:
+    """A topic name in an option, checked as Kafka's ``Topic.validate`` does (no ``..``, ``/``, NUL, ...)."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        raise InvalidOptionError(f"option {_name(key)}: {exc.detail}") from None
+    return name
+
+
+def _partition(p: object, topic: str, key: str) -> int:
+    if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= MAX_PARTITION:
+        raise InvalidOptionError(f"option {_name(key)}: partition {p!r} of topic {topic!r} is not a partition number "
+                                 f"(0..{MAX_PARTITION})")
+    return p
+
+
 def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int]]:
     obj = _json(opts, key)
     example = '{"topic": {"0": 23, "1": -2}}'
@@ -144,6 +161,7 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int
         raise InvalidOptionError(f"option {_name(key)} must be a non-empty JSON object like {example}; got {opts[key]!r}")
     out: dict[str, dict[int, int]] = {}
     for topic, parts in obj.items():
+        _topic(topic, key)
         if not isinstance(parts, dict):
             raise InvalidOptionError(f"option {_name(key)}: topic {topic!r} must map partition numbers to values "
                                      f"like {example}")
@@ -154,6 +172,7 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int
             except ValueError:
                 raise InvalidOptionError(f"option {_name(key)}: {p!r} of topic {topic!r} is not a partition "
                                          "number") from None
+            _partition(pn, topic, key)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise InvalidOptionError(f"option {_name(key)}: value {v!r} of {topic}-{p} is not an integer")
             m[pn] = v
@@ -234,6 +253,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     if not path or not path.strip():
         raise InvalidOptionError("no path: use spark.read.format('klog').load('/path/to/kafka-log-dir')")
     paths = tuple(p.strip() for p in path.split(",") if p.strip())
+    if not paths:
+        raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
     selectors = [k for k in ("topics", "subscribe", "topicpattern", "subscribepattern", "assign") if k in opts]
     if len(selectors) > 1:
         raise InvalidOptionError(f"options {', '.join(_name(s) for s in selectors)} conflict; give at most one of "
@@ -243,7 +264,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     assign = None
     if "topics" in opts or "subscribe" in opts:
         raw = opts.get("topics", opts.get("subscribe", ""))
-        topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+        topics = tuple(_topic(t.strip(), "topics") for t in raw.split(",") if t.strip())
         if not topics:
             raise InvalidOptionError("option topics is empty; expected a comma-separated list of topic names")
     if "topicpattern" in opts or "subscribepattern" in opts:
@@ -257,7 +278,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         if not isinstance(obj, dict) or not all(isinstance(v, list) and all(isinstance(p, int) for p in v)
                                                 for v in obj.values()):
             raise InvalidOptionError(f"option assign must be JSON like {{\"topicA\": [0, 1]}}; got {opts['assign']!r}")
-        assign = {t: {p: 0 for p in ps} for t, ps in obj.items()}
+        assign = {_topic(t, "assign"): {_partition(p, t, "assign"): 0 for p in ps} for t, ps in obj.items()}
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise InvalidOptionError(f"startingOffsetsByTimestampStrategy={strategy!r}; expected error or latest")
@@ -319,7 +340,10 @@ def parse_duration_ms(raw: str, name: str) -> int:
     if m is None or (m.group(2) and m.group(2) not in _DURATION_UNITS):
         raise InvalidOptionError(f"option {name}={raw!r} is not a duration; expected a number with a unit "
                                  f"({', '.join(_DURATION_UNITS)}), e.g. 15m or 30s")
-    return int(int(m.group(1)) * _DURATION_UNITS[m.group(2) or "ms"])
+    ms = int(int(m.group(1)) * _DURATION_UNITS[m.group(2) or "ms"])
+    if ms >= 1 << 63:
+        raise InvalidOptionError(f"option {name}={raw!r} does not fit a 64-bit count of milliseconds")
+    return ms
 
 
 def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:

@@ -51,6 +51,8 @@ class Piece:
     end_offset: int
     aborted: tuple[AbortedTxn, ...] | None  # read_committed: the partition's aborted transactions in range
     est_records: int
+    #: inode number of the .log when planned: a file a compaction put in its place is never read
+    file_id: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -224,7 +226,7 @@ def _slices(lg: Log, rng: ResolvedRange, aborted: tuple[AbortedTxn, ...] | None)
         est_first = max(rng.start, seg.base_offset)
         est_last = min(rng.end, nxt if nxt is not None else rng.end)
         out.append(Piece(rng.topic_partition.topic, rng.topic_partition.partition, str(seg.log_path), start_pos,
-                         end_pos, rng.start, rng.end, aborted, max(0, est_last - est_first)))
+                         end_pos, rng.start, rng.end, aborted, max(0, est_last - est_first), seg.file_identity))
     return out
 
 
@@ -254,7 +256,7 @@ def _cut(lg: Log, piece: Piece, parts: int) -> list[Piece]:
     for (p0, o0), (p1, o1) in zip(bounds, bounds[1:], strict=False):
         est = ((o1 if o1 is not None else min(piece.end_offset, o0 + piece.est_records)) - o0) if o0 is not None else 0
         out.append(Piece(piece.topic, piece.partition, piece.log_path, p0, p1, piece.min_offset, piece.end_offset,
-                         piece.aborted, max(0, est)))
+                         piece.aborted, max(0, est), piece.file_id))
     return out
 
 

@@ -20,7 +20,7 @@ from storage_core.columnar import ArrowDecoder
 from storage_core.errors import KlogError
 from storage_core.file_records import AnyBatch, FileRecords
 from storage_core.offset_index import OffsetIndex
-from storage_core.segment import base_offset_of
+from storage_core.segment import base_offset_of, resolve_segment_file
 from storage_core.txn_index import filter_read_committed
 
 from .planning import KlogInputPartition, Piece
@@ -33,7 +33,8 @@ FLUSH_ROWS = 262_144
 
 
 def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
-    records = FileRecords(piece.log_path)
+    path = piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
+    records = FileRecords(path)
     position = piece.start_position
     while position < piece.end_position:
         walk = records.batches(position, piece.end_position)
@@ -46,7 +47,7 @@ def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
             if fail_on_data_loss:
                 raise
             bad = exc.position if exc.position is not None else walk.valid_bytes
-            resume = _next_index_position(piece, bad)
+            resume = _next_index_position(piece, bad, Path(path))
             log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
                         (resume or piece.end_position) - bad, piece.log_path, bad, exc)
             if resume is None:
@@ -54,8 +55,10 @@ def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
             position = resume
 
 
-def _next_index_position(piece: Piece, after: int) -> int | None:
-    index = Path(piece.log_path).with_suffix(".index")
+def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None:
+    """The first offset-index position past ``after``, from the index beside ``log_file`` (the
+    segment file being read: ``X.log``, or ``X.log.deleted`` with ``X.index.deleted``)."""
+    index = log_file.with_name(log_file.name.replace(".log", ".index", 1))
     if not index.exists():
         return None
     with OffsetIndex(index, base_offset_of(piece.log_path)) as oi:

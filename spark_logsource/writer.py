@@ -66,11 +66,13 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if not path:
         raise InvalidOptionError("no path: use df.write.format('klog').save('/path/to/log-dir')")
     paths = tuple(p.strip() for p in path.split(",") if p.strip())
+    if not paths:
+        raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
     topic = opts.get("topic")
     if topic is not None:
         validate_topic_name(topic)
 
-    def positive(key: str, default: int) -> int:
+    def positive(key: str, default: int, maximum: int = (1 << 31) - 1) -> int:
         raw = opts.get(key)
         if raw is None:
             return default
@@ -78,14 +80,14 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             v = int(raw)
         except ValueError:
             raise InvalidOptionError(f"write option {key}={raw!r} is not an integer") from None
-        if v < 1:
-            raise InvalidOptionError(f"write option {key}={raw!r} must be at least 1")
+        if not 1 <= v <= maximum:
+            raise InvalidOptionError(f"write option {key}={raw!r} must be in 1..{maximum}")
         return v
 
     config = LogConfig.from_properties(config_props)
     codec = CompressionType.from_name(opts.get("compression", "none"))
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
-                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000) / 1000)
+                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, (1 << 63) - 1) / 1000)
 
 
 def validate_schema(schema: StructType, opts: WriteOptions) -> None:

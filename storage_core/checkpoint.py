@@ -56,7 +56,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError
+from .errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, storage_error
+from .faults import maybe_crash
 from .topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 __all__ = [
@@ -323,12 +324,27 @@ def _atomic_write(path: Path, data: bytes, sync: bool) -> None:
             f.flush()
             if sync:
                 os.fsync(f.fileno())
+        maybe_crash("checkpoint-tmp-written", file=path.name)
         os.replace(tmp, path)
+    except OSError as exc:  # disk full, read-only file system: the old file stays as it was
+        _remove_quietly(tmp)
+        raise storage_error(exc, f"writing {path.name}", path) from exc
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _remove_quietly(tmp)
         raise
+    maybe_crash("checkpoint-replaced", file=path.name)
     if sync:
-        _fsync_dir(path.parent)
+        try:
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            raise storage_error(exc, f"syncing the directory of {path.name}", path) from exc
+
+
+def _remove_quietly(tmp: Path) -> None:
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only file system: the temp file was not created either
 
 
 def _checkpoint_bytes(version: int, lines: list[str]) -> bytes:

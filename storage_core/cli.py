@@ -12,7 +12,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import InvalidOptionError, InvalidTopicError, KlogError, LogConfigError, PendingCommitError
+from .errors import (
+    InvalidOptionError,
+    InvalidTopicError,
+    KlogError,
+    LogConfigError,
+    PendingCommitError,
+    StorageError,
+    UnsafePathError,
+)
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -419,6 +427,35 @@ class _Progress:
             print(file=sys.stderr)
 
 
+def _topic_name(text: str) -> str:
+    """``--topic``: a name Kafka accepts (no ``..``, ``/``, NUL, at most 249 characters)."""
+    from .topic_partition import validate_topic_name
+
+    try:
+        validate_topic_name(text)
+    except InvalidTopicError as exc:
+        raise argparse.ArgumentTypeError(exc.detail) from None
+    return text
+
+
+def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} (an integer in {low}..{high}); got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} in {low}..{high}; got {value}")
+        return value
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+_LONG_MAX = (1 << 63) - 1
+_epoch_ms = _bounded_int("a time in epoch milliseconds", 0, _LONG_MAX)
+_partition_number = _bounded_int("a partition number", 0, (1 << 31) - 1)
+
+
 def _cmd_compact(args: argparse.Namespace) -> int:
     import json
 
@@ -500,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=DESCRIBE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
-    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--quiet", action="store_true", help="the table only (no totals line, no progress bar)")
     p.set_defaults(func=_cmd_describe)
@@ -510,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "log. Missing or untrimmed indexes (which Kafka rebuilds) are warnings.",
                        epilog=VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
-    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--quiet", action="store_true", help="print errors only (no warnings, no progress bar)")
     p.set_defaults(func=_cmd_verify)
 
@@ -520,9 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
-    p.add_argument("--topic", required=True, help="the topic to export")
+    p.add_argument("--topic", required=True, type=_topic_name, help="the topic to export")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
-    p.add_argument("--partition", type=int, action="append", metavar="N", help="only this partition (repeatable)")
+    p.add_argument("--partition", type=_partition_number, action="append", metavar="N", help="only this partition (repeatable)")
     p.add_argument("--start-offset", type=int, metavar="OFFSET", help="first offset (default: the log start)")
     p.add_argument("--end-offset", type=int, metavar="OFFSET", help="end offset, exclusive (default: the log end)")
     p.add_argument("--start-time", metavar="TIME", help="from the first record at or after TIME (ms or ISO-8601)")
@@ -551,10 +588,10 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=RETENTION_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
-    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable)")
-    p.add_argument("--now", type=int, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
     p.add_argument("--quiet", action="store_true", help="print only what was deleted")
     p.set_defaults(func=_cmd_retention)
 
@@ -565,11 +602,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "transactions, with the .cleaned/.swap/.deleted protocol.",
                        epilog=COMPACT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
-    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--memory", type=_byte_size, default=16 << 20, metavar="BYTES",
                    help="offset map memory (24 bytes per key, as Kafka counts; default 16M); a full map "
                    "means more passes")
-    p.add_argument("--now", type=int, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
     p.add_argument("--roll", action="store_true",
                    help="roll each partition's active segment first (Kafka never cleans the active segment)")
     p.add_argument("--json", action="store_true", help="the summary as JSON")
@@ -579,10 +616,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _is_usage(exc: KlogError) -> bool:
-    """A wrong path, name or value given by the user (exit 2), as opposed to bad data found (exit 1)."""
+    """A wrong path, name or value given by the user, or a file system that is full or read-only
+    (exit 2), as opposed to bad data found (exit 1)."""
     from .manager import LogDirLockedError
 
-    if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError)):
+    if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
+                        UnsafePathError)):
         return True
     return exc.detail.startswith(("no such ", "not a directory"))
 

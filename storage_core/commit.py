@@ -32,14 +32,16 @@ Protocol (what a Spark job, or any batch writer, does):
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -50,7 +52,7 @@ from .checkpoint import (
 from .columnar import encode_arrow
 from .compression import CompressionType
 from .config import LogConfig
-from .errors import KlogError
+from .errors import CorruptCheckpointError, KlogError, storage_error
 from .file_records import FileRecords, iter_batches
 from .log import DELETED_SUFFIX, Log
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, RollParams, filename_prefix
@@ -89,13 +91,89 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for j in Path(log_dir).glob(JOURNAL_PREFIX + "*.json"):
         try:
-            journal = json.loads(j.read_text())
-        except (OSError, ValueError):
-            continue  # being written (not renamed in yet): nothing of it is in place
-        for e in journal.get("entries", []):
+            journal = load_journal(j)
+        except FileNotFoundError:
+            continue  # the commit finished (and removed it) since the listing
+        for e in journal["entries"]:  # type: ignore[attr-defined]
             pdir = str(e["partition_dir"])
             out[pdir] = min(out.get(pdir, 1 << 63), int(e["final_base"]))
     return out
+
+
+def _bad_journal(path: Path, why: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(f"not a klog commit journal: {why}; expected the JSON a klog commit writes "
+                                  "(job, entries of partition_dir/staging_dir/staged_base/final_base, ends, starts, "
+                                  "phase). Move the file away to open the log dir; the commit it describes is then "
+                                  "neither completed nor rolled back", path=path)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
+
+
+def load_journal(path: str | os.PathLike[str]) -> dict[str, object]:
+    """Read and check a commit journal. Recovery renames and deletes the files a journal names,
+    so every path in it must lie in this log dir: a partition dir that is a direct child of it,
+    a staging dir that is a direct child of that partition dir; anything else is a
+    :class:`CorruptCheckpointError` and nothing is touched."""
+    p = Path(path)
+    log_dir = p.parent
+    data = p.read_bytes()
+    try:
+        journal = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _bad_journal(p, f"not JSON ({str(exc)[:120]})") from None
+    if not isinstance(journal, dict):
+        raise _bad_journal(p, f"a JSON {type(journal).__name__}")
+    entries = journal.get("entries")
+    if not isinstance(entries, list):
+        raise _bad_journal(p, "'entries' is not a list")
+    real_dir = os.path.abspath(log_dir)
+
+    def check_pdir(pdir: object, what: str) -> str:
+        if not isinstance(pdir, str) or "\x00" in pdir:
+            raise _bad_journal(p, f"{what} {pdir!r} is not a path")
+        if os.path.dirname(os.path.abspath(pdir)) != real_dir:
+            raise _bad_journal(p, f"{what} {pdir!r} is not a partition dir of {log_dir}")
+        try:
+            TopicPartition.parse_dir_name(Path(pdir).name)
+        except KlogError:
+            raise _bad_journal(p, f"{what} {pdir!r} is not named <topic>-<partition>") from None
+        return pdir
+
+    for e in entries:
+        if not isinstance(e, dict) or set(e) != {"partition_dir", "staging_dir", "staged_base", "final_base"}:
+            raise _bad_journal(p, f"entry {str(e)[:120]} does not have exactly partition_dir, staging_dir, "
+                                  "staged_base, final_base")
+        check_pdir(e["partition_dir"], "entry partition_dir")
+        sd = e["staging_dir"]
+        if not isinstance(sd, str) or not sd.startswith(STAGING_PREFIX) or "/" in sd or "\x00" in sd or ".." in sd:
+            raise _bad_journal(p, f"staging_dir {sd!r} is not a {STAGING_PREFIX}* dir name")
+        if not _is_int(e["staged_base"]) or not _is_int(e["final_base"]) or e["staged_base"] < STAGED_ORIGIN \
+                or e["final_base"] >= STAGED_ORIGIN:
+            raise _bad_journal(p, f"entry bases {e['staged_base']!r}, {e['final_base']!r} are not a staged offset "
+                                  f"(>= {STAGED_ORIGIN}) and a final one (below it)")
+    for key in ("ends", "starts", "overwrite"):
+        m = journal.get(key, {})
+        if not isinstance(m, dict):
+            raise _bad_journal(p, f"{key!r} is not an object")
+        for pdir, off in m.items():
+            check_pdir(pdir, f"{key} key")
+            if not _is_int(off):
+                raise _bad_journal(p, f"{key}[{pdir!r}] = {off!r} is not an offset")
+    if "ends" not in journal:
+        raise _bad_journal(p, "'ends' is missing")
+    if journal.get("phase") not in ("applying", "replacing"):
+        raise _bad_journal(p, f"phase {journal.get('phase')!r} is not 'applying' or 'replacing'")
+    sink = journal.get("sink")
+    if sink is not None:
+        if not isinstance(sink, dict) or not isinstance(sink.get("id"), str) or not _is_int(sink.get("batch")) \
+                or "/" in sink["id"] or "\x00" in sink["id"]:
+            raise _bad_journal(p, f"sink {str(sink)[:120]} is not {{id: name, batch: id, previous: mark}}")
+        prev = sink.get("previous")
+        if prev is not None and (not isinstance(prev, dict) or not _is_int(prev.get("batch"))):
+            raise _bad_journal(p, f"sink previous mark {str(prev)[:120]} is not {{batch: id, job: name}}")
+    return journal
 
 
 class CommitError(KlogError):
@@ -124,9 +202,27 @@ class StagedPartition:
         return sum(s.records for s in self.segments)
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _staging_io(doing: str) -> Callable[[_F], _F]:
+    """An ``OSError`` while staging (disk full) becomes a :class:`StorageError`; the staged
+    files are left for the job's abort (:func:`collect_staging`), nothing is visible."""
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except OSError as exc:
+                raise storage_error(exc, doing, getattr(self, "staging", None)) from exc
+        return wrapper  # type: ignore[return-value]
+    return deco
+
+
 class StagingWriter:
     """Stages Arrow rows for one partition as whole segments, offsets from STAGED_ORIGIN."""
 
+    @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
                  compression: CompressionType, max_batch_bytes: int) -> None:
         self.partition_dir = Path(partition_dir)
@@ -160,6 +256,7 @@ class StagingWriter:
             self.segments.append(StagedSegment(seg.base_offset, self.next_offset - seg.base_offset, size))
         self.segment = None
 
+    @_staging_io("staging records")
     def append(self, table: object, default_timestamp_ms: int) -> int:
         """Encode and stage rows (``key``, ``value``, ``headers``, ``timestamp``); returns records staged."""
         import pyarrow as pa
@@ -186,6 +283,7 @@ class StagingWriter:
         rows: int = table.num_rows
         return rows
 
+    @_staging_io("finishing the staged segments")
     def finish(self) -> StagedPartition:
         if self.segment is not None:
             self._close_segment()
@@ -298,15 +396,15 @@ def read_sink_mark(log_dir: str | os.PathLike[str], sink_id: str) -> dict[str, o
     """``{"batch": <last committed batch id>, "job": <its commit>}`` or None if none yet."""
     path = sink_mark_path(log_dir, sink_id)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    text = raw.decode("utf-8", "replace")
     try:
-        mark = json.loads(text)
-        int(mark["batch"])
-    except (ValueError, KeyError, TypeError):
-        from .errors import CorruptCheckpointError
-
+        mark = json.loads(raw.decode("utf-8"))
+        if not isinstance(mark, dict) or not _is_int(mark["batch"]):
+            raise TypeError("batch")
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise CorruptCheckpointError(f"{path}: not a klog sink mark (expected JSON with an integer 'batch'); got "
                                      f"{text[:80]!r}") from None
     return dict(mark)
@@ -379,7 +477,8 @@ def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     for pdir in sorted({e.partition_dir for e in entries}):
-        _fsync_dir(Path(pdir))
+        if Path(pdir).is_dir():  # a partition dir removed since the crash: nothing of the commit is left there
+            _fsync_dir(Path(pdir))
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         mark_path = sink_mark_path(log_dir, str(sink["id"]))
@@ -404,7 +503,7 @@ def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) 
     d = Path(log_dir)
     done = []
     for j in sorted(d.glob(JOURNAL_PREFIX + "*.json")):
-        journal = json.loads(j.read_text())
+        journal = load_journal(j)
         if job_id is not None and journal.get("job") != job_id:
             continue
         if journal.get("phase") == "replacing":
@@ -424,7 +523,21 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
                sink: SinkBatch | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """Make a job's staged partitions visible atomically per log dir; returns each partition's
     new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
-    sink mark already holds the batch (or a later one) is skipped and its staging dropped."""
+    sink mark already holds the batch (or a later one) is skipped and its staging dropped.
+
+    A write that fails (disk full, read-only file system) raises :class:`StorageError`: the
+    commit did not return, so, as after a crash, its journal makes the next commit or writable
+    open roll it back (readers never see it in part)."""
+    try:
+        return _commit_job(job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
+                           config=config, sink=sink)
+    except OSError as exc:
+        raise storage_error(exc, f"committing job {job_id}") from exc
+
+
+def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str],
+                lock_timeout_s: float, config: LogConfig | None,
+                sink: SinkBatch | None) -> dict[TopicPartition, tuple[int, int]]:
     by_dir: dict[Path, list[StagedPartition]] = {}
     for sp in staged:
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)

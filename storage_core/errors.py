@@ -29,6 +29,9 @@ __all__ = [
     "InvalidTopicError",
     "PendingCommitError",
     "CorruptTopicConfigsError",
+    "SegmentGoneError",
+    "StorageError",
+    "UnsafePathError",
 ]
 
 
@@ -146,3 +149,42 @@ class CorruptTopicConfigsError(KlogError):
     """``klog-topic-configs.json`` is not JSON of the expected shape, or holds an invalid config."""
 
     kafka_exception = "ConfigException"
+
+
+class SegmentGoneError(KlogError):
+    """A read-only open's segment was deleted or replaced by a writer since the log was opened
+    (and ``file.delete.delay.ms`` has passed): reopen the log."""
+
+    kafka_exception = "KafkaStorageException"
+
+
+class StorageError(KlogError):
+    """A write to the file system failed (``ENOSPC`` disk full, ``EDQUOT``, ``EROFS`` read-only
+    file system, an I/O error). The failed write is undone where klog can (an append is cut back
+    to where it started), is never acknowledged, and what was written before it stays valid."""
+
+    kafka_exception = "KafkaStorageException"
+
+    def __init__(self, detail: str, *, errno: int | None = None, path: str | PathLike[str] | None = None,
+                 position: int | None = None) -> None:
+        self.errno = errno
+        super().__init__(detail, path=path, position=position)
+
+
+def storage_error(exc: OSError, doing: str, path: str | PathLike[str] | None = None) -> StorageError:
+    """A :class:`StorageError` for ``exc``, raised while ``doing`` (``"appending to segment"``)."""
+    import errno as _errno
+
+    why = {_errno.ENOSPC: "the file system is full (no space left on device)",
+           _errno.EDQUOT: "the disk quota is exceeded",
+           _errno.EROFS: "the file system is read-only"}.get(exc.errno or 0, exc.strerror or str(exc))
+    return StorageError(f"{doing} failed: {why}; nothing of this write was kept", errno=exc.errno,
+                        path=path if path is not None else exc.filename)
+
+
+class UnsafePathError(KlogError):
+    """A writable open of a partition dir that is, or holds, a symlink leading out of it: recovery,
+    retention and compaction truncate and delete files, so klog never writes through one (read-only
+    opens follow symlinks, as a broker does)."""
+
+    kafka_exception = "KafkaStorageException"

@@ -4,13 +4,23 @@ A test writes a JSON object to the file named by ``KLOG_FAULT_FILE`` (an environ
 so that it reaches processes Spark starts), e.g. ``{"point": "task-staged", "partition": 1,
 "attempt": 0}``; when code reaches :func:`maybe_crash` with that point and matching context, the
 process ends at once, as a SIGKILL would end it (``os._exit(137)``), or with a real SIGKILL sent to
-itself when the spec says ``"signal": "KILL"`` (the exit status is then -9).
+itself when the spec says ``"signal": "KILL"`` (the exit status is then -9). With ``"nth": N`` it
+fires the N-th time the point is reached with matching context (1-based), not the first.
+
+Points (see ``tests/crash_matrix.md`` for what each kill leaves and how reopening settles it):
+``log-batch-written``, ``log-roll-old-closed``, ``log-roll-new-segment``, ``log-roll-snapshot``,
+``segment-flush-log-synced``, ``log-flushed``, ``checkpoint-tmp-written``, ``checkpoint-replaced``,
+``retention-file-renamed``, ``retention-segment-gone``, ``retention-snapshots-removed``, and the
+cleaner's ``cleaner-*`` points (``storage_core/cleaner/__init__.py``). The commit protocol counts
+its steps instead (``KLOG_CRASH_AT``, ``storage_core/commit.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+
+_hits: dict[str, int] = {}
 
 
 def maybe_crash(point: str, **context: object) -> None:
@@ -25,6 +35,9 @@ def maybe_crash(point: str, **context: object) -> None:
     if spec.get("point") != point:
         return
     if all(spec.get(k) == v for k, v in context.items() if k in spec):
+        _hits[point] = _hits.get(point, 0) + 1
+        if _hits[point] < int(spec.get("nth", 1)):
+            return
         with open(path + ".fired", "a") as f:  # evidence for the test that the fault happened
             f.write(json.dumps({"point": point, **{k: str(v) for k, v in context.items()}}) + "\n")
         if spec.get("signal") == "KILL":

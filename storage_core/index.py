@@ -156,8 +156,13 @@ class AbstractIndex(Generic[E]):
             raise KlogError(f"Attempt to append to a full index (size = {self._entries}) in {self.path}")
         if self._mmap is None or (self._entries + 1) * self.entry_size > len(self._mmap):
             self.resize(max(self.max_index_size, (self._entries + 1) * self.entry_size))
-        assert isinstance(self._mmap, mmap.mmap)
-        self.ENTRY.pack_into(self._mmap, self._entries * self.entry_size, *fields)
+        assert isinstance(self._mmap, mmap.mmap) and self._file is not None
+        # pwrite, not a store into the map: the file is sparse, and a store into a page the file
+        # system cannot allocate (disk full) is a SIGBUS; pwrite fails with ENOSPC instead. The
+        # shared map sees the bytes (one page cache).
+        data = self.ENTRY.pack(*fields)
+        if os.pwrite(self._file.fileno(), data, self._entries * self.entry_size) != len(data):
+            raise OSError(28, "short write to index", str(self.path))
         self._entries += 1
 
     def relative(self, offset: int) -> int:
@@ -211,10 +216,13 @@ class AbstractIndex(Generic[E]):
             self.max_index_size = max(self.max_index_size, self.size_in_bytes)
 
     def truncate_to_entries(self, entries: int) -> None:
-        self._entries = entries
-        if isinstance(self._mmap, mmap.mmap) and self.writable:
-            start = entries * self.entry_size
-            self._mmap[start:len(self._mmap)] = bytes(len(self._mmap) - start)
+        old = self._entries
+        self._entries = min(entries, old)
+        if isinstance(self._mmap, mmap.mmap) and self.writable and self._file is not None and old > self._entries:
+            # zero the dropped entries only (written pages): the rest of the sparse file stays unallocated
+            start = self._entries * self.entry_size
+            end = min(old * self.entry_size, len(self._mmap))
+            os.pwrite(self._file.fileno(), bytes(end - start), start)
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""

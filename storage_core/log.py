@@ -26,13 +26,25 @@ than ``max.message.bytes`` is refused; the active segment is rolled by Kafka's c
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .config import LogConfig, MessageTimestampType
-from .errors import CorruptRecordError, KlogError, OffsetOutOfRangeError, PendingCommitError, RecordTooLargeError
+from .errors import (
+    CorruptRecordError,
+    KlogError,
+    OffsetOutOfRangeError,
+    PendingCommitError,
+    RecordTooLargeError,
+    StorageError,
+    UnsafePathError,
+    storage_error,
+)
+from .faults import maybe_crash
 from .file_records import AnyBatch, iter_batches
 from .producer_state import ProducerStateManager, snapshot_files
 from .records import (
@@ -86,6 +98,40 @@ def _stored_config(partition_dir: Path) -> LogConfig:
     return config_for_topic(topic, load_topic_configs(partition_dir.parent))
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _writes(doing: str) -> Callable[[_F], _F]:
+    """An ``OSError`` from a writing method (disk full, read-only file system) becomes a
+    :class:`StorageError` naming the log and what was being done."""
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except OSError as exc:
+                raise storage_error(exc, doing, self.dir) from exc
+        return wrapper  # type: ignore[return-value]
+    return deco
+
+
+def _refuse_symlinks(partition_dir: Path) -> None:
+    """Writes never go through a symlink out of a partition dir (see :class:`UnsafePathError`)."""
+    real = os.path.realpath(partition_dir)
+    if partition_dir.is_symlink() and os.path.dirname(real) != os.path.realpath(partition_dir.parent):
+        raise UnsafePathError(f"partition dir {partition_dir} is a symlink to {real}, outside its log dir; klog does not "
+                              "write through it (read-only opens follow it). Move the data into the log dir or open "
+                              "it read-only", path=partition_dir)
+    with os.scandir(partition_dir) as entries:
+        for e in entries:
+            if e.is_symlink():
+                raise UnsafePathError(f"{e.name} in {partition_dir} is a symlink (to {os.readlink(e.path)}); klog does "
+                                      "not write in a partition dir holding symlinks, since recovery, retention and "
+                                      "compaction would truncate or delete what it points to (read-only opens follow "
+                                      "it). Replace it with the file itself or open the log read-only",
+                                      path=e.path)
+
+
 class Log:
     """The segments of one partition directory, read-only by default."""
 
@@ -99,6 +145,11 @@ class Log:
         self.dir = Path(directory)
         if not self.dir.is_dir():
             raise KlogError(f"no such partition directory: {self.dir}")
+        if writable:
+            try:
+                _refuse_symlinks(self.dir)
+            except OSError as exc:
+                raise storage_error(exc, "listing the partition dir", self.dir) from exc
         self.config = config if config is not None else _stored_config(self.dir)
         self.writable = writable
         self.recovery_point = recovery_point
@@ -112,7 +163,10 @@ class Log:
         # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
         self._memory_aborted: dict[int, list[AbortedTxn]] = {}
         self._verify_tail = verify_tail or writable
-        self._load(had_clean_shutdown)
+        try:
+            self._load(had_clean_shutdown)
+        except OSError as exc:
+            raise storage_error(exc, "opening the log for writing" if writable else "opening the log", self.dir) from exc
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
 
@@ -352,7 +406,7 @@ class Log:
         for seg in self.segments[self._segment_for(start_offset):]:
             entries = self._memory_aborted.get(seg.base_offset)
             if entries is None:
-                entries = seg.txn_index.read()
+                entries = seg.aborted_txns()
             out += [t for t in entries if t.last_offset >= start_offset and t.first_offset < end_offset]
         return sorted(out, key=lambda t: (t.first_offset, t.last_offset))
 
@@ -452,14 +506,38 @@ class Log:
                                      f"{walk.partial_tail.position}")
         if not batches:
             raise KlogError("append needs at least one record batch")
-        first = last = None
-        for batch in batches:
+        start_leo = self.log_end_offset
+        try:
+            return self._append_batches(batches, assign_offsets, now)
+        except (OSError, KlogError) as exc:  # one call appends all of its batches or none
+            self._abandon_append(start_leo, exc)
+            if isinstance(exc, KlogError):
+                raise
+            raise storage_error(exc, "appending to the log", self.dir) from exc
+
+    def _abandon_append(self, start_leo: int, exc: BaseException) -> None:
+        """An append failed part way (disk full): remove what of it was written, so that the
+        call has no effect (a retry writes its batches once)."""
+        if self.log_end_offset <= start_leo:
+            return  # nothing of it got in (a segment cuts back its own failed write)
+        try:
+            self.truncate_to(start_leo)
+        except (OSError, KlogError) as undo:
+            raise StorageError(f"appending to the log failed ({exc}) and cutting it back to offset {start_leo} "
+                               f"failed too ({undo}); reopen the log writable: recovery cuts what is not whole",
+                               path=self.dir) from undo
+
+    def _append_batches(self, batches: list[AnyBatch], assign_offsets: bool, now: int) -> tuple[int, int]:
+        for batch in batches:  # every batch is checked before any is written: a bad one appends nothing
             if not isinstance(batch, DefaultRecordBatch) or batch.magic != MAGIC_VALUE_V2:
                 raise CorruptRecordError("klog writes record batches of magic 2 only", position=batch.position)
             batch.ensure_valid()
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(f"batch of {batch.size_in_bytes} bytes is larger than max.message.bytes "
                                           f"({self.config.max_message_bytes})", position=batch.position)
+        first = last = None
+        for batch in batches:
+            assert isinstance(batch, DefaultRecordBatch)
             raw = bytearray(batch.buffer)
             leo = self.log_end_offset
             if assign_offsets:
@@ -480,6 +558,7 @@ class Log:
             self._maybe_roll(len(raw), max_ts, last_off, base, now)
             data = bytes(raw)
             self.active_segment.append(last_off, max_ts, last_off, data)
+            maybe_crash("log-batch-written", partition=self.dir.name)
             self._leo = last_off + 1
             done = state.update(DefaultRecordBatch(data))
             if done is not None and done.is_aborted:
@@ -499,6 +578,7 @@ class Log:
         if seg.should_roll(params):
             self.roll(max(base, self.log_end_offset))
 
+    @_writes("rolling a new segment")
     def roll(self, new_base: int | None = None) -> LogSegment:
         """Close the active segment for writes and start a new one at ``new_base`` (default: LEO)."""
         self._require_writable()
@@ -510,22 +590,28 @@ class Log:
         old.on_become_inactive_segment()
         old.flush()
         old.close()
+        maybe_crash("log-roll-old-closed", partition=self.dir.name)
         self.segments[-1] = self._segment(old.base_offset, False)
         seg = self._segment(base, True)
         self.segments.append(seg)
+        maybe_crash("log-roll-new-segment", partition=self.dir.name)
         state.write_snapshot(self.dir, base)  # as Kafka does on roll: the state below the new segment
+        maybe_crash("log-roll-snapshot", partition=self.dir.name)
         return seg
 
     def _maybe_flush(self, now: int) -> None:
         if self._unflushed >= self.config.flush_messages or now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
 
+    @_writes("flushing the log")
     def flush(self) -> None:
         self.active_segment.flush()
+        maybe_crash("log-flushed", partition=self.dir.name)
         self._unflushed = 0
         self._last_flush_ms = _now_ms()
         self.recovery_point = self.log_end_offset
 
+    @_writes("truncating the log")
     def truncate_to(self, offset: int) -> None:
         """Remove every offset >= ``offset`` (``UnifiedLog.truncateTo``)."""
         self._require_writable()
@@ -576,6 +662,7 @@ class Log:
             total -= seg.size_in_bytes
         return out
 
+    @_writes("deleting old segments")
     def delete_old_segments(self, now_ms: int | None = None) -> list[int]:
         """Apply retention: returns the base offsets of the segments deleted.
 
@@ -598,25 +685,36 @@ class Log:
                 p = self.dir / (prefix + suffix)
                 if p.exists():
                     os.replace(p, self.dir / (prefix + suffix + DELETED_SUFFIX))
+                    maybe_crash("retention-file-renamed", partition=self.dir.name, suffix=suffix)
             self.segments.remove(seg)
             bases.append(seg.base_offset)
+            maybe_crash("retention-segment-gone", partition=self.dir.name)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         for snap_offset, path in snapshot_files(self.dir):
             if snap_offset < self.segments[0].base_offset:
                 path.unlink()  # the segments it described are gone
-        self.remove_deleted_files(now_ms)
+        maybe_crash("retention-snapshots-removed", partition=self.dir.name)
+        self.remove_deleted_files()  # the delay is wall-clock time, whatever clock retention ran on
         return bases
 
+    @_writes("removing *.deleted files")
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
-        """Remove ``*.deleted`` files older than ``file.delete.delay.ms``; returns how many."""
+        """Remove ``*.deleted`` files renamed more than ``file.delete.delay.ms`` ago (the rename
+        sets the file's ctime; its mtime is the segment's last write, which may be long before);
+        returns how many. Until then a read-only open that was using them keeps reading them."""
         now = _now_ms() if now_ms is None else now_ms
         n = 0
         for p in self.dir.glob("*" + DELETED_SUFFIX):
-            if now - p.stat().st_mtime * 1000 >= self.config.file_delete_delay_ms:
-                p.unlink()
+            try:
+                renamed_ms = p.stat().st_ctime * 1000
+            except FileNotFoundError:
+                continue
+            if now - renamed_ms >= self.config.file_delete_delay_ms:
+                p.unlink(missing_ok=True)
                 n += 1
         return n
 
+    @_writes("closing the log")
     def close(self) -> None:
         if self.writable:
             self.active_segment.flush()

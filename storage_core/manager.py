@@ -22,10 +22,10 @@ from .checkpoint import (
     OffsetCheckpointFile,
 )
 from .config import LogConfig
-from .errors import InvalidTopicError, KlogError
+from .errors import InvalidTopicError, KlogError, storage_error
 from .log import Log
 from .topic_configs import config_for_topic, load_topic_configs
-from .topic_partition import TopicPartition, validate_topic_name
+from .topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 _SKIPPED_SUFFIXES = ("-delete", "-future", "-stray")
 
@@ -105,32 +105,41 @@ class LogManager:
         for d in self.log_dirs:
             for topic, props in load_topic_configs(d).items():
                 self.stored_topic_configs.setdefault(topic, {}).update(props)
-        if writable:
-            from .commit import recover_commits
+        try:
+            if writable:
+                from .commit import recover_commits
 
+                for d in self.log_dirs:
+                    self._lock(d)
+                    for what in recover_commits(d):  # settle a commit a crash interrupted
+                        self.recovered_commits.append(f"{d}: commit of job {what}")
             for d in self.log_dirs:
-                self._lock(d)
-                for what in recover_commits(d):  # settle a commit a crash interrupted
-                    self.recovered_commits.append(f"{d}: commit of job {what}")
-        for d in self.log_dirs:
-            recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
-            starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
-            marker = CleanShutdownFile.in_dir(d)
-            clean = marker.exists() and not full_recovery
-            if full_recovery:
-                recovery = {}
-            for pd in find_partitions([d]):
-                if not any(pd.path.glob("*.log")) and not writable:
-                    continue
-                tp = pd.topic_partition
-                self.logs[tp] = Log(pd.path, self.config_for(tp.topic), writable=writable,
-                                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
-                                    had_clean_shutdown=clean)
-                self._dir_of[tp] = d
-                if on_loaded is not None:
-                    on_loaded(pd)
-            if writable and marker.exists():
-                marker.delete()  # from now on a crash must lead to recovery
+                recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+                starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
+                marker = CleanShutdownFile.in_dir(d)
+                clean = marker.exists() and not full_recovery
+                if full_recovery:
+                    recovery = {}
+                for pd in find_partitions([d]):
+                    if not any(pd.path.glob("*.log")) and not writable:
+                        continue
+                    tp = pd.topic_partition
+                    self.logs[tp] = Log(pd.path, self.config_for(tp.topic), writable=writable,
+                                        recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
+                                        had_clean_shutdown=clean)
+                    self._dir_of[tp] = d
+                    if on_loaded is not None:
+                        on_loaded(pd)
+                if writable and marker.exists():
+                    marker.delete()  # from now on a crash must lead to recovery
+        except BaseException as exc:
+            for f in self._locks:  # a failed open holds nothing
+                f.close()
+            self._locks = []
+            if isinstance(exc, OSError):
+                raise storage_error(exc, "opening the log dirs for writing" if writable else "opening the log dirs",
+                                    ) from exc
+            raise
 
     def _lock(self, d: Path) -> None:
         import fcntl
@@ -163,11 +172,14 @@ class LogManager:
         if tp in self.logs:
             return self.logs[tp]
         validate_topic_name(tp.topic)
-        if tp.partition < 0:
-            raise KlogError(f"invalid partition {tp.partition} for topic {tp.topic!r}; expected >= 0")
+        if isinstance(tp.partition, bool) or not isinstance(tp.partition, int) or not 0 <= tp.partition <= MAX_PARTITION:
+            raise InvalidTopicError(f"invalid partition {tp.partition!r} for topic {tp.topic!r}; expected 0..{MAX_PARTITION}")
         d = log_dir or min(self.log_dirs, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
         path = d / tp.dir_name
-        path.mkdir(exist_ok=True)
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise storage_error(exc, f"creating partition dir {tp.dir_name}", path) from exc
         if config is not None:
             self.topic_configs[tp.topic] = config
         log = Log(path, self.config_for(tp.topic), writable=True, had_clean_shutdown=True)

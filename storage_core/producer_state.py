@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .control import ControlRecordType
-from .errors import CorruptIndexError
+from .errors import CorruptIndexError, storage_error
 from .file_records import AnyBatch
 from .records import NO_SEQUENCE, crc32c
 
@@ -143,11 +143,18 @@ class ProducerStateManager:
         data = struct.pack(">h", SNAPSHOT_VERSION) + _CRC_FIELD.pack(crc32c(bytes(body))) + bytes(body)
         path = Path(directory) / (filename_prefix(offset) + SNAPSHOT_SUFFIX)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:  # disk full: no new snapshot; the old file, if any, is untouched
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise storage_error(exc, "writing a producer snapshot", path) from exc
         return path
 
     @classmethod

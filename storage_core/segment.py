@@ -29,10 +29,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import KlogError
+from .errors import KlogError, SegmentGoneError, storage_error
+from .faults import maybe_crash
 from .file_records import BatchWalk, FileRecords, PartialTail
 from .offset_index import OffsetIndex, OffsetPosition
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .txn_index import AbortedTxn
 
 #: Kafka's default ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -41,6 +43,26 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+#: A segment file renamed for deletion (retention, a compaction swap), removed after ``file.delete.delay.ms``.
+DELETED_SUFFIX = ".deleted"
+
+
+def resolve_segment_file(log_path: str | os.PathLike[str], identity: int) -> Path:
+    """The file with inode number ``identity`` (not the device: it differs between the hosts that
+    mount a shared file system) under ``log_path`` or ``log_path.deleted`` (a writer renamed
+    it for deletion and ``file.delete.delay.ms`` keeps it); :class:`SegmentGoneError` if neither is
+    that file any more (deleted, or replaced by a compaction): never another file's bytes."""
+    path = Path(log_path)
+    for p in (path, path.with_name(path.name + DELETED_SUFFIX)):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_ino == identity:
+            return p
+    raise SegmentGoneError(f"segment {path.name} was deleted or replaced (retention or compaction by a writer) since "
+                           "the log was opened or the read was planned; reopen the log (rerun the query) to read its "
+                           "current segments", path=path)
 
 
 def filename_prefix(offset: int) -> str:
@@ -192,26 +214,59 @@ class LogSegment:
         self._log = None
         self.rebuilt_in_memory = False
         if writable:
-            self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
-            self.size_in_bytes = os.fstat(self._log.fileno()).st_size
-            self._offset_index: OffsetIndex | None = OffsetIndex(index_path, base_offset,
-                                                                 max_index_size=max_index_size, writable=True)
-            self._time_index: TimeIndex | None = TimeIndex(time_path, base_offset, max_index_size=max_index_size,
-                                                           writable=True)
+            try:
+                self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
+                self.size_in_bytes = os.fstat(self._log.fileno()).st_size
+                self._offset_index: OffsetIndex | None = OffsetIndex(index_path, base_offset,
+                                                                     max_index_size=max_index_size, writable=True)
+                self._time_index: TimeIndex | None = TimeIndex(time_path, base_offset,
+                                                               max_index_size=max_index_size, writable=True)
+            except OSError as exc:
+                if self._log is not None:
+                    self._log.close()
+                raise storage_error(exc, "opening the segment for writing", self.log_path) from exc
         else:
             if not self.log_path.is_file():
                 raise KlogError(f"no such segment file: {self.log_path}")
-            self.size_in_bytes = self.log_path.stat().st_size
+            st = self.log_path.stat()
+            self.size_in_bytes = st.st_size
+            self._identity = st.st_ino
             self._offset_index = self._time_index = None  # mapped on first use: opening 1000s of segments is cheap
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily
 
+    def current_log_path(self) -> Path:
+        """The file this segment reads. A writer (retention, a compaction swap) may rename a
+        segment ``*.deleted`` while a read-only open of the log is in use, and put a new file in
+        its place; the segment keeps reading the file it was opened on (found by its inode under
+        either name) for as long as ``file.delete.delay.ms`` keeps it, as Kafka's readers do with
+        their open channels. Once it is gone: :class:`SegmentGoneError`, never another file's bytes."""
+        if self.writable:
+            return self.log_path
+        return resolve_segment_file(self.log_path, self._identity)
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """The ``.txnindex`` entries, from the index beside the file this segment reads (``X.txnindex.deleted``
+        when a writer renamed the segment for deletion)."""
+        if self.writable or self.current_log_path() == self.log_path:
+            return self.txn_index.read()
+        from .txn_index import TransactionIndex
+
+        path = self.txn_index.path
+        return TransactionIndex(path.with_name(path.name + DELETED_SUFFIX), self.base_offset).read()
+
+    @property
+    def file_identity(self) -> int | None:
+        """The inode number of the ``.log`` file a read-only segment was opened on."""
+        return None if self.writable else self._identity
+
     def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         if self._offset_index is None or self._time_index is None:
             prefix = filename_prefix(self.base_offset)
-            self._offset_index, self._time_index = self._read_only_indexes(self.dir / (prefix + INDEX_SUFFIX),
-                                                                           self.dir / (prefix + TIME_INDEX_SUFFIX))
+            tail = DELETED_SUFFIX if self.current_log_path() != self.log_path else ""
+            self._offset_index, self._time_index = self._read_only_indexes(
+                self.dir / (prefix + INDEX_SUFFIX + tail), self.dir / (prefix + TIME_INDEX_SUFFIX + tail))
         return self._offset_index, self._time_index
 
     @property
@@ -240,7 +295,7 @@ class LogSegment:
                 ti.close()
         except KlogError:
             pass  # rebuilt below, in memory: a reader never writes
-        scan = scan_segment(self.log_path, index_interval_bytes=self.index_interval_bytes,
+        scan = scan_segment(self.current_log_path(), index_interval_bytes=self.index_interval_bytes,
                             base_offset=self.base_offset)
         return self._in_memory_indexes(scan)
 
@@ -274,7 +329,7 @@ class LogSegment:
 
     # -- reading
     def _records(self) -> FileRecords:
-        return FileRecords(self.log_path)
+        return FileRecords(self.current_log_path())
 
     def batches(self, start_position: int = 0, end_position: int | None = None) -> BatchWalk:
         """Batches from a byte position (a batch boundary) up to the segment's size when opened."""
@@ -304,7 +359,7 @@ class LogSegment:
             if taken + batch.size_in_bytes > max_size and not (taken == 0 and min_one_message):
                 break
             taken += batch.size_in_bytes
-        with open(self.log_path, "rb") as f:
+        with open(self.current_log_path(), "rb") as f:
             f.seek(pos.position)
             data = f.read(taken)
         return FetchData(start_offset, pos.position, data)
@@ -358,7 +413,7 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime if there is none (retention's rule)."""
         ts = self.max_timestamp_so_far.timestamp
-        return ts if ts >= 0 else int(self.log_path.stat().st_mtime * 1000)
+        return ts if ts >= 0 else int(self.current_log_path().stat().st_mtime * 1000)
 
     # -- writing
     def _require_writable(self) -> None:
@@ -373,29 +428,56 @@ class LogSegment:
         if not records:
             return
         position = self.size_in_bytes
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
             raise KlogError(f"Largest offset {largest_offset} cannot be stored relative to base offset "
                             f"{self.base_offset} in {self.log_path}")
-        self._log.write(records)
-        self._log.flush()
-        self.size_in_bytes += len(records)
-        if largest_timestamp > self.max_timestamp_so_far.timestamp:
-            self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            mts = self.max_timestamp_so_far
-            self.time_index.maybe_append(mts.timestamp, mts.offset)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(records)
+        oi_entries, ti_entries = self.offset_index.entries, self.time_index.entries
+        saved = (self._max_ts, self._bytes_since_last_index_entry, self._rolling_based_timestamp)
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        try:
+            self._log.write(records)
+            self._log.flush()
+            self.size_in_bytes += len(records)
+            if largest_timestamp > self.max_timestamp_so_far.timestamp:
+                self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(largest_offset, position)
+                mts = self.max_timestamp_so_far
+                self.time_index.maybe_append(mts.timestamp, mts.offset)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += len(records)
+        except OSError as exc:  # disk full, read-only, I/O error: cut back to where this append started
+            self._undo_append(position, oi_entries, ti_entries, saved)
+            raise storage_error(exc, f"appending {len(records)} bytes at position {position} of segment",
+                                self.log_path) from exc
+
+    def _undo_append(self, position: int, oi_entries: int, ti_entries: int,
+                     saved: tuple[TimestampOffset | None, int, int | None]) -> None:
+        assert self._log is not None
+        # a buffered file would keep the bytes it could not write and retry them on the next
+        # write: start over from a fresh handle on the file cut back to ``position``
+        try:
+            self._log.close()
+        except OSError:
+            pass  # the unwritten buffer is what is being dropped
+        os.truncate(self.log_path, position)  # frees space: works on a full file system
+        self._log = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
+        self.size_in_bytes = position
+        self.offset_index.truncate_to_entries(oi_entries)
+        self.time_index.truncate_to_entries(ti_entries)
+        self._max_ts, self._bytes_since_last_index_entry, self._rolling_based_timestamp = saved
 
     def flush(self) -> None:
-        if self._log is not None:
-            self._log.flush()
-            os.fsync(self._log.fileno())
-        self.offset_index.flush()
-        self.time_index.flush()
+        try:
+            if self._log is not None:
+                self._log.flush()
+                os.fsync(self._log.fileno())
+                maybe_crash("segment-flush-log-synced", segment=self.log_path.name)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as exc:
+            raise storage_error(exc, "flushing segment", self.log_path) from exc
 
     def recover(self) -> int:
         """``LogSegment.recover``: revalidate, truncate after the last valid batch, rebuild the

@@ -66,12 +66,12 @@ def load_topic_configs(log_dir: str | os.PathLike[str]) -> TopicConfigMap:
     """The overrides stored in ``log_dir``, by topic (``{}`` when there is no file)."""
     path = topic_configs_path(log_dir)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise CorruptTopicConfigsError(f"not valid JSON ({exc}); expected an object of topic -> "
                                        "{config name: value}", path=path) from exc
     if not isinstance(data, dict):

@@ -40,7 +40,7 @@ from storage_core.checkpoint import (
     uuid_from_base64,
     uuid_to_base64,
 )
-from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, KlogError
+from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, KlogError, StorageError
 from storage_core.topic_partition import TopicPartition, validate_topic_name
 from tests.shared_fixtures import KAFKA_FIXTURES, MISSING_REASON, available, fixture_id
 
@@ -209,7 +209,7 @@ def test_offset_checkpoint_overwrites_atomically(tmp_path: Path) -> None:
 def test_failed_write_leaves_no_tmp(tmp_path: Path) -> None:
     target = tmp_path / "recovery-point-offset-checkpoint"
     target.mkdir()  # the rename onto a directory fails after the .tmp was written
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError, match="Is a directory"):  # typed, not a raw OSError
         OffsetCheckpointFile(target).write({TP("t", 0): 1})
     assert _tmp_files(tmp_path) == []
 

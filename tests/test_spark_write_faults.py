@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.fault]
 
 
 def committed_values(root: Path) -> list[str]:
-    if not root.exists():  # every driver died before its writer created the topic (a loaded machine)
+    if not root.exists():  # every driver was killed before its first write (a slow, loaded machine)
         return []
     with LogManager([root], writable=True):  # settles an interrupted commit
         pass

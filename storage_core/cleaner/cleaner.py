@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from ..errors import KlogError
+from ..errors import KlogError, storage_error
 from ..faults import maybe_crash
 from ..log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
 from ..records import DefaultRecordBatch
 from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, filename_prefix
 from ..topic_partition import TopicPartition
 from ..txn_index import AbortedTxn
-from .cleaned_segment import FILE_SUFFIXES, INT32_MAX, CleanedSegment, empty_header, fsync_dir, rebuild_batch
+from .cleaned_segment import INT32_MAX, CleanedSegment, empty_header, fsync_dir, rebuild_batch
 from .offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
 from .records_view import RecordsView, chunks, decode_views
 from .transactions import CleanedTransactionMetadata, aborted_between, all_aborted
@@ -240,8 +240,19 @@ class LogCleaner:
 
         ``force`` (an explicit request, ``klog compact``) cleans whatever the policy and dirty
         ratio; otherwise only a compacted log that :func:`needs_cleaning` is cleaned, and None is
-        returned for any other.
+        returned for any other. A write that fails (disk full, read-only file system) raises
+        :class:`StorageError`; the log keeps its old contents for the group being written (its
+        ``.cleaned`` files are removed) and the new ones for the groups already swapped in.
         """
+        try:
+            return self._clean_log(log, force=force)
+        except OSError as exc:
+            if not any(log.dir.glob("*" + SWAP_SUFFIX)):  # no swap under way: the .cleaned files are only copies
+                for p in log.dir.glob("*" + CLEANED_SUFFIX):
+                    p.unlink(missing_ok=True)
+            raise storage_error(exc, "cleaning log", log.dir) from exc
+
+    def _clean_log(self, log: Log, *, force: bool) -> CleanResult | None:
         if not log.writable:
             raise KlogError(f"log {log.dir} is open read-only; cleaning needs a writable open (it holds the lock)")
         now = self._now()
@@ -545,10 +556,10 @@ class LogCleaner:
                 maybe_crash("cleaner-replaced-partial", group=group_index)
         fsync_dir(d)
         maybe_crash("cleaner-replaced", group=group_index)
-        for seg in old:
-            prefix = filename_prefix(seg.base_offset)
-            for suffix in FILE_SUFFIXES:
-                (d / (prefix + suffix + DELETED_SUFFIX)).unlink(missing_ok=True)
+        # the old files stay as *.deleted for file.delete.delay.ms: a read-only open that was
+        # reading them keeps its view (LogSegment.current_log_path); removed by a later cleaning,
+        # retention or writable open
+        log.remove_deleted_files()
         new_seg = LogSegment(d, cleaned.base_offset, index_interval_bytes=log.config.index_interval_bytes,
                              max_index_size=log.config.segment_index_bytes, writable=False)
         first = positions[0]
