@@ -16,6 +16,7 @@ from storage_core.errors import InvalidOptionError
 from storage_core.topic_partition import TopicPartition
 
 REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402

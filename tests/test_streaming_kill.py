@@ -19,7 +19,7 @@ import pytest
 from benchmarks.producer import produce
 from storage_core.log import Log
 
-pytestmark = pytest.mark.fault
+pytestmark = [pytest.mark.fault, pytest.mark.spark]
 pytest.importorskip("pyspark")
 
 CHILD = textwrap.dedent("""
