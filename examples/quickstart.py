@@ -25,7 +25,8 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("klog-quickstart")
-             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     for d in (DATA, DATA.parent / "klog-data-checkpoints"):
         if d.exists():
