@@ -180,7 +180,9 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int
     return out
 
 
-def _start_spec(opts: Mapping[str, str]) -> OffsetSpec:
+def _start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpec:
+    """Where a read starts. A batch read defaults to earliest and refuses latest (it would read
+    nothing); a stream defaults to latest, as Spark's Kafka source."""
     ts = _long(opts, "startingtimestamp", minimum=0)
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)
@@ -188,21 +190,21 @@ def _start_spec(opts: Mapping[str, str]) -> OffsetSpec:
         m = _partition_map(opts, "startingoffsetsbytimestamp")
         _check_timestamps(m, "startingOffsetsByTimestamp")
         return OffsetSpec("timestamps", offsets=m)
-    raw = opts.get("startingoffsets")
-    if raw is None or raw.strip().lower() == "earliest":
-        return OffsetSpec("earliest")
-    if raw.strip().lower() == "latest":
+    raw = opts.get("startingoffsets", "latest" if streaming else "earliest").strip().lower()
+    if raw == "earliest" or (streaming and raw == "latest"):
+        return OffsetSpec(raw)
+    if raw == "latest":
         raise InvalidOptionError("startingOffsets=latest is not allowed for batch queries (it would read nothing); "
                                  "use earliest, a timestamp, or JSON offsets")
     m = _partition_map(opts, "startingoffsets")
     for t, parts in m.items():
         for p, v in parts.items():
-            if v == LATEST:
+            if v == LATEST and not streaming:
                 raise InvalidOptionError(f"startingOffsets for {t}-{p} is -1 (latest), which is not allowed for "
                                          "batch queries")
             if v < EARLIEST:
-                raise InvalidOptionError(f"startingOffsets for {t}-{p} is {v}; expected an offset >= 0, or -2 "
-                                         "for earliest")
+                legal = "-2 for earliest or -1 for latest" if streaming else "or -2 for earliest"
+                raise InvalidOptionError(f"startingOffsets for {t}-{p} is {v}; expected an offset >= 0, {legal}")
     return OffsetSpec("offsets", offsets=m)
 
 
@@ -354,25 +356,7 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
         raise InvalidOptionError(f"option {_name(given[0])} is not valid for streaming queries (a stream has no "
                                  "end); remove it, or use spark.read for a bounded range")
     read = parse_read_options(opts, streaming=True)
-    ts = _long(opts, "startingtimestamp", minimum=0)
-    if ts is not None:
-        starting = OffsetSpec("timestamp", timestamp=ts)
-    elif "startingoffsetsbytimestamp" in opts:
-        m = _partition_map(opts, "startingoffsetsbytimestamp")
-        _check_timestamps(m, "startingOffsetsByTimestamp")
-        starting = OffsetSpec("timestamps", offsets=m)
-    else:
-        raw = opts.get("startingoffsets", "latest").strip()
-        if raw.lower() in ("earliest", "latest"):
-            starting = OffsetSpec(raw.lower())
-        else:
-            m = _partition_map(opts, "startingoffsets")
-            for t, parts in m.items():
-                for p, v in parts.items():
-                    if v < EARLIEST:
-                        raise InvalidOptionError(f"startingOffsets for {t}-{p} is {v}; expected an offset >= 0, "
-                                                 "-2 for earliest or -1 for latest")
-            starting = OffsetSpec("offsets", offsets=m)
+    starting = _start_spec(opts, streaming=True)
     max_per = _long(opts, "maxoffsetspertrigger", minimum=1)
     min_per = _long(opts, "minoffsetspertrigger", minimum=1)
     if max_per is not None and min_per is not None and min_per > max_per:

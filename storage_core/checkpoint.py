@@ -304,7 +304,7 @@ def _parse_epoch_entry(fields: list[str]) -> EpochEntry:
 # --- writing helpers --------------------------------------------------------------------------
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """``Utils.flushDir``: make a rename in ``directory`` durable (skipped on Windows, as Kafka does)."""
     if os.name == "nt":
         return
@@ -335,7 +335,7 @@ def _atomic_write(path: Path, data: bytes, sync: bool) -> None:
     maybe_crash("checkpoint-replaced", file=path.name)
     if sync:
         try:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         except OSError as exc:
             raise storage_error(exc, f"syncing the directory of {path.name}", path) from exc
 

@@ -48,6 +48,7 @@ from .checkpoint import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     CleanShutdownFile,
     OffsetCheckpointFile,
+    fsync_dir,
 )
 from .columnar import encode_arrow
 from .compression import CompressionType
@@ -302,14 +303,6 @@ class JournalEntry:
     final_base: int
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class LogDirLock:
     """The log dir's ``.lock`` (a broker's lock too), waited for up to ``timeout_s``."""
 
@@ -377,7 +370,7 @@ def _write_json(path: Path, obj: object) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 @dataclass(frozen=True)
@@ -422,7 +415,7 @@ def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
     for e in entries:
         _apply(e)
     for pdir in sorted({e.partition_dir for e in entries}):
-        _fsync_dir(Path(pdir))
+        fsync_dir(Path(pdir))
     overwrite: dict[str, int] = journal.get("overwrite", {})  # type: ignore[assignment]
     if overwrite and journal.get("phase") != "replacing":
         # from here on the old data goes: a crash must complete the commit, not undo it
@@ -478,7 +471,7 @@ def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
             shutil.rmtree(staging, ignore_errors=True)
     for pdir in sorted({e.partition_dir for e in entries}):
         if Path(pdir).is_dir():  # a partition dir removed since the crash: nothing of the commit is left there
-            _fsync_dir(Path(pdir))
+            fsync_dir(Path(pdir))
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         mark_path = sink_mark_path(log_dir, str(sink["id"]))
@@ -487,7 +480,7 @@ def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
             previous = sink.get("previous")
             if previous is None:
                 mark_path.unlink()
-                _fsync_dir(log_dir)
+                fsync_dir(log_dir)
             else:
                 _write_json(mark_path, previous)
 
@@ -513,7 +506,7 @@ def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) 
             _rollback(d, journal)
             what = "rolled back"
         j.unlink()
-        _fsync_dir(d)
+        fsync_dir(d)
         done.append(f"{journal.get('job')}: {what}")
     return done
 
@@ -589,7 +582,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
             _finish(log_dir, journal, jpath)
             _step()
             jpath.unlink()
-            _fsync_dir(log_dir)
+            fsync_dir(log_dir)
             CleanShutdownFile.in_dir(log_dir).write(None)
         finally:
             lock.release()

@@ -28,14 +28,6 @@ INT32_MAX = (1 << 31) - 1
 FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 
 class CleanedSegment:
     """``<base>.log.cleaned`` and its indexes, written as a cleaning recopies a group."""

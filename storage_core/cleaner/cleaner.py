@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, fsync_dir
 from ..errors import KlogError, storage_error
 from ..faults import maybe_crash
 from ..log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
@@ -17,7 +17,7 @@ from ..records import DefaultRecordBatch
 from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, filename_prefix
 from ..topic_partition import TopicPartition
 from ..txn_index import AbortedTxn
-from .cleaned_segment import INT32_MAX, CleanedSegment, empty_header, fsync_dir, rebuild_batch
+from .cleaned_segment import INT32_MAX, CleanedSegment, empty_header, rebuild_batch
 from .offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
 from .records_view import RecordsView, chunks, decode_views
 from .transactions import CleanedTransactionMetadata, aborted_between, all_aborted
