@@ -1,6 +1,8 @@
-"""Longer fuzz run of the decoders: mutated record batches (every codec) through the file walker,
-CRC check and both columnar builders (C kernel and Python). Invariant: only ``KlogError``s come
-out, and whatever decodes is valid Arrow.
+"""Longer fuzz run of the decoders: runs of mutated record batches (every codec) through the file
+walker, CRC check and both columnar builders (C kernel and Python), and through the kernel's bulk
+path (``decode_view``: ``add_v2_run`` with the object path for what it leaves). Invariants: only
+``KlogError``s come out, whatever decodes is valid Arrow, and the bulk path gives exactly the rows
+and the error class of the batch-by-batch kernel path.
 
     python fuzz/decode.py 1000000            # one million inputs
     # under AddressSanitizer + UBSan (kernel built with KLOG_ASAN=1, see README):
@@ -19,6 +21,7 @@ from storage_core.compression import CompressionType
 from storage_core.errors import KlogError
 from storage_core.file_records import iter_batches
 from storage_core.records import Header, Record, build_batch, crc32c
+from storage_core.scan import decode_view
 
 
 def seeds(rng: random.Random) -> list[bytes]:
@@ -45,27 +48,44 @@ def mutate(rng: random.Random, seed: bytes) -> bytes:
     return bytes(b)
 
 
+def decode(data: bytes, mode: str) -> tuple[object, str | None]:
+    """(the rows, or None; the error class name, or None) of one way of decoding ``data``."""
+    dec = ArrowDecoder("t", 0, include_headers=True, native=mode != "python")
+    try:
+        if mode == "bulk":
+            decode_view(memoryview(data), dec)
+        else:
+            for batch in iter_batches(data):
+                dec.add(batch)
+    except KlogError as exc:
+        return None, type(exc).__name__
+    rb = dec.finish()
+    rb.validate(full=True)
+    return rb.to_pylist(), None
+
+
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 100_000
     rng = random.Random(int(argv[1]) if len(argv) > 1 else 1)
     pool = seeds(rng)
-    untyped = 0
+    untyped = disagree = 0
     t = time.time()
     for _ in range(n):
-        data = mutate(rng, rng.choice(pool))
-        for native in (True, False):
+        # one to three batches, any of them mutated: the bulk path walks runs of batches
+        data = b"".join(mutate(rng, rng.choice(pool)) if rng.random() < 0.7 else rng.choice(pool)
+                        for _ in range(rng.randrange(1, 4)))
+        outcomes = {}
+        for mode in ("kernel", "python", "bulk"):
             try:
-                dec = ArrowDecoder("t", 0, include_headers=True, native=native)
-                for batch in iter_batches(data):
-                    dec.add(batch)
-                dec.finish().validate(full=True)
-            except KlogError:
-                pass
+                outcomes[mode] = decode(data, mode)
             except Exception as exc:  # noqa: BLE001 - this is what the run looks for
                 untyped += 1
-                print(f"UNTYPED {type(exc).__name__}: {exc} input={data.hex()}")
-    print(f"inputs={n} decodes={2 * n} untyped={untyped} seconds={time.time() - t:.0f}")
-    return 1 if untyped else 0
+                print(f"UNTYPED {mode} {type(exc).__name__}: {exc} input={data.hex()}")
+        if "kernel" in outcomes and "bulk" in outcomes and outcomes["kernel"] != outcomes["bulk"]:
+            disagree += 1
+            print(f"DISAGREE kernel={outcomes['kernel'][1]} bulk={outcomes['bulk'][1]} input={data.hex()}")
+    print(f"inputs={n} decodes={3 * n} untyped={untyped} disagreements={disagree} seconds={time.time() - t:.0f}")
+    return 1 if untyped or disagree else 0
 
 
 if __name__ == "__main__":

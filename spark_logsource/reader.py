@@ -20,6 +20,7 @@ from storage_core.columnar import ArrowDecoder
 from storage_core.errors import KlogError
 from storage_core.file_records import AnyBatch, FileRecords
 from storage_core.offset_index import OffsetIndex
+from storage_core.scan import decode_file_range
 from storage_core.segment import base_offset_of, resolve_segment_file
 from storage_core.txn_index import filter_read_committed
 
@@ -68,6 +69,29 @@ def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None
     return None
 
 
+def _decode_piece(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    """The bulk path for read_uncommitted: chunks of the slice → the kernel, errors as in :func:`_batches`."""
+    path = piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
+    records = FileRecords(path)
+    position = piece.start_position
+    while position < piece.end_position:
+        try:
+            yield from decode_file_range(records, position, piece.end_position, dec, min_offset=piece.min_offset,
+                                         end_offset=piece.end_offset, verify=True, flush_bytes=FLUSH_BYTES,
+                                         flush_rows=FLUSH_ROWS)
+            return
+        except KlogError as exc:
+            if fail_on_data_loss:
+                raise
+            bad = exc.position if exc.position is not None else position
+            resume = _next_index_position(piece, bad, Path(path))
+            log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
+                        (resume or piece.end_position) - bad, piece.log_path, bad, exc)
+            if resume is None:
+                return
+            position = resume
+
+
 def read_partition(partition: KlogInputPartition | None, schema: pa.Schema, *, include_headers: bool,
                    include_metadata: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     if partition is None or not getattr(partition, "pieces", None):
@@ -75,13 +99,16 @@ def read_partition(partition: KlogInputPartition | None, schema: pa.Schema, *, i
     for piece in partition.pieces:
         dec = ArrowDecoder(piece.topic, piece.partition, include_headers=include_headers,
                            include_metadata=include_metadata)
-        batches: Iterator[AnyBatch] = _batches(piece, fail_on_data_loss)
-        if piece.aborted is not None:
-            batches = filter_read_committed(batches, list(piece.aborted), where=piece.log_path)
-        for batch in batches:
-            dec.add(batch, min_offset=piece.min_offset, end_offset=piece.end_offset, verify=False)
-            if dec.nbytes >= FLUSH_BYTES or dec.num_rows >= FLUSH_ROWS:
-                yield _conform(dec.finish(), schema)
+        if piece.aborted is None:  # read_uncommitted: the bulk path
+            for out in _decode_piece(piece, dec, fail_on_data_loss):
+                yield _conform(out, schema)
+        else:
+            batches = filter_read_committed(_batches(piece, fail_on_data_loss), list(piece.aborted),
+                                            where=piece.log_path)
+            for batch in batches:
+                dec.add(batch, min_offset=piece.min_offset, end_offset=piece.end_offset, verify=False)
+                if dec.nbytes >= FLUSH_BYTES or dec.num_rows >= FLUSH_ROWS:
+                    yield _conform(dec.finish(), schema)
         if dec.num_rows:
             yield _conform(dec.finish(), schema)
 

@@ -18,32 +18,121 @@
  * holds the same loop in Python, the reference that the tests compare this against.
  * Every read is bounded by the end of the record; any violation raises
  * storage_core.errors.InvalidRecordError. Buffers are handed to pyarrow without copies
- * (OwnedBuffer implements the buffer protocol over the malloc'd memory).
+ * (OwnedBuffer implements the buffer protocol over the kernel's memory).
  */
+#define _GNU_SOURCE /* mremap */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static PyObject *InvalidRecordError = NULL;
+static PyObject *KlogError = NULL;
 
 /* ---------------------------------------------------------------- growable buffer */
+
+/* Buffers of MAP_MIN_BYTES and more live in their own anonymous mappings: they grow with
+ * mremap (no copy) and cost no memory until written. A finished buffer is handed to Arrow
+ * without a copy; when Arrow lets go of it, the mapping goes back to a small pool (at most
+ * POOL_SLOTS mappings, POOL_MAX_BYTES in all) that the next buffers start from, so a reader
+ * that decodes batch after batch writes into pages already faulted in instead of paying a
+ * page fault per 4 KiB of every column it fills. Everything here runs under the GIL. */
+#define MAP_MIN_BYTES ((Py_ssize_t)1 << 20)
+#define POOL_SLOTS 16
+#define POOL_MAX_BYTES ((Py_ssize_t)128 << 20)
 
 typedef struct {
     uint8_t *data;
     Py_ssize_t len;
     Py_ssize_t cap;
+    int mapped; /* data is an mmap of cap bytes, not a malloc */
 } Buf;
 
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
+static struct { uint8_t *data; Py_ssize_t cap; } pool[POOL_SLOTS];
+static int pool_n = 0;
+static Py_ssize_t pool_bytes = 0;
+
+static void mem_free(uint8_t *data, Py_ssize_t cap, int mapped) {
+    if (!data) return;
+    if (!mapped) { free(data); return; }
+    if (pool_n < POOL_SLOTS && pool_bytes + cap <= POOL_MAX_BYTES) {
+        pool[pool_n].data = data;
+        pool[pool_n].cap = cap;
+        pool_n++;
+        pool_bytes += cap;
+        return;
+    }
+    munmap(data, (size_t)cap);
+}
+
+/* A pooled mapping for at least `need` bytes: the largest (the first buffer to need a mapping
+ * is usually the one that grows most: a values column), grown with mremap if short. */
+static uint8_t *pool_take(Py_ssize_t need, Py_ssize_t *cap) {
+    if (!pool_n) return NULL;
+    int i = 0;
+    for (int j = 1; j < pool_n; j++)
+        if (pool[j].cap > pool[i].cap) i = j;
+    uint8_t *data = pool[i].data;
+    Py_ssize_t have = pool[i].cap;
+    pool_bytes -= have;
+    pool[i] = pool[--pool_n];
+    if (have < need) {
+        void *p = mremap(data, (size_t)have, (size_t)need, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED) { munmap(data, (size_t)have); return NULL; }
+        data = (uint8_t *)p;
+        have = need;
+    }
+    *cap = have;
+    return data;
+}
+
+static void buf_free(Buf *b) {
+    mem_free(b->data, b->cap, b->mapped);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->mapped = 0;
+}
+
+static int buf_grow(Buf *b, Py_ssize_t need) {
     Py_ssize_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
-    uint8_t *p = (uint8_t *)realloc(b->data, (size_t)cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) { PyErr_NoMemory(); return -1; }
+        cap *= 2;
+    }
+    if (cap < MAP_MIN_BYTES) {
+        uint8_t *p = (uint8_t *)realloc(b->data, (size_t)cap);
+        if (!p) { PyErr_NoMemory(); return -1; }
+        b->data = p;
+        b->cap = cap;
+        return 0;
+    }
+    if (b->mapped) {
+        void *p = mremap(b->data, (size_t)b->cap, (size_t)cap, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED) { PyErr_NoMemory(); return -1; }
+        b->data = (uint8_t *)p;
+        b->cap = cap;
+        return 0;
+    }
+    Py_ssize_t got = cap;
+    uint8_t *p = pool_take(cap, &got);
+    if (!p) {
+        void *m = mmap(NULL, (size_t)cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) { PyErr_NoMemory(); return -1; }
+        p = (uint8_t *)m;
+        got = cap;
+    }
+    if (b->len) memcpy(p, b->data, (size_t)b->len);
+    free(b->data);
     b->data = p;
-    b->cap = cap;
+    b->cap = got;
+    b->mapped = 1;
     return 0;
+}
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    return buf_grow(b, b->len + extra);
 }
 
 static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
@@ -73,11 +162,13 @@ typedef struct {
     PyObject_HEAD
     uint8_t *data;
     Py_ssize_t len;
+    Py_ssize_t cap;
+    int mapped;
     Py_ssize_t exports;
 } OwnedBuffer;
 
 static void OwnedBuffer_dealloc(OwnedBuffer *self) {
-    free(self->data);
+    mem_free(self->data, self->cap, self->mapped);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -120,9 +211,12 @@ static PyObject *take_buffer(Buf *b) {
     if (!o) return NULL;
     o->data = b->data;
     o->len = b->len;
+    o->cap = b->cap;
+    o->mapped = b->mapped;
     o->exports = 0;
     b->data = NULL;
     b->len = b->cap = 0;
+    b->mapped = 0;
     return (PyObject *)o;
 }
 
@@ -184,10 +278,7 @@ static Buf *all_bufs(RecordsBuilder *s, int i) {
 
 static int builder_reset(RecordsBuilder *s) {
     for (int i = 0; i < 15; i++) {
-        Buf *b = all_bufs(s, i);
-        free(b->data);
-        b->data = NULL;
-        b->len = b->cap = 0;
+        buf_free(all_bufs(s, i));
     }
     s->n = s->nh = 0;
     /* every offsets buffer starts with a 0 */
@@ -198,7 +289,7 @@ static int builder_reset(RecordsBuilder *s) {
 }
 
 static void RecordsBuilder_dealloc(RecordsBuilder *s) {
-    for (int i = 0; i < 15; i++) free(all_bufs(s, i)->data);
+    for (int i = 0; i < 15; i++) buf_free(all_bufs(s, i));
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -206,7 +297,7 @@ static int RecordsBuilder_init(RecordsBuilder *s, PyObject *args, PyObject *kwds
     static char *kwlist[] = {"with_headers", NULL};
     int with_headers = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &with_headers)) return -1;
-    for (int i = 0; i < 15; i++) { Buf *b = all_bufs(s, i); free(b->data); b->data = NULL; b->len = b->cap = 0; }
+    for (int i = 0; i < 15; i++) buf_free(all_bufs(s, i));
     s->with_headers = with_headers;
     return builder_reset(s);
 }
@@ -276,6 +367,134 @@ static void builder_rollback(RecordsBuilder *s, const Mark *m) {
     s->nh = m->nh;
 }
 
+/* Appends without capacity checks, after a reservation that covers them. */
+static inline void put_i64_unchecked(Buf *b, int64_t v) { memcpy(b->data + b->len, &v, 8); b->len += 8; }
+static inline void put_i32_unchecked(Buf *b, int32_t v) { memcpy(b->data + b->len, &v, 4); b->len += 4; }
+static inline void bit_set_unchecked(Buf *b, Py_ssize_t i, int valid) {
+    Py_ssize_t byte = i >> 3;
+    while (b->len <= byte) b->data[b->len++] = 0;
+    if (valid) b->data[byte] |= (uint8_t)(1u << (i & 7));
+}
+
+/* Decode `count` records of one v2 records area [p, p + len) into the builder. Records outside
+ * [min_offset, end_offset) are validated but not appended. The caller rolls back on error.
+ * Returns 0, or -1 with InvalidRecordError (or MemoryError/OverflowError) set. */
+static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_ssize_t count,
+                       int64_t base_offset, int64_t base_ts, int use_lat, int64_t lat,
+                       int64_t min_offset, int64_t end_offset, Py_ssize_t *appended_out) {
+    const uint8_t *end = p + len;
+    Py_ssize_t appended = 0;
+    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); return -1; }
+    if (count > len) {
+        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, len);
+        return -1;
+    }
+    /* every record takes at least 7 bytes, so count <= len; key and value bytes fit in len */
+    if (buf_reserve(&s->offsets, 8 * count) < 0 || buf_reserve(&s->timestamps, 8 * count) < 0 ||
+        buf_reserve(&s->key_offsets, 4 * count) < 0 || buf_reserve(&s->value_offsets, 4 * count) < 0 ||
+        buf_reserve(&s->key_valid, count / 8 + 2) < 0 || buf_reserve(&s->value_valid, count / 8 + 2) < 0 ||
+        buf_reserve(&s->value_data, len) < 0 || buf_reserve(&s->key_data, len) < 0)
+        return -1;
+    if (!data_fits(&s->value_data, len) || !data_fits(&s->key_data, len)) return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int32_t body;
+        int rc = read_varint(&p, end, &body);
+        if (rc) { invalid("%s", varint_problem(rc)); return -1; }
+        if (body < 0 || body > end - p) {
+            invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
+                    body, (Py_ssize_t)(end - p));
+            return -1;
+        }
+        const uint8_t *rec_end = p + body;
+        const uint8_t *q = p;
+        int64_t ts_delta;
+        int32_t off_delta, klen, vlen, nheaders;
+        if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); return -1; }
+        q++; /* attributes */
+        if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); return -1; }
+        if ((rc = read_varint(&q, rec_end, &off_delta))) { invalid("%s", varint_problem(rc)); return -1; }
+        if ((rc = read_varint(&q, rec_end, &klen))) { invalid("%s", varint_problem(rc)); return -1; }
+        const uint8_t *key = NULL;
+        if (klen >= 0) {
+            if (klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", klen); return -1; }
+            key = q;
+            q += klen;
+        }
+        if ((rc = read_varint(&q, rec_end, &vlen))) { invalid("%s", varint_problem(rc)); return -1; }
+        const uint8_t *value = NULL;
+        if (vlen >= 0) {
+            if (vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", vlen); return -1; }
+            value = q;
+            q += vlen;
+        }
+        if ((rc = read_varint(&q, rec_end, &nheaders))) { invalid("%s", varint_problem(rc)); return -1; }
+        if (nheaders < 0) { invalid("Found invalid number of record headers %d", nheaders); return -1; }
+        if (nheaders > rec_end - q) {
+            invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", nheaders);
+            return -1;
+        }
+        const uint8_t *headers_start = q;
+        for (int32_t h = 0; h < nheaders; h++) { /* validate */
+            int32_t hk, hv;
+            if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); return -1; }
+            if (hk < 0) { invalid("Invalid negative header key size %d", hk); return -1; }
+            if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); return -1; }
+            q += hk;
+            if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); return -1; }
+            if (hv >= 0) {
+                if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); return -1; }
+                q += hv;
+            }
+        }
+        if (q != rec_end) {
+            invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
+                    body, (Py_ssize_t)(q - p));
+            return -1;
+        }
+        p = rec_end;
+
+        int64_t offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
+        if (offset < min_offset || offset >= end_offset) continue;
+        int64_t ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        if (ts > MAX_MS || ts < -MAX_MS) {
+            invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
+                    "(Spark's Kafka source fails here too)", (long long)offset, (long long)ts);
+            return -1;
+        }
+        Py_ssize_t row = s->n;
+        put_i64_unchecked(&s->offsets, offset);
+        put_i64_unchecked(&s->timestamps, ts);
+        /* reserved above: this batch's keys and values together are at most len bytes */
+        if (key) { memcpy(s->key_data.data + s->key_data.len, key, (size_t)klen); s->key_data.len += klen; }
+        bit_set_unchecked(&s->key_valid, row, key != NULL);
+        put_i32_unchecked(&s->key_offsets, (int32_t)s->key_data.len);
+        if (value) { memcpy(s->value_data.data + s->value_data.len, value, (size_t)vlen); s->value_data.len += vlen; }
+        bit_set_unchecked(&s->value_valid, row, value != NULL);
+        put_i32_unchecked(&s->value_offsets, (int32_t)s->value_data.len);
+        if (s->with_headers) {
+            const uint8_t *r = headers_start;
+            for (int32_t h = 0; h < nheaders; h++) { /* already validated */
+                int32_t hk = 0, hv = -1;
+                read_varint(&r, rec_end, &hk);
+                if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, r, hk) < 0) return -1;
+                r += hk;
+                if (buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) return -1;
+                read_varint(&r, rec_end, &hv);
+                if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, hv >= 0 ? r : NULL, hv) < 0) return -1;
+                if (hv > 0) r += hv;
+                s->nh++;
+            }
+            if (bit_set(&s->hdr_valid, row, nheaders > 0) < 0) return -1;
+            if (buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) return -1;
+        }
+        s->n++;
+        appended++;
+    }
+    if (p != end) { invalid("Incorrect declared batch size, records still remaining in file"); return -1; }
+    *appended_out = appended;
+    return 0;
+}
+
 /* add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended
  *
  * Decodes `count` records of a v2 records area. log_append_time is None for CreateTime batches.
@@ -293,110 +512,226 @@ static PyObject *RecordsBuilder_add_v2(RecordsBuilder *s, PyObject *args) {
         lat = PyLong_AsLongLong(lat_obj);
         if (lat == -1 && PyErr_Occurred()) { PyBuffer_Release(&view); return NULL; }
     }
-    const uint8_t *p = (const uint8_t *)view.buf;
-    const uint8_t *end = p + view.len;
-    Py_ssize_t appended = 0;
-    PyObject *result = NULL;
     Mark mark;
     builder_mark(s, &mark);
-
-    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); goto done; }
-    if (count > view.len) {
-        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, view.len);
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int32_t body;
-        int rc = read_varint(&p, end, &body);
-        if (rc) { invalid("%s", varint_problem(rc)); goto done; }
-        if (body < 0 || body > end - p) {
-            invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
-                    body, (Py_ssize_t)(end - p));
-            goto done;
-        }
-        const uint8_t *rec_end = p + body;
-        const uint8_t *q = p;
-        int64_t ts_delta;
-        int32_t off_delta, klen, vlen, nheaders;
-        if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); goto done; }
-        q++; /* attributes */
-        if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); goto done; }
-        if ((rc = read_varint(&q, rec_end, &off_delta))) { invalid("%s", varint_problem(rc)); goto done; }
-        if ((rc = read_varint(&q, rec_end, &klen))) { invalid("%s", varint_problem(rc)); goto done; }
-        const uint8_t *key = NULL;
-        if (klen >= 0) {
-            if (klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", klen); goto done; }
-            key = q;
-            q += klen;
-        }
-        if ((rc = read_varint(&q, rec_end, &vlen))) { invalid("%s", varint_problem(rc)); goto done; }
-        const uint8_t *value = NULL;
-        if (vlen >= 0) {
-            if (vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", vlen); goto done; }
-            value = q;
-            q += vlen;
-        }
-        if ((rc = read_varint(&q, rec_end, &nheaders))) { invalid("%s", varint_problem(rc)); goto done; }
-        if (nheaders < 0) { invalid("Found invalid number of record headers %d", nheaders); goto done; }
-        if (nheaders > rec_end - q) {
-            invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", nheaders);
-            goto done;
-        }
-        const uint8_t *headers_start = q;
-        for (int32_t h = 0; h < nheaders; h++) { /* validate */
-            int32_t hk, hv;
-            if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); goto done; }
-            if (hk < 0) { invalid("Invalid negative header key size %d", hk); goto done; }
-            if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); goto done; }
-            q += hk;
-            if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); goto done; }
-            if (hv >= 0) {
-                if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); goto done; }
-                q += hv;
-            }
-        }
-        if (q != rec_end) {
-            invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
-                    body, (Py_ssize_t)(q - p));
-            goto done;
-        }
-        p = rec_end;
-
-        int64_t offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
-        if (offset < min_offset || offset >= end_offset) continue;
-        int64_t ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
-        if (ts > MAX_MS || ts < -MAX_MS) {
-            invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
-                    "(Spark's Kafka source fails here too)", (long long)offset, (long long)ts);
-            goto done;
-        }
-        Py_ssize_t row = s->n;
-        if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, ts) < 0) goto done;
-        if (put_binary(&s->key_offsets, &s->key_data, &s->key_valid, row, key, klen) < 0) goto done;
-        if (put_binary(&s->value_offsets, &s->value_data, &s->value_valid, row, value, vlen) < 0) goto done;
-        if (s->with_headers) {
-            const uint8_t *r = headers_start;
-            for (int32_t h = 0; h < nheaders; h++) { /* already validated */
-                int32_t hk = 0, hv = -1;
-                read_varint(&r, rec_end, &hk);
-                if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, r, hk) < 0) goto done;
-                r += hk;
-                if (buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) goto done;
-                read_varint(&r, rec_end, &hv);
-                if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, hv >= 0 ? r : NULL, hv) < 0) goto done;
-                if (hv > 0) r += hv;
-                s->nh++;
-            }
-            if (bit_set(&s->hdr_valid, row, nheaders > 0) < 0) goto done;
-            if (buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) goto done;
-        }
-        s->n++;
-        appended++;
-    }
-    if (p != end) { invalid("Incorrect declared batch size, records still remaining in file"); goto done; }
-    result = PyLong_FromSsize_t(appended);
-done:
+    Py_ssize_t appended = 0;
+    PyObject *result = NULL;
+    if (decode_area(s, (const uint8_t *)view.buf, view.len, count, base_offset, base_ts, use_lat, lat,
+                    min_offset, end_offset, &appended) == 0)
+        result = PyLong_FromSsize_t(appended);
     if (!result) builder_rollback(s, &mark);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---------------------------------------------------------------- CRC-32C (Castagnoli) */
+
+/* The checksum of v2 batches (Crc32C.java): reflected polynomial 0x82F63B78. With SSE 4.2 the
+ * CPU's crc32 instruction, three independent streams at a time; else slicing by 8. */
+#define CRC32C_POLY 0x82F63B78u
+static uint32_t crc_table[8][256];
+static int have_sse42 = 0;
+
+static void crc32c_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 1; k < 8; k++) crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    have_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8); n--; }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
+              crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c = (uint32_t)~crc;
+    while (n && ((uintptr_t)p & 7)) { c = __builtin_ia32_crc32qi((uint32_t)c, *p++); n--; }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#endif
+
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (have_sse42) return crc32c_hw(0, p, n);
+#endif
+    return crc32c_sw(0, p, n);
+}
+
+static PyObject *kernel_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int software = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &software)) return NULL;
+    uint32_t c = software ? crc32c_sw(0, view.buf, (size_t)view.len) : crc32c(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* ---------------------------------------------------------------- add_v2_run */
+
+/* The v2 batch header (DefaultRecordBatch.java), big-endian:
+ *   0 baseOffset int64 | 8 length int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
+ *  17 crc uint32 | 21 attributes int16 | 23 lastOffsetDelta int32 | 27 baseTimestamp int64
+ *  35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16 | 53 baseSequence int32
+ *  57 recordsCount int32 | 61 records */
+#define V2_HEADER_BYTES 61
+#define V2_LOG_OVERHEAD 12
+#define V2_CRC_FROM 21
+#define ATTR_CODEC_MASK 0x07
+#define ATTR_LOG_APPEND_TIME 0x08
+#define ATTR_CONTROL 0x20
+#define CODEC_MAX_ID 4
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* Why add_v2_run stopped: the Python side acts on the batch at the stop position. */
+enum {
+    RUN_END = 0,        /* every byte consumed */
+    RUN_SHORT = 1,      /* fewer bytes left than the next batch needs (read more, or a partial tail) */
+    RUN_SLOW_PATH = 2,  /* the next batch needs the object path: not v2, a bad header, a CRC mismatch,
+                         * an unknown codec or none given, or records the kernel refused */
+};
+
+/* One row per batch that added records, in the order added (BATCH_INFO_DTYPE in columnar.py). */
+typedef struct {
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t producer_id;
+    int32_t count;          /* records appended from this batch */
+    int32_t leader_epoch;
+    int32_t base_sequence;
+    int16_t producer_epoch;
+    int16_t attributes;
+    int8_t magic;
+    int8_t timestamp_type;  /* TimestampType id: 0 CreateTime, 1 LogAppendTime */
+    int8_t pad[6];
+} BatchInfo;
+_Static_assert(sizeof(BatchInfo) == 48, "BatchInfo must match BATCH_INFO_DTYPE in columnar.py");
+
+/* add_v2_run(data, min_offset, end_offset, verify, decompress) -> (consumed, stop, info)
+ *
+ * Walks whole v2 batches from data[0]: checks each CRC (if verify), skips control batches and
+ * batches wholly outside [min_offset, end_offset), decompresses through the Python callable
+ * decompress(codec_id, memoryview) -> bytes (None: stop at a compressed batch) and decodes the
+ * records as add_v2 does. Stops at the first batch it cannot take whole (see RUN_*) without
+ * touching it; a KlogError from decompress or a record the kernel refuses also stops there, so
+ * the object path can raise it with the file and position. Returns the bytes consumed, why it
+ * stopped, and a buffer of BatchInfo rows. */
+static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
+    PyObject *data_obj, *decompress;
+    long long min_offset, end_offset;
+    int verify;
+    if (!PyArg_ParseTuple(args, "OLLpO", &data_obj, &min_offset, &end_offset, &verify, &decompress)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *base = (const uint8_t *)view.buf;
+    Py_ssize_t pos = 0, len = view.len;
+    int stop = RUN_END;
+    Buf info = {0};
+    PyObject *whole = NULL; /* a memoryview of data, sliced for the decompressor */
+    PyObject *result = NULL;
+    for (;;) {
+        Py_ssize_t rem = len - pos;
+        if (rem == 0) { stop = RUN_END; break; }
+        if (rem < V2_HEADER_BYTES) { stop = rem < 17 || base[pos + 16] == 2 ? RUN_SHORT : RUN_SLOW_PATH; break; }
+        const uint8_t *b = base + pos;
+        int32_t size = (int32_t)be32(b + 8);
+        if (b[16] != 2 || size < V2_HEADER_BYTES - V2_LOG_OVERHEAD) { stop = RUN_SLOW_PATH; break; }
+        Py_ssize_t total = (Py_ssize_t)size + V2_LOG_OVERHEAD;
+        if (total > rem) { stop = RUN_SHORT; break; }
+        if (verify && crc32c(b + V2_CRC_FROM, (size_t)(total - V2_CRC_FROM)) != be32(b + 17)) { stop = RUN_SLOW_PATH; break; }
+        int16_t attributes = (int16_t)be16(b + 21);
+        int64_t base_offset = (int64_t)be64(b);
+        int64_t last_offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)(int32_t)be32(b + 23));
+        if ((attributes & ATTR_CONTROL) || last_offset < min_offset || base_offset >= end_offset) { pos += total; continue; }
+        int codec = attributes & ATTR_CODEC_MASK;
+        const uint8_t *area = b + V2_HEADER_BYTES;
+        Py_ssize_t area_len = total - V2_HEADER_BYTES;
+        PyObject *inflated = NULL;
+        Py_buffer iview = {0};
+        if (codec != 0) {
+            if (codec > CODEC_MAX_ID || decompress == Py_None) { stop = RUN_SLOW_PATH; break; }
+            if (!whole && !(whole = PyMemoryView_FromObject(data_obj))) goto error;
+            PyObject *raw = PySequence_GetSlice(whole, pos + V2_HEADER_BYTES, pos + total);
+            if (!raw) goto error;
+            inflated = PyObject_CallFunction(decompress, "iO", codec, raw);
+            Py_DECREF(raw);
+            if (!inflated) {
+                if (PyErr_ExceptionMatches(KlogError)) { PyErr_Clear(); stop = RUN_SLOW_PATH; break; }
+                goto error;
+            }
+            if (PyObject_GetBuffer(inflated, &iview, PyBUF_SIMPLE) < 0) { Py_DECREF(inflated); goto error; }
+            area = (const uint8_t *)iview.buf;
+            area_len = iview.len;
+        }
+        int64_t max_ts = (int64_t)be64(b + 35);
+        Mark mark;
+        builder_mark(s, &mark);
+        Py_ssize_t appended = 0;
+        int rc = decode_area(s, area, area_len, (int32_t)be32(b + 57), base_offset, (int64_t)be64(b + 27),
+                             (attributes & ATTR_LOG_APPEND_TIME) != 0, max_ts, min_offset, end_offset, &appended);
+        if (inflated) { PyBuffer_Release(&iview); Py_DECREF(inflated); }
+        if (rc < 0) {
+            builder_rollback(s, &mark);
+            if (PyErr_ExceptionMatches(InvalidRecordError)) { PyErr_Clear(); stop = RUN_SLOW_PATH; break; }
+            goto error;
+        }
+        if (appended) {
+            BatchInfo row;
+            memset(&row, 0, sizeof row);
+            row.base_offset = base_offset;
+            row.last_offset = last_offset;
+            row.producer_id = (int64_t)be64(b + 43);
+            row.count = (int32_t)appended;
+            row.leader_epoch = (int32_t)be32(b + 12);
+            row.base_sequence = (int32_t)be32(b + 53);
+            row.producer_epoch = (int16_t)be16(b + 51);
+            row.attributes = attributes;
+            row.magic = 2;
+            row.timestamp_type = (attributes & ATTR_LOG_APPEND_TIME) ? 1 : 0;
+            if (buf_put(&info, &row, sizeof row) < 0) goto error;
+        }
+        pos += total;
+    }
+    {
+        PyObject *info_obj = take_buffer(&info);
+        if (info_obj) result = Py_BuildValue("niN", pos, stop, info_obj);
+    }
+error:
+    buf_free(&info);
+    Py_XDECREF(whole);
     PyBuffer_Release(&view);
     return result;
 }
@@ -490,6 +825,8 @@ static PyObject *RecordsBuilder_nbytes_get(RecordsBuilder *s, void *c) {
 static PyMethodDef RecordsBuilder_methods[] = {
     {"add_v2", (PyCFunction)RecordsBuilder_add_v2, METH_VARARGS,
      "add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended"},
+    {"add_v2_run", (PyCFunction)RecordsBuilder_add_v2_run, METH_VARARGS,
+     "add_v2_run(data, min_offset, end_offset, verify, decompress) -> (consumed, stop, batch_info)"},
     {"add_record", (PyCFunction)RecordsBuilder_add_record, METH_VARARGS,
      "add_record(offset, timestamp, key, value, headers)"},
     {"finish", (PyCFunction)RecordsBuilder_finish, METH_NOARGS, "finish() -> dict of buffers"},
@@ -667,7 +1004,7 @@ static PyObject *kernel_encode_v2(PyObject *self, PyObject *args) {
         if (bytes) result = Py_BuildValue("NnLL", bytes, row, (long long)base_ts, (long long)max_ts);
     }
 done:
-    free(out.data);
+    buf_free(&out);
     if (have_keys) bincol_release(&keys);
     bincol_release(&values);
     if (ts.obj) PyBuffer_Release(&ts);
@@ -715,7 +1052,7 @@ static PyObject *kernel_murmur2(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *p;
         int32_t len;
-        if (bincol_row(&keys, i, &p, &len) < 0) { bincol_release(&keys); free(out.data); return NULL; }
+        if (bincol_row(&keys, i, &p, &len) < 0) { bincol_release(&keys); buf_free(&out); return NULL; }
         o[i] = p ? murmur2(p, len) : 0;
     }
     out.len = 4 * n;
@@ -727,6 +1064,7 @@ static PyMethodDef kernel_functions[] = {
     {"encode_v2", kernel_encode_v2, METH_VARARGS,
      "encode_v2(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes)"
      " -> (records, end_row, first_ts, max_ts)"},
+    {"crc32c", kernel_crc32c, METH_VARARGS, "crc32c(data, software=False) -> CRC-32C of data"},
     {"murmur2", kernel_murmur2, METH_VARARGS, "murmur2(keys, n) -> int32 buffer of Kafka's murmur2 hashes"},
     {NULL, NULL, 0, NULL},
 };
@@ -740,8 +1078,10 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     PyObject *errors = PyImport_ImportModule("storage_core.errors");
     if (!errors) return NULL;
     InvalidRecordError = PyObject_GetAttrString(errors, "InvalidRecordError");
+    KlogError = PyObject_GetAttrString(errors, "KlogError");
     Py_DECREF(errors);
-    if (!InvalidRecordError) return NULL;
+    if (!InvalidRecordError || !KlogError) return NULL;
+    crc32c_init();
     PyObject *m = PyModule_Create(&kernel_module);
     if (!m) return NULL;
     Py_INCREF(&RecordsBuilderType);

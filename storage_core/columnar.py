@@ -27,12 +27,14 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from .compression import CompressionType, compress
+from .compression import CompressionType, compress, decompress
 from .control import ControlRecordType
 from .errors import KlogError
 from .file_records import AnyBatch
 from .records import (
+    COMPRESSION_CODEC_MASK,
     RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
     DefaultRecordBatch,
     Header,
     Record,
@@ -271,18 +273,49 @@ _I64_MAX = (1 << 63) - 1
 _MAX_MS = _I64_MAX // 1000
 
 
-@dataclass(frozen=True, slots=True)
-class _BatchMeta:
-    base_offset: int
-    last_offset: int
-    leader_epoch: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_transactional: bool
-    compression: str
-    magic: int
-    timestamp_type: int
+#: One row per batch that added records (the kernel's ``BatchInfo``, storage_core/_kernel.c).
+BATCH_INFO_DTYPE = np.dtype([
+    ("base_offset", "<i8"),
+    ("last_offset", "<i8"),
+    ("producer_id", "<i8"),
+    ("count", "<i4"),           # records added from the batch
+    ("leader_epoch", "<i4"),
+    ("base_sequence", "<i4"),
+    ("producer_epoch", "<i2"),
+    ("attributes", "<i2"),      # v2 attributes (codec, transactional); the codec for legacy batches
+    ("magic", "i1"),
+    ("timestamp_type", "i1"),
+    ("pad", "V6"),
+])
+assert BATCH_INFO_DTYPE.itemsize == 48
+
+#: Why :meth:`ArrowDecoder.add_run` stopped (the kernel's RUN_* codes).
+RUN_END = 0
+RUN_SHORT = 1
+RUN_SLOW_PATH = 2
+
+_CODEC_LABELS = np.array([c.label for c in sorted(CompressionType, key=int)], dtype=object)
+_CODECS_BY_ID = {int(c): c for c in CompressionType}
+
+
+def _kernel_decompress(codec_id: int, raw: memoryview) -> bytes:
+    """The kernel's way into the codecs: ``decompress(codec id, records area)``."""
+    return decompress(_CODECS_BY_ID[codec_id], raw)
+
+
+def _info_row(batch: AnyBatch, count: int) -> np.ndarray:
+    row = np.zeros(1, BATCH_INFO_DTYPE)
+    row[0]["base_offset"] = batch.base_offset
+    row[0]["last_offset"] = batch.last_offset
+    row[0]["producer_id"] = batch.producer_id
+    row[0]["count"] = count
+    row[0]["leader_epoch"] = batch.partition_leader_epoch
+    row[0]["base_sequence"] = batch.base_sequence
+    row[0]["producer_epoch"] = batch.producer_epoch
+    row[0]["attributes"] = batch.attributes if batch.magic >= 2 else int(batch.compression)
+    row[0]["magic"] = batch.magic
+    row[0]["timestamp_type"] = int(batch.timestamp_type)
+    return row
 
 
 class ArrowDecoder:
@@ -301,9 +334,8 @@ class ArrowDecoder:
         self.include_metadata = include_metadata
         self.schema = kafka_schema(include_headers, include_metadata)
         self._builder = new_builder(include_headers, native)
-        self._metas: list[_BatchMeta] = []
-        self._counts: list[int] = []
-        self._ts_types: list[int] = []
+        self._run = getattr(self._builder, "add_v2_run", None)  # the kernel's bulk path, if any
+        self._infos: list[np.ndarray] = []
 
     @property
     def num_rows(self) -> int:
@@ -343,21 +375,35 @@ class ArrowDecoder:
                 self._builder.add_record(rec.offset, rec.timestamp, rec.key, rec.value, None)
             n = len(kept)
         if n:
-            self._counts.append(n)
-            self._ts_types.append(int(batch.timestamp_type))
-            if self.include_metadata:
-                self._metas.append(_BatchMeta(
-                    batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.producer_id,
-                    batch.producer_epoch, batch.base_sequence, batch.is_transactional, batch.compression.label,
-                    batch.magic, int(batch.timestamp_type)))
+            self._infos.append(_info_row(batch, n))
         return n
+
+    def add_run(self, data: bytes | bytearray | memoryview, *, min_offset: int = _I64_MIN,
+                end_offset: int = _I64_MAX, verify: bool = True) -> tuple[int, int]:
+        """Decode the whole v2 batches at the start of ``data`` in one kernel call.
+
+        The same as :meth:`add` on each batch in turn, for as many batches as the kernel can
+        take: it stops before a batch that is cut off (``RUN_SHORT``) or that needs the object
+        path (``RUN_SLOW_PATH``: a legacy batch, a bad header or CRC, a record the kernel
+        refuses, a codec error), leaving it untouched so that :meth:`add` can decode it or raise
+        its error with file and position. Returns (bytes consumed, why it stopped). Without the
+        kernel nothing is consumed and the answer is ``RUN_SLOW_PATH``.
+        """
+        if self._run is None:
+            return 0, RUN_SLOW_PATH
+        consumed, why, info = self._run(data, min_offset, end_offset, verify, _kernel_decompress)
+        if len(info):
+            self._infos.append(np.frombuffer(info, dtype=BATCH_INFO_DTYPE))
+        return consumed, why
 
     def finish(self) -> pa.RecordBatch:
         """Everything added since the last finish, as one RecordBatch in :attr:`schema`."""
         parts = self._builder.finish()
         n = int(parts["n"])
         arrays = _arrays_from_buffers(parts, self.include_headers)
-        counts = np.asarray(self._counts, dtype=np.int64)
+        info = np.concatenate(self._infos) if self._infos else np.zeros(0, BATCH_INFO_DTYPE)
+        self._infos.clear()
+        counts = info["count"].astype(np.int64)
         # the builders refuse timestamps whose microseconds overflow (see _check_timestamp)
         ts_us = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n) * 1000
         columns: list[pa.Array] = [
@@ -367,38 +413,35 @@ class ArrowDecoder:
             pa.repeat(pa.scalar(self.partition, pa.int32()), n) if n else pa.array([], pa.int32()),
             arrays["offset"],
             pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts_us)]),
-            pa.array(np.repeat(np.asarray(self._ts_types, dtype=np.int32), counts), pa.int32()),
+            pa.array(np.repeat(info["timestamp_type"].astype(np.int32), counts), pa.int32()),
         ]
         if self.include_headers:
             columns.append(arrays["headers"])
         if self.include_metadata:
-            columns += self._metadata_columns(counts, arrays["offset"])
-        self._metas.clear()
-        self._counts.clear()
-        self._ts_types.clear()
+            columns += self._metadata_columns(info, counts, arrays["offset"])
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
-    def _metadata_columns(self, counts: np.ndarray, offsets: pa.Array) -> list[pa.Array]:
-        m = self._metas
+    @staticmethod
+    def _metadata_columns(info: np.ndarray, counts: np.ndarray, offsets: pa.Array) -> list[pa.Array]:
+        def rep(field: str, dtype: Any) -> np.ndarray:
+            return np.repeat(info[field].astype(dtype), counts)
 
-        def rep(values: list[Any], dtype: Any) -> np.ndarray:
-            return np.repeat(np.asarray(values, dtype=dtype), counts)
-
-        base = rep([b.base_offset for b in m], np.int64)
-        seq_base = rep([b.base_sequence for b in m], np.int64)
+        base = rep("base_offset", np.int64)
+        seq_base = rep("base_sequence", np.int64)
         off = offsets.to_numpy(zero_copy_only=False)
         seq = np.where(seq_base >= 0, (seq_base + (off - base)) % (1 << 31), -1).astype(np.int32)
-        codecs = pa.array([b.compression for b in m], pa.string())
+        attributes = info["attributes"].astype(np.int64)
+        codecs = pa.array(_CODEC_LABELS[attributes & COMPRESSION_CODEC_MASK].tolist(), pa.string())
         return [
             pa.array(base, pa.int64()),
-            pa.array(rep([b.last_offset for b in m], np.int64), pa.int64()),
-            pa.array(rep([b.leader_epoch for b in m], np.int32), pa.int32()),
-            pa.array(rep([b.producer_id for b in m], np.int64), pa.int64()),
-            pa.array(rep([b.producer_epoch for b in m], np.int32), pa.int32()),
+            pa.array(rep("last_offset", np.int64), pa.int64()),
+            pa.array(rep("leader_epoch", np.int32), pa.int32()),
+            pa.array(rep("producer_id", np.int64), pa.int64()),
+            pa.array(rep("producer_epoch", np.int32), pa.int32()),
             pa.array(seq, pa.int32()),
-            pa.array(rep([b.is_transactional for b in m], np.bool_), pa.bool_()),
-            codecs.take(pa.array(np.repeat(np.arange(len(m), dtype=np.int64), counts))),
-            pa.array(rep([b.magic for b in m], np.int32), pa.int32()),
+            pa.array(np.repeat((attributes & TRANSACTIONAL_FLAG_MASK) != 0, counts), pa.bool_()),
+            codecs.take(pa.array(np.repeat(np.arange(len(info), dtype=np.int64), counts))),
+            pa.array(rep("magic", np.int32), pa.int32()),
         ]
 
 

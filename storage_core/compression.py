@@ -190,6 +190,10 @@ def _lz4_compress(data: bytes | memoryview, level: int | None) -> bytes:
     ))
 
 
+#: Frames up to this size decode in one call: even at LZ4's largest ratio they stay in bounds.
+_LZ4_ONE_SHOT_MAX_INPUT = (MAX_DECOMPRESSED_BYTES - (1 << 16)) // 256
+
+
 def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
     frame: bytes | memoryview = data
     if len(frame) < 7 or bytes(frame[:4]) != LZ4_FRAME_MAGIC:
@@ -203,6 +207,13 @@ def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
             raise CompressionError("Truncated lz4 frame header")
         hc = (xxh32(bytes(frame[4:4 + desc_len])) >> 8) & 0xFF
         frame = bytes(frame[:4 + desc_len]) + bytes([hc]) + bytes(frame[4 + desc_len + 1:])
+    if len(frame) <= _LZ4_ONE_SHOT_MAX_INPUT:
+        # LZ4 expands a byte into at most 255 (a match length grows by 255 per extra byte), so a
+        # frame this small cannot pass the bound: decode it in one call, the fast way.
+        try:
+            return lz4.frame.decompress(frame)  # type: ignore[no-any-return]
+        except RuntimeError as exc:
+            raise CompressionError(f"Invalid lz4 frame: {exc}") from exc
     decoder = lz4.frame.LZ4FrameDecompressor()
     # Bounded output: python-lz4 allocates max_length up front, so ask for a few times the
     # input at a time (a batch rarely compresses more than that) and go on while output remains.

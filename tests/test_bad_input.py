@@ -2,11 +2,13 @@
 
 Each case is one bad batch written to a real file between two good batches (so that the error
 position is not 0 and the reader must stop at the bad batch, not at the end of the file). The file
-is then read four ways:
+is then read five ways:
 
 * ``records``: ``FileRecords(path).batches()``, then ``ensure_valid()`` and ``records()`` per batch;
 * ``columnar-native`` / ``columnar-python``: ``decode_batches(...)`` with the C kernel's builder and
   with its pure-Python twin;
+* ``columnar-bulk``: ``decode_file_range``, the kernel's bulk path every Spark read takes (it hands
+  each batch it cannot take to the object path, which must raise the same error);
 * ``dump``: ``dump_jsonl``, which must end its output with ``{"error": ..., "position": N}``.
 
 Each way must raise (or, for dump, report) the exact error class of the case, located at the file
@@ -33,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.columnar import decode_batches
+from storage_core.columnar import ArrowDecoder, decode_batches
 from storage_core.compression import LZ4_FRAME_MAGIC, XERIAL_MAGIC, CompressionType, compress
 from storage_core.dump import DumpSummary, dump_jsonl
 from storage_core.errors import (
@@ -57,6 +59,7 @@ from storage_core.records import (
     build_batch,
     crc32c,
 )
+from storage_core.scan import decode_file_range
 from storage_core.varint import encode_varint
 
 T0 = 1_700_000_000_000
@@ -175,7 +178,7 @@ def truncated_payload(codec: CompressionType) -> bytes:
 # --- the cases -------------------------------------------------------------------------------
 
 
-READERS = ("records", "columnar-native", "columnar-python", "dump")
+READERS = ("records", "columnar-native", "columnar-python", "columnar-bulk", "dump")
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,7 @@ def cases() -> list[Case]:
     #    readers refuse it; any KlogError will do, but located like every error about bytes)
     for ts in (2**62, -(2**62)):
         add(f"timestamp-{ts}-outside-microseconds", build_batch([Record(10, ts, None, b"v")]), KlogError,
-            readers=("columnar-native", "columnar-python"), exact=False)
+            readers=("columnar-native", "columnar-python", "columnar-bulk"), exact=False)
     return out
 
 
@@ -373,9 +376,18 @@ def read_dump(path: Path) -> tuple[DumpSummary, list[str]]:
     return summary, out.getvalue().splitlines()
 
 
+def read_bulk(path: Path) -> int:
+    """The bulk path every Spark read takes: whole runs of batches per kernel call."""
+    dec = ArrowDecoder("t", 0, include_headers=True, native=True)
+    n = sum(rb.num_rows for rb in decode_file_range(FileRecords(path), 0, None, dec, flush_rows=1))
+    return n + int(dec.finish().num_rows)
+
+
 def run_reader(reader: str, path: Path) -> int:
     if reader == "records":
         return read_records(path)
+    if reader == "columnar-bulk":
+        return read_bulk(path)
     return read_columnar(path, native=reader == "columnar-native")
 
 
@@ -435,7 +447,7 @@ def test_the_material_of_the_cases_is_good(name: str) -> None:
 def test_good_file_reads_every_way(tmp_path: Path) -> None:
     path = tmp_path / "good.log"
     path.write_bytes(PREFIX + SUFFIX)
-    for reader in READERS[:3]:
+    for reader in READERS[:4]:
         assert run_reader(reader, path) == 5, reader
     summary, lines = read_dump(path)
     assert summary.error is None

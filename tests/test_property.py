@@ -50,6 +50,7 @@ from storage_core.records import (
     crc32c,
     encode_record,
 )
+from storage_core.scan import decode_file_range
 from storage_core.varint import encode_varint, encode_varlong
 
 INT32_MAX = (1 << 31) - 1
@@ -580,6 +581,15 @@ def fuzz_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz") / "00000000000000000000.log"
 
 
+def bulk_decoded(path: Path, chunk_bytes: int) -> Any:
+    def run() -> list[RowKey]:
+        dec = ArrowDecoder("", 0, include_headers=True, native=True)
+        parts = list(decode_file_range(FileRecords(path), 0, None, dec, flush_rows=1, chunk_bytes=chunk_bytes))
+        return [row for rb in [*parts, dec.finish()] for row in decoded(rb)]
+
+    return only_klog_errors(run)
+
+
 def check_decode_batches(path: Path, chunk_bytes: int, per_batch: list[list[RowKey] | Failure],
                          walk_error: Failure | None) -> None:
     """decode_batches is all or nothing; both builders agree with each other and with the per-record path."""
@@ -588,6 +598,9 @@ def check_decode_batches(path: Path, chunk_bytes: int, per_batch: list[list[RowK
         whole[native] = only_klog_errors(lambda native=native: decoded(decode_batches(
             FileRecords(path).batches(chunk_bytes=chunk_bytes), include_headers=True, native=native)))
     assert whole[True] == whole[False]
+    # the bulk path (decode_file_range: the kernel's runs, the object path for the rest) gives the
+    # same rows, or the same error at the same position
+    assert bulk_decoded(path, chunk_bytes) == whole[True]
     columnar_ok = walk_error is None and not any(
         isinstance(rows, Failure) or unrepresentable(rows) for rows in per_batch)
     assert columnar_ok == (not isinstance(whole[True], Failure))
