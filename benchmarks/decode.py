@@ -4,18 +4,24 @@ A segment of ``--records`` records (100-byte JSON-ish values, 10-byte keys, batc
 16 KiB as a producer with ``batch.size=16384`` writes them) is written with klog's own encoder,
 once uncompressed and once lz4, into a temporary directory. On each file, in this process:
 
-* ``klog``: ``decode_batches(FileRecords(path).batches(), ...)`` to one ``pyarrow.RecordBatch``,
-  CRCs checked (``verify=True``, what real reads do), with the native kernel;
+* ``klog``: ``decode_file_range`` (what Spark reads run: the file read in chunks, runs of batches
+  decoded by one kernel call each, CRCs checked) to one ``pyarrow.RecordBatch``;
+* ``klog batch by batch``: ``decode_batches(FileRecords(path).batches())``, the kernel called
+  once per batch, for information;
 * ``klog (pure Python)``: the same with ``native=False``, for information;
 * ``kafka-python``: ``MemoryRecords(file bytes)``, every batch's ``validate_crc()``, and every
-  record's offset, timestamp, key, value and headers read.
+  record's offset, timestamp, key, value and headers read;
+* ``lz4 alone`` (lz4 case): ``lz4.frame.decompress`` of every batch's records area, already in
+  memory: the decompression klog has to do, and nothing else.
 
 Each is timed best of ``--repeat``; throughput is in records/s and in MB/s (10^6 bytes/s) of the
-``.log`` file. Before timing, the decoders' offsets, timestamps, keys and values are checked
-against each other and against the data written, so a broken decoder cannot be timed.
+``.log`` file, and each row gives the process's peak resident memory during its runs. Before
+timing, the decoders' offsets, timestamps, keys and values are checked against each other and
+against the data written, so a broken decoder cannot be timed.
 
 Run ``python -m benchmarks.decode`` (or ``python benchmarks/decode.py``) from the repository root.
-The lines to grep: ``ratio <case> klog/kafka-python: <x>x``.
+The lines to grep: ``ratio <case> klog/kafka-python: <x>x`` and
+``ratio lz4 klog/lz4-alone throughput: <x>x``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ from __future__ import annotations
 import argparse
 import gc
 import random
-import resource
 import sys
 import tempfile
 import time
@@ -33,12 +38,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import lz4.frame
 import pyarrow as pa
 from kafka.record import MemoryRecords
 
-from storage_core.columnar import decode_batches, encode_arrow, native_kernel
+from benchmarks._memory import peak_rss_bytes, reset_peak_rss
+from storage_core.columnar import ArrowDecoder, decode_batches, encode_arrow, native_kernel
 from storage_core.compression import CompressionType
 from storage_core.file_records import FileRecords
+from storage_core.records import RECORD_BATCH_OVERHEAD
+from storage_core.scan import decode_file_range
 
 __all__ = ["CASES", "Measurement", "build_segment", "main", "make_table", "run"]
 
@@ -54,8 +63,10 @@ TOPIC = "bench"
 CASES: dict[str, CompressionType] = {"uncompressed": CompressionType.NONE, "lz4": CompressionType.LZ4}
 
 KLOG = "klog"
+KLOG_BATCHES = "klog batch by batch"
 KLOG_PY = "klog (pure Python)"
 KAFKA_PYTHON = "kafka-python"
+LZ4_ALONE = "lz4 alone"
 
 _EVENTS = ("click", "view", "purchase", "signup", "logout", "search", "add_to_cart")
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
@@ -68,6 +79,7 @@ class Measurement:
     records: int
     file_bytes: int
     seconds: float  # the best of the runs
+    peak_rss: int   # the process's peak resident bytes during the runs
 
     @property
     def records_per_s(self) -> float:
@@ -112,8 +124,24 @@ def build_segment(table: pa.Table, path: Path, compression: CompressionType) -> 
 # --- the decoders -----------------------------------------------------------------------------
 
 
-def decode_klog(path: Path, native: bool | None = None) -> pa.RecordBatch:
+def decode_klog(path: Path) -> pa.RecordBatch:
+    """What a Spark read does with a slice: the bulk path, CRCs checked."""
+    dec = ArrowDecoder(TOPIC, 0)
+    parts = list(decode_file_range(FileRecords(path), 0, None, dec, verify=True))
+    return pa.Table.from_batches([*parts, dec.finish()]).combine_chunks().to_batches()[0]
+
+
+def decode_klog_batches(path: Path, native: bool | None = None) -> pa.RecordBatch:
     return decode_batches(FileRecords(path).batches(), TOPIC, 0, native=native, verify=True)
+
+
+def records_areas(path: Path) -> list[bytes]:
+    """The compressed records area of every batch of the file, in memory."""
+    return [bytes(b.buffer[RECORD_BATCH_OVERHEAD:]) for b in FileRecords(path).batches()]
+
+
+def decompress_lz4_alone(areas: list[bytes]) -> int:
+    return sum(len(lz4.frame.decompress(a)) for a in areas)
 
 
 def decode_kafka_python(path: Path) -> int:
@@ -175,20 +203,18 @@ def check_agree(case: str, table: pa.Table, klog: pa.RecordBatch, klog_py: pa.Re
 # --- timing -----------------------------------------------------------------------------------
 
 
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    """The shortest wall time of ``repeat`` calls of ``fn`` (a full collection before each)."""
+def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, int]:
+    """The shortest wall time of ``repeat`` calls of ``fn`` (a full collection before each), and
+    the peak resident memory of the process during them."""
     best = float("inf")
+    gc.collect()
+    reset_peak_rss()
     for _ in range(repeat):
         gc.collect()
         start = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - start)
-    return best
-
-
-def peak_rss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS: bytes, Linux: KiB
+    return best, peak_rss_bytes()
 
 
 def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int = DEFAULT_SEED, *,
@@ -196,6 +222,7 @@ def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int 
     """Build the segments, check the decoders agree on them, time them; one row per case and decoder."""
     table = make_table(records, seed)
     out: list[Measurement] = []
+    plain_area_bytes = 0
     with tempfile.TemporaryDirectory(prefix="klog-bench-", dir=workdir) as tmp:
         for case, codec in CASES.items():
             path = Path(tmp) / case / "00000000000000000000.log"
@@ -206,28 +233,43 @@ def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int 
             log(f"{case}: {records:,} records in {n_batches:,} batches, {size:,} bytes "
                 f"(written in {time.perf_counter() - start:.1f} s)")
 
-            check_agree(case, table, decode_klog(path), decode_klog(path, native=False) if pure_python else None,
+            if codec == CompressionType.NONE:
+                plain_area_bytes = sum(len(a) for a in records_areas(path))
+            klog = decode_klog(path)
+            if not decode_klog_batches(path).equals(klog):
+                raise AssertionError(f"{case}: klog's bulk and batch-by-batch decoders disagree")
+            check_agree(case, table, klog, decode_klog_batches(path, native=False) if pure_python else None,
                         kafka_python_columns(path))
+            del klog
 
-            timings = {KLOG: best_of(repeat, partial(decode_klog, path))}
+            timings = {KLOG: best_of(repeat, partial(decode_klog, path)),
+                       KLOG_BATCHES: best_of(repeat, partial(decode_klog_batches, path))}
             if pure_python:
-                timings[KLOG_PY] = best_of(repeat, partial(decode_klog, path, native=False))
+                timings[KLOG_PY] = best_of(repeat, partial(decode_klog_batches, path, native=False))
             timings[KAFKA_PYTHON] = best_of(repeat, partial(decode_kafka_python, path))
-            out += [Measurement(case, name, records, size, seconds) for name, seconds in timings.items()]
+            if codec == CompressionType.LZ4:
+                areas = records_areas(path)
+                if decompress_lz4_alone(areas) != plain_area_bytes:
+                    raise AssertionError("lz4 alone: the decompressed areas are not the uncompressed file's")
+                timings[LZ4_ALONE] = best_of(repeat, partial(decompress_lz4_alone, areas))
+                del areas
+            out += [Measurement(case, name, records, size, seconds, rss) for name, (seconds, rss) in timings.items()]
     return out
 
 
-def ratio(results: Sequence[Measurement], case: str, decoder: str = KLOG) -> float:
-    """How many times faster ``decoder`` is than kafka-python on ``case``."""
+
+def ratio(results: Sequence[Measurement], case: str, decoder: str = KLOG, peer: str = KAFKA_PYTHON) -> float:
+    """How many times the throughput of ``peer`` ``decoder`` has on ``case``."""
     by_name = {m.decoder: m for m in results if m.case == case}
-    return by_name[KAFKA_PYTHON].seconds / by_name[decoder].seconds
+    return by_name[peer].seconds / by_name[decoder].seconds
 
 
 def format_table(results: Sequence[Measurement]) -> str:
-    lines = [f"{'case':<13} {'decoder':<19} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16}"]
+    lines = [f"{'case':<13} {'decoder':<20} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16} "
+             f"{'peak RSS MiB':>13}"]
     for m in results:
-        lines.append(f"{m.case:<13} {m.decoder:<19} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
-                     f"{m.mb_per_s:>8.1f} {ratio(results, m.case, m.decoder):>15.1f}x")
+        lines.append(f"{m.case:<13} {m.decoder:<20} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
+                     f"{m.mb_per_s:>8.1f} {ratio(results, m.case, m.decoder):>15.1f}x {m.peak_rss / (1 << 20):>13.0f}")
     return "\n".join(lines)
 
 
@@ -255,7 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     for case in CASES:
         print(f"ratio {case} klog/kafka-python: {ratio(results, case):.1f}x")
-    print(f"peak RSS: {peak_rss_bytes() / (1 << 20):.1f} MiB (whole run: data, encoding, checks, all decoders)")
+    print(f"ratio lz4 klog/lz4-alone throughput: {ratio(results, 'lz4', KLOG, LZ4_ALONE):.2f}x")
+    print("peak RSS: the process's, data and every earlier step included (the table and files take about "
+          "a third of it)")
     return 0
 
 

@@ -225,6 +225,9 @@ static PyObject *take_buffer(Buf *b) {
 /* Unsigned LEB128 of at most max_bytes bytes, bounded by end. 0 ok, -1 premature end, -2 too long. */
 static inline int read_uleb(const uint8_t **pp, const uint8_t *end, int max_bytes, uint64_t *out) {
     const uint8_t *p = *pp;
+    /* fast paths: one and two bytes (lengths, deltas and sizes of small records) */
+    if (p < end && !(p[0] & 0x80)) { *out = p[0]; *pp = p + 1; return 0; }
+    if (end - p >= 2 && !(p[1] & 0x80)) { *out = (uint64_t)(p[0] & 0x7f) | ((uint64_t)p[1] << 7); *pp = p + 2; return 0; }
     uint64_t v = 0;
     int shift = 0;
     for (int i = 0; i < max_bytes; i++) {
@@ -532,20 +535,6 @@ static PyObject *RecordsBuilder_add_v2(RecordsBuilder *s, PyObject *args) {
 static uint32_t crc_table[8][256];
 static int have_sse42 = 0;
 
-static void crc32c_init(void) {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++)
-        for (int k = 1; k < 8; k++) crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    have_sse42 = __builtin_cpu_supports("sse4.2");
-#endif
-}
-
 static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
     crc = ~crc;
     while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8); n--; }
@@ -564,20 +553,110 @@ static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    uint64_t c = (uint32_t)~crc;
-    while (n && ((uintptr_t)p & 7)) { c = __builtin_ia32_crc32qi((uint32_t)c, *p++); n--; }
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c = __builtin_ia32_crc32di(c, w);
-        p += 8;
-        n -= 8;
+/* Three streams at a time hide the crc32 instruction's latency (Mark Adler's crc32c.c): the
+ * registers of streams 2 and 3 start at zero and are folded into stream 1's by "appending"
+ * their length of zero bytes (a GF(2) linear map, tabulated for the two stream lengths). */
+#define CRC_LONG 8192
+#define CRC_SHORT 256
+static uint32_t crc_long[4][256], crc_short[4][256];
+
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+
+static void gf2_square(uint32_t *square, const uint32_t *mat) {
+    for (int n = 0; n < 32; n++) square[n] = gf2_times(mat, mat[n]);
+}
+
+/* The operator that appends `len` zero bytes (a power of two) to a CRC register. */
+static void crc_zeros_op(uint32_t *even, size_t len) {
+    uint32_t odd[32];
+    odd[0] = CRC32C_POLY; /* one zero bit */
+    for (int n = 1; n < 32; n++) odd[n] = 1u << (n - 1);
+    gf2_square(even, odd); /* two zero bits */
+    gf2_square(odd, even); /* four zero bits */
+    do {                   /* each square doubles: first 8 bits = 1 byte, then 2, 4, ... bytes */
+        gf2_square(even, odd);
+        len >>= 1;
+        if (len == 0) return;
+        gf2_square(odd, even);
+        len >>= 1;
+    } while (len);
+    memcpy(even, odd, sizeof odd);
+}
+
+static void crc_zeros(uint32_t zeros[][256], size_t len) {
+    uint32_t op[32];
+    crc_zeros_op(op, len);
+    for (uint32_t n = 0; n < 256; n++) {
+        zeros[0][n] = gf2_times(op, n);
+        zeros[1][n] = gf2_times(op, n << 8);
+        zeros[2][n] = gf2_times(op, n << 16);
+        zeros[3][n] = gf2_times(op, n << 24);
     }
-    while (n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-    return ~(uint32_t)c;
+}
+
+static inline uint32_t crc_shift(uint32_t zeros[][256], uint32_t crc) {
+    return zeros[0][crc & 0xff] ^ zeros[1][(crc >> 8) & 0xff] ^ zeros[2][(crc >> 16) & 0xff] ^ zeros[3][crc >> 24];
+}
+
+static inline uint64_t load64(const uint8_t *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c0 = (uint32_t)~crc, c1, c2;
+    while (n && ((uintptr_t)p & 7)) { c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++); n--; }
+    while (n >= 3 * CRC_LONG) {
+        c1 = c2 = 0;
+        const uint8_t *end = p + CRC_LONG;
+        do {
+            c0 = __builtin_ia32_crc32di(c0, load64(p));
+            c1 = __builtin_ia32_crc32di(c1, load64(p + CRC_LONG));
+            c2 = __builtin_ia32_crc32di(c2, load64(p + 2 * CRC_LONG));
+            p += 8;
+        } while (p < end);
+        c0 = crc_shift(crc_long, (uint32_t)c0) ^ (uint32_t)c1;
+        c0 = crc_shift(crc_long, (uint32_t)c0) ^ (uint32_t)c2;
+        p += 2 * CRC_LONG;
+        n -= 3 * CRC_LONG;
+    }
+    while (n >= 3 * CRC_SHORT) {
+        c1 = c2 = 0;
+        const uint8_t *end = p + CRC_SHORT;
+        do {
+            c0 = __builtin_ia32_crc32di(c0, load64(p));
+            c1 = __builtin_ia32_crc32di(c1, load64(p + CRC_SHORT));
+            c2 = __builtin_ia32_crc32di(c2, load64(p + 2 * CRC_SHORT));
+            p += 8;
+        } while (p < end);
+        c0 = crc_shift(crc_short, (uint32_t)c0) ^ (uint32_t)c1;
+        c0 = crc_shift(crc_short, (uint32_t)c0) ^ (uint32_t)c2;
+        p += 2 * CRC_SHORT;
+        n -= 3 * CRC_SHORT;
+    }
+    while (n >= 8) { c0 = __builtin_ia32_crc32di(c0, load64(p)); p += 8; n -= 8; }
+    while (n--) c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
+    return ~(uint32_t)c0;
 }
 #endif
+
+static void crc32c_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 1; k < 8; k++) crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    have_sse42 = __builtin_cpu_supports("sse4.2");
+    crc_zeros(crc_long, CRC_LONG);
+    crc_zeros(crc_short, CRC_SHORT);
+#endif
+}
 
 static uint32_t crc32c(const uint8_t *p, size_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -608,7 +687,6 @@ static PyObject *kernel_crc32c(PyObject *self, PyObject *args) {
 #define ATTR_CODEC_MASK 0x07
 #define ATTR_LOG_APPEND_TIME 0x08
 #define ATTR_CONTROL 0x20
-#define CODEC_MAX_ID 4
 
 static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 static inline uint32_t be32(const uint8_t *p) {
@@ -640,20 +718,25 @@ typedef struct {
 } BatchInfo;
 _Static_assert(sizeof(BatchInfo) == 48, "BatchInfo must match BATCH_INFO_DTYPE in columnar.py");
 
-/* add_v2_run(data, min_offset, end_offset, verify, decompress) -> (consumed, stop, info)
+/* add_v2_run(data, min_offset, end_offset, verify, decompressors) -> (consumed, stop, info)
  *
  * Walks whole v2 batches from data[0]: checks each CRC (if verify), skips control batches and
- * batches wholly outside [min_offset, end_offset), decompresses through the Python callable
- * decompress(codec_id, memoryview) -> bytes (None: stop at a compressed batch) and decodes the
+ * batches wholly outside [min_offset, end_offset), decompresses through the Python callables
+ * decompressors[codec_id](memoryview) -> bytes (a tuple; None or a None entry: stop at such a
+ * compressed batch) and decodes the
  * records as add_v2 does. Stops at the first batch it cannot take whole (see RUN_*) without
  * touching it; a KlogError from decompress or a record the kernel refuses also stops there, so
  * the object path can raise it with the file and position. Returns the bytes consumed, why it
  * stopped, and a buffer of BatchInfo rows. */
 static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
-    PyObject *data_obj, *decompress;
+    PyObject *data_obj, *decompressors;
     long long min_offset, end_offset;
     int verify;
-    if (!PyArg_ParseTuple(args, "OLLpO", &data_obj, &min_offset, &end_offset, &verify, &decompress)) return NULL;
+    if (!PyArg_ParseTuple(args, "OLLpO", &data_obj, &min_offset, &end_offset, &verify, &decompressors)) return NULL;
+    if (decompressors != Py_None && !PyTuple_Check(decompressors)) {
+        PyErr_SetString(PyExc_TypeError, "add_v2_run: decompressors must be a tuple or None");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
@@ -682,11 +765,13 @@ static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
         PyObject *inflated = NULL;
         Py_buffer iview = {0};
         if (codec != 0) {
-            if (codec > CODEC_MAX_ID || decompress == Py_None) { stop = RUN_SLOW_PATH; break; }
+            PyObject *decompress = decompressors != Py_None && codec < PyTuple_GET_SIZE(decompressors)
+                                       ? PyTuple_GET_ITEM(decompressors, codec) : Py_None;
+            if (decompress == Py_None) { stop = RUN_SLOW_PATH; break; }
             if (!whole && !(whole = PyMemoryView_FromObject(data_obj))) goto error;
             PyObject *raw = PySequence_GetSlice(whole, pos + V2_HEADER_BYTES, pos + total);
             if (!raw) goto error;
-            inflated = PyObject_CallFunction(decompress, "iO", codec, raw);
+            inflated = PyObject_CallOneArg(decompress, raw);
             Py_DECREF(raw);
             if (!inflated) {
                 if (PyErr_ExceptionMatches(KlogError)) { PyErr_Clear(); stop = RUN_SLOW_PATH; break; }

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from .compression import CompressionType, compress, decompress
+from .compression import CompressionType, compress, v2_decompressors
 from .control import ControlRecordType
 from .errors import KlogError
 from .file_records import AnyBatch
@@ -295,12 +295,8 @@ RUN_SHORT = 1
 RUN_SLOW_PATH = 2
 
 _CODEC_LABELS = np.array([c.label for c in sorted(CompressionType, key=int)], dtype=object)
-_CODECS_BY_ID = {int(c): c for c in CompressionType}
-
-
-def _kernel_decompress(codec_id: int, raw: memoryview) -> bytes:
-    """The kernel's way into the codecs: ``decompress(codec id, records area)``."""
-    return decompress(_CODECS_BY_ID[codec_id], raw)
+#: The codecs, for the kernel's bulk decoder: codec id → function of a records area.
+_KERNEL_DECOMPRESSORS = v2_decompressors()
 
 
 def _info_row(batch: AnyBatch, count: int) -> np.ndarray:
@@ -391,7 +387,7 @@ class ArrowDecoder:
         """
         if self._run is None:
             return 0, RUN_SLOW_PATH
-        consumed, why, info = self._run(data, min_offset, end_offset, verify, _kernel_decompress)
+        consumed, why, info = self._run(data, min_offset, end_offset, verify, _KERNEL_DECOMPRESSORS)
         if len(info):
             self._infos.append(np.frombuffer(info, dtype=BATCH_INFO_DTYPE))
         return consumed, why

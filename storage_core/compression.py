@@ -27,7 +27,7 @@ import zstandard
 
 from .errors import CompressionError, UnsupportedCodecError
 
-__all__ = ["CompressionType", "compress", "decompress", "MAX_DECOMPRESSED_BYTES"]
+__all__ = ["CompressionType", "compress", "decompress", "v2_decompressors", "MAX_DECOMPRESSED_BYTES"]
 
 #: A decompressed batch larger than this is treated as corrupt instead of being allocated.
 #: Kafka's own limit on a batch is ``max.message.bytes`` of *compressed* data; 1 GiB of output
@@ -326,3 +326,30 @@ def decompress(codec: CompressionType, data: bytes | memoryview, magic: int = 2)
         raise
     except (ValueError, RuntimeError, MemoryError, OverflowError) as exc:
         raise CompressionError(f"Invalid {codec.label} payload: {exc}") from exc
+
+
+def _lz4_decompress_v2(data: memoryview) -> bytes:
+    """:func:`decompress` of a v2 lz4 records area, with as little around the codec call as can be
+    (the bulk decoder calls it once per batch)."""
+    if len(data) <= _LZ4_ONE_SHOT_MAX_INPUT and data[:4] == LZ4_FRAME_MAGIC:
+        try:
+            return lz4.frame.decompress(data)  # type: ignore[no-any-return]
+        except RuntimeError:
+            pass  # the general path raises the error, with its message
+    return decompress(CompressionType.LZ4, data)
+
+
+def v2_decompressors() -> tuple[Callable[[memoryview], bytes] | None, ...]:
+    """Per codec id, a function of a v2 records area to its decompressed bytes (None for NONE).
+
+    Each raises what :func:`decompress` raises for a bad payload; the kernel's bulk decoder
+    (``RecordsBuilder.add_v2_run``) calls them.
+    """
+    def general(codec: CompressionType) -> Callable[[memoryview], bytes]:
+        return lambda data: decompress(codec, data)
+
+    by_id: list[Callable[[memoryview], bytes] | None] = [None] * (max(int(c) for c in CompressionType) + 1)
+    for codec in CompressionType:
+        if codec != CompressionType.NONE:
+            by_id[int(codec)] = _lz4_decompress_v2 if codec == CompressionType.LZ4 else general(codec)
+    return tuple(by_id)

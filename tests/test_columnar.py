@@ -133,3 +133,53 @@ def test_murmur2_matches_kafka_python_and_kafka_vectors() -> None:
     assert parts.tolist() == expected
     with_null = murmur2_partitions(pa.array([b"a", None]), 3)
     assert with_null.tolist()[1] == -1
+
+
+# --- the kernel's bulk path and its memory ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 255, 767, 768, 769, 24_575, 24_576, 24_577, 100_001, 1 << 20])
+def test_kernel_crc32c_equals_the_crc32c_package(n: int) -> None:
+    import os
+
+    import crc32c
+
+    from storage_core import _kernel
+
+    for skew in range(3):  # unaligned starts too
+        data = os.urandom(n + skew)[skew:]
+        assert _kernel.crc32c(data) == crc32c.crc32c(data)
+        assert _kernel.crc32c(data, True) == crc32c.crc32c(data)  # the table-driven fallback
+
+
+def bulk(raw: bytes, **kw: object) -> pa.RecordBatch:
+    from storage_core.scan import decode_view
+
+    dec = ArrowDecoder("t", 3, include_headers=True, include_metadata=True, native=True)
+    assert decode_view(memoryview(raw), dec, **kw) == len(raw)  # type: ignore[arg-type]
+    return dec.finish()
+
+
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda c: c.label)
+def test_bulk_path_equals_batch_by_batch(codec: CompressionType) -> None:
+    raw = b"".join(encode_arrow(rows(900), compression=codec, max_batch_bytes=2048, base_offset=100))
+    batches = list(iter_batches(raw))
+    for kw in ({}, {"min_offset": 250, "end_offset": 777}):
+        want = decode_batches(batches, "t", 3, include_headers=True, include_metadata=True, native=False,
+                              **kw)  # type: ignore[arg-type]
+        assert bulk(raw, **kw).equals(want)
+
+
+def test_pooled_kernel_buffers_never_change_a_batch_still_in_use() -> None:
+    """Column buffers go back to the kernel's pool only when Arrow lets go of them: decoding more
+    data while earlier results are alive leaves those results as they were."""
+    big = pa.table({"key": [b"k%d" % i for i in range(40_000)], "value": [b"%064d" % i for i in range(40_000)]})
+    other = pa.table({"key": [b"z" * 9] * 40_000, "value": [b"y" * 70] * 40_000})
+    first = bulk(b"".join(encode_arrow(big, default_timestamp_ms=T0)))
+    snapshot = first.to_pylist()[::997]
+    for _ in range(3):
+        again = bulk(b"".join(encode_arrow(other, default_timestamp_ms=T0)))
+        assert again.column("value")[5].as_py() == b"y" * 70
+        del again  # its buffers go back to the pool, for the next decode
+    assert first.to_pylist()[::997] == snapshot
+    first.validate(full=True)
