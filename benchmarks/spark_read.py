@@ -40,17 +40,21 @@ def _table(n: int, part: int) -> pa.Table:
 
 
 def build(root: Path, records: int) -> Path:
+    """A 2-partition log dir as klog's writer leaves it: segments, indexes, checkpoints and the
+    clean-shutdown marker (so reads trust it, as a broker does after a clean shutdown)."""
     from storage_core.columnar import encode_arrow
     from storage_core.compression import CompressionType
     from storage_core.config import LogConfig
-    from storage_core.log import Log
+    from storage_core.manager import LogManager
+    from storage_core.topic_partition import TopicPartition
 
     logs = root / "logs"
+    logs.mkdir(parents=True)
     per = records // 2
-    for p in range(2):
-        d = logs / f"bench-{p}"
-        d.mkdir(parents=True)
-        with Log(d, LogConfig.from_properties({"segment.bytes": str(256 << 20)}), writable=True) as log:
+    config = LogConfig.from_properties({"segment.bytes": str(256 << 20)})
+    with LogManager([logs], writable=True) as manager:
+        for p in range(2):
+            log = manager.create_log(TopicPartition("bench", p), config)
             for raw in encode_arrow(_table(per, p), compression=CompressionType.LZ4, max_batch_bytes=64 << 10):
                 log.append(raw)
     return logs
