@@ -1,5 +1,8 @@
 """Run every benchmark module of this package that defines ``main()``: ``python -m benchmarks``.
 
+At the end it prints the headline rows of all of them as one table (ratios against the peer of
+each, the issue's targets, peak resident memory where measured).
+
 ``python -m benchmarks decode`` runs only the named modules. Each module runs with its own
 defaults; run a module directly (``python -m benchmarks.decode --help``) for its options.
 """
@@ -8,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import platform
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import benchmarks
+from benchmarks import _summary
 
 
 def benchmark_modules() -> dict[str, Callable[..., Any]]:
@@ -43,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"=== benchmarks.{name}", flush=True)
         rc = available[name]([])
         status = status or (rc if isinstance(rc, int) else 0)
+    if _summary.rows():
+        print()
+        print(f"=== summary ({platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"{time.strftime('%Y-%m-%d')})")
+        print(_summary.table())
     return status
 
 

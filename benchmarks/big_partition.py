@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from benchmarks import _summary as summary
 from benchmarks._memory import peak_rss_bytes, reset_peak_rss
 
 T0 = 1_700_000_000_000
@@ -194,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ratio engine tail/full-scan time: {part['seconds'] / full['seconds']:.4f}x")
         print(f"peak RSS engine full scan of {size / 1e9:.1f} GB: {full['peak_rss'] / mib:.0f} MiB "
               f"(one process, interpreter and pyarrow included)")
+        summary.add(summary.Row(
+            f"tail range read of 10,000 records, {size / 1e9:.1f} GB partition (read_partition, no Spark)",
+            f"{part['seconds'] * 1e3:.1f} ms", f"full scan of the partition, {full['seconds']:.2f} s",
+            part["seconds"] / full["seconds"], "time", 0.02, part["peak_rss"]))
         if args.spark:
             _spark(args, logs, n, size, tail)
     finally:
@@ -237,6 +242,11 @@ def _spark(args: argparse.Namespace, logs: Path, n: int, size: int, tail: str) -
         print(f"ratio spark tail/full-scan time: {t_tail / t_full:.4f}x")
         print(f"peak RSS of a Python worker scanning the {size / 1e9:.1f} GB partition: max {max(peaks) / mib:.0f} MiB "
               f"over {len(peaks)} tasks")
+        summary.add(summary.Row("same through Spark (a job each, local[2])", f"{t_tail:.2f} s",
+                                f"full-scan aggregate, {t_full:.2f} s", t_tail / t_full, "time", 0.02))
+        summary.add(summary.Row(
+            f"peak RSS of a Python worker scanning a {size / 1e9:.1f} GB partition (Spark task, target 512 MiB)",
+            f"{max(peaks) / mib:.0f} MiB", "—", max(peaks) / (512 * mib), "time", 1.0, max(peaks)))
     finally:
         if owned:
             spark.stop()
