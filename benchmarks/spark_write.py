@@ -7,6 +7,10 @@ Writes the same DataFrame (``--records`` rows, 100-byte values, keyed, 4 partiti
 (c) a ``DataSourceArrowWriter`` that only counts the bytes it is given (the API's ceiling).
 
 Then prints segment count and sizes. Run: ``python -m benchmarks.spark_write [--records N]``.
+
+The writers take turns, round after round (``--repeat`` rounds, the best time of each writer
+kept), so that load from elsewhere on a shared machine falls on all of them alike rather than on
+whichever ran during it; the ratios compare times of the same rounds.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ def _counting_sink():  # type: ignore[no-untyped-def]
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.spark_write", description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=4_000_000)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of every writer; the best time of each is kept")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -68,28 +72,32 @@ def main(argv: Sequence[str] | None = None) -> int:
               .cache())
         df.count()
 
-        def best(fn) -> float:  # type: ignore[no-untyped-def]
-            t_best = float("inf")
-            for i in range(args.repeat):
-                target = work / f"run{i}"
-                t = time.perf_counter()
-                fn(target)
-                t_best = min(t_best, time.perf_counter() - t)
-                if i < args.repeat - 1:
-                    shutil.rmtree(target, ignore_errors=True)
-            return t_best
-
-        t_klog = best(lambda p: df.write.format("klog").option("topic", "bench").option("numPartitions", "4")
-                      .option("compression", "lz4").mode("append").save(str(p / "logs_a")))
-        logs = sorted((work / f"run{args.repeat - 1}" / "logs_a").rglob("*.log"))
         import spark_logsource
 
-        t_klog_p = best(lambda p: spark_logsource.with_kafka_partitions(df, 4).write.format("klog")
-                        .option("topic", "bench").option("numPartitions", "4").option("compression", "lz4")
-                        .mode("append").save(str(p / "logs_a2")))
+        writers = {
+            "klog": lambda p: df.write.format("klog").option("topic", "bench").option("numPartitions", "4")
+            .option("compression", "lz4").mode("append").save(str(p / "logs_a")),
+            "klog_p": lambda p: spark_logsource.with_kafka_partitions(df, 4).write.format("klog")
+            .option("topic", "bench").option("numPartitions", "4").option("compression", "lz4")
+            .mode("append").save(str(p / "logs_a2")),
+            "parquet": lambda p: df.write.mode("overwrite").parquet(str(p / "parquet")),
+            "ceiling": lambda p: df.write.format("klogbenchcount").mode("append").save(),
+        }
+        best = dict.fromkeys(writers, float("inf"))
+        rounds: list[dict[str, float]] = []
+        for i in range(args.repeat):  # round-robin: each round runs every writer once
+            target = work / f"run{i}"
+            rounds.append({})
+            for name, fn in writers.items():
+                t = time.perf_counter()
+                fn(target)
+                rounds[-1][name] = time.perf_counter() - t
+                best[name] = min(best[name], rounds[-1][name])
+            if i < args.repeat - 1:
+                shutil.rmtree(target, ignore_errors=True)
+        t_klog, t_klog_p, t_pq, t_ceiling = best["klog"], best["klog_p"], best["parquet"], best["ceiling"]
+        logs = sorted((work / f"run{args.repeat - 1}" / "logs_a").rglob("*.log"))
         logs_p = sorted((work / f"run{args.repeat - 1}" / "logs_a2").rglob("*.log"))
-        t_pq = best(lambda p: df.write.mode("overwrite").parquet(str(p / "parquet")))
-        t_ceiling = best(lambda p: df.write.format("klogbenchcount").mode("append").save())
         n = args.records
         sizes = [p.stat().st_size for p in logs]
         assert spark.read.format("klog").load(str(logs[0].parent.parent)).count() == n
@@ -105,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{max(sizes) / 1e6:.1f} MB; (a2): {len(logs_p)} segments")
         print(f"ratio klog/parquet time: {t_klog / t_pq:.2f}x")
         print(f"ratio klog/ceiling throughput: {t_ceiling / t_klog:.2f}x")
+        print("ratio klog/ceiling throughput per round: "
+              + ", ".join(f"{r['ceiling'] / r['klog']:.2f}x" for r in rounds))
     finally:
         if owned:
             spark.stop()

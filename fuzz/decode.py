@@ -1,8 +1,18 @@
-"""Longer fuzz run of the decoders: runs of mutated record batches (every codec) through the file
+"""Longer fuzz run of the kernel's entry points.
+
+Decoding: runs of one to three record batches (every codec), mutated or not, through the file
 walker, CRC check and both columnar builders (C kernel and Python), and through the kernel's bulk
 path (``decode_view``: ``add_v2_run`` with the object path for what it leaves). Invariants: only
 ``KlogError``s come out, whatever decodes is valid Arrow, and the bulk path gives exactly the rows
 and the error class of the batch-by-batch kernel path.
+
+Encoding (every other input): random Arrow rows (null keys, values and header values, headers,
+any int64 timestamps, sliced arrays) through ``encode_v2_batches`` with the kernel and its
+pure-Python twin, in both modes (records areas; whole batches with header and CRC), for a random
+row range and byte bound: the outputs must be identical and every whole batch valid. Then the
+same columns with one buffer made to lie (offsets past the data or going back, a short validity
+bitmap, header counts past the header columns, a row range past the end) straight into the
+kernel: only ``ValueError``/``OverflowError`` may come out (and nothing ASan can see).
 
     python fuzz/decode.py 1000000            # one million inputs
     # under AddressSanitizer + UBSan (kernel built with KLOG_ASAN=1, see README):
@@ -16,11 +26,15 @@ import random
 import sys
 import time
 
-from storage_core.columnar import ArrowDecoder
+import numpy as np
+import pyarrow as pa
+
+from storage_core import columnar
+from storage_core.columnar import HEADER_TYPE, ArrowDecoder
 from storage_core.compression import CompressionType
 from storage_core.errors import KlogError
 from storage_core.file_records import iter_batches
-from storage_core.records import Header, Record, build_batch, crc32c
+from storage_core.records import DefaultRecordBatch, Header, Record, build_batch, crc32c
 from storage_core.scan import decode_view
 
 
@@ -48,6 +62,102 @@ def mutate(rng: random.Random, seed: bytes) -> bytes:
     return bytes(b)
 
 
+def _maybe_bytes(rng: random.Random, p_null: float, max_len: int) -> bytes | None:
+    if rng.random() < p_null:
+        return None
+    return bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, rng.randrange(max_len + 1)))))
+
+
+def random_columns(rng: random.Random) -> columnar.EncodeColumns:
+    n = rng.randrange(0, 40)
+    ts_pool = [0, -1, 1, (1 << 63) - 1, -(1 << 63), 1_700_000_000_000]
+    table = pa.table({
+        "key": pa.array([_maybe_bytes(rng, 0.2, 30) for _ in range(n)], pa.binary()),
+        "value": pa.array([_maybe_bytes(rng, 0.1, 300) for _ in range(n)], pa.binary()),
+        "timestamp": pa.array([rng.choice(ts_pool) if rng.random() < 0.3 else 1_700_000_000_000 + rng.randrange(-10**6, 10**6)
+                               for _ in range(n)], pa.int64()),
+        "headers": pa.array([None if rng.random() < 0.5 else
+                             [{"key": bytes(rng.randrange(256) for _ in range(rng.randrange(6))).decode("latin-1"),
+                               "value": _maybe_bytes(rng, 0.3, 20)} for _ in range(rng.randrange(4))]
+                             for _ in range(n)], HEADER_TYPE),
+    })
+    if rng.random() < 0.3 and n > 2:  # sliced columns: non-zero array offsets
+        a = rng.randrange(n)
+        table = table.slice(a, rng.randrange(n - a + 1))
+    if rng.random() < 0.3:
+        table = table.drop_columns(["key"])
+    if rng.random() < 0.3:
+        table = table.drop_columns(["headers"])
+    return columnar.prepare_columns(table)
+
+
+def _lie(rng: random.Random, col: tuple[object, object, object, int], n: int) -> tuple[object, object, object, int]:
+    validity, offsets, data, off = col
+    offs = np.frombuffer(offsets, dtype=np.int32).copy()  # type: ignore[call-overload]
+    choice = rng.randrange(4)
+    if choice == 0 and len(offs):
+        offs[rng.randrange(len(offs))] = rng.choice([-1, 1 << 30, len(data or b"") + 1])  # type: ignore[arg-type]
+    elif choice == 1 and len(offs) > 2:
+        i = rng.randrange(1, len(offs))
+        offs[i - 1], offs[i] = offs[i] + 1, offs[i - 1]
+    elif choice == 2:
+        validity = b""  # a bitmap shorter than the rows
+    else:
+        offs = offs[: rng.randrange(len(offs) + 1)]
+    return validity, offs.tobytes(), data, off
+
+
+def encode_one(rng: random.Random) -> str | None:
+    """One encode input; returns a description of a failure, or None."""
+    cols = random_columns(rng)
+    n = cols.num_rows
+    start = rng.randrange(n + 1)
+    stop = rng.randrange(start, n + 1)
+    max_bytes = rng.choice([-1, 0, 1, 50, 500, 5000, 1 << 40])
+    header = None if rng.random() < 0.5 else (rng.randrange(-(1 << 62), 1 << 62), rng.randrange(-(1 << 31), 1 << 31),
+                                              rng.randrange(1 << 15))
+    outcomes = []
+    for native in (True, False):
+        try:
+            out, meta = columnar.encode_v2_batches(cols, start, stop, max_bytes, header, native=native)
+            outcomes.append((out, meta.tolist()))
+        except (KlogError, ValueError, OverflowError) as exc:
+            outcomes.append(type(exc))
+    if outcomes[0] != outcomes[1]:
+        return f"kernel and Python disagree: {str(outcomes[0])[:200]} vs {str(outcomes[1])[:200]}"
+    if header is not None and isinstance(outcomes[0], tuple):
+        for raw in outcomes[0][0]:
+            DefaultRecordBatch(raw).ensure_valid()
+    # the kernel alone, fed buffers that lie
+    from storage_core import _kernel  # type: ignore[attr-defined]
+
+    keys = columnar._bincol(cols.keys) if cols.keys is not None else None
+    values = columnar._bincol(cols.values)
+    hk = columnar._bincol(cols.header_keys) if cols.header_keys is not None else None
+    hv = columnar._bincol(cols.header_values) if cols.header_values is not None else None
+    hc = cols.header_counts
+    ts = cols.timestamps
+    what = rng.randrange(6)
+    if what == 0:
+        values = _lie(rng, values, n)
+    elif what == 1 and keys is not None:
+        keys = _lie(rng, keys, n)
+    elif what == 2 and hk is not None:
+        hk, hv = _lie(rng, hk, n), _lie(rng, hv, n)  # type: ignore[arg-type]
+    elif what == 3 and hc is not None and n:
+        hc = hc.copy()
+        hc[rng.randrange(n)] = rng.choice([-1, 1 << 20, 1 << 30])
+    elif what == 4:
+        stop = n + rng.randrange(1, 4)
+    else:
+        ts = ts[: rng.randrange(n + 1)]
+    try:
+        _kernel.encode_v2_batches(keys, values, ts, hc, hk, hv, start, stop, max_bytes, header)
+    except (ValueError, OverflowError):
+        pass
+    return None
+
+
 def decode(data: bytes, mode: str) -> tuple[object, str | None]:
     """(the rows, or None; the error class name, or None) of one way of decoding ``data``."""
     dec = ArrowDecoder("t", 0, include_headers=True, native=mode != "python")
@@ -70,7 +180,18 @@ def main(argv: list[str]) -> int:
     pool = seeds(rng)
     untyped = disagree = 0
     t = time.time()
-    for _ in range(n):
+    encodes = 0
+    for i in range(n):
+        if i % 2 == 1 and columnar.native_kernel() is not None:
+            encodes += 1
+            try:
+                problem = encode_one(rng)
+            except Exception as exc:  # noqa: BLE001 - this is what the run looks for
+                problem = f"UNTYPED {type(exc).__name__}: {exc}"
+            if problem:
+                untyped += 1
+                print(f"ENCODE {problem}")
+            continue
         # one to three batches, any of them mutated: the bulk path walks runs of batches
         data = b"".join(mutate(rng, rng.choice(pool)) if rng.random() < 0.7 else rng.choice(pool)
                         for _ in range(rng.randrange(1, 4)))
@@ -84,7 +205,8 @@ def main(argv: list[str]) -> int:
         if "kernel" in outcomes and "bulk" in outcomes and outcomes["kernel"] != outcomes["bulk"]:
             disagree += 1
             print(f"DISAGREE kernel={outcomes['kernel'][1]} bulk={outcomes['bulk'][1]} input={data.hex()}")
-    print(f"inputs={n} decodes={3 * n} untyped={untyped} disagreements={disagree} seconds={time.time() - t:.0f}")
+    print(f"inputs={n} decodes={3 * (n - encodes)} encodes={encodes} untyped={untyped} disagreements={disagree} "
+          f"seconds={time.time() - t:.0f}")
     return 1 if untyped or disagree else 0
 
 

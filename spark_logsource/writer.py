@@ -39,6 +39,8 @@ WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes
 #: Upper bound of an encoded batch's records area (kept under max.message.bytes).
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
 STALE_STAGING_S = 24 * 3600
+#: A task stages each partition's rows in runs of about this many bytes of Arrow data (see KlogWriter.write).
+STAGE_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -180,24 +182,35 @@ class KlogWriter(DataSourceArrowWriter):
         writers: dict[str, StagingWriter] = {}
         now = int(time.time() * 1000)
         rr = task  # round-robin position for null keys
+        # Spark hands over batches of 10,000 rows (spark.sql.execution.arrow.maxRecordsPerBatch),
+        # a few hundred KB per Kafka partition: each partition's rows are collected (zero-copy
+        # slices) and staged in runs of about STAGE_BYTES, so that batches reach maxBatchBytes and
+        # the encoder, codec and segment are called per run rather than per Spark batch.
+        pending: dict[str, list[pa.RecordBatch]] = {}
+        pending_bytes: dict[str, int] = {}
+
+        def stage(pdir: str) -> None:
+            groups = pending.pop(pdir)
+            pending_bytes.pop(pdir)
+            writers[pdir].append(groups[0] if len(groups) == 1 else pa.Table.from_batches(groups), now)
+
         for batch in iterator:
             if batch.num_rows == 0:
                 continue
             topics = self._topics_of(batch)
             parts, rr = self._partitions_of(batch, topics, rr)
-            if self.opts.topic is not None:  # one topic: group by partition number only
-                groups = [(self.opts.topic, int(p), parts == p) for p in np.unique(parts)]
-            else:
-                names = np.asarray(topics, dtype=object)
-                groups = [(str(t), int(p), (names == t) & (parts == p))
-                          for t in set(topics) for p in np.unique(parts[names == t])]
-            for topic, p, mask in groups:
+            row_bytes = batch.nbytes / batch.num_rows  # a slice's buffers are the whole batch's: estimate
+            for topic, p, rows in self._groups(batch, topics, parts):
                 pdir = self.topics[topic][p]
-                w = writers.get(pdir)
-                if w is None:
-                    w = writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic), self.opts.compression,
-                                                      self.opts.max_batch_bytes)
-                w.append(batch if mask.all() else batch.filter(pa.array(mask)), now)
+                if pdir not in writers:
+                    writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic), self.opts.compression,
+                                                  self.opts.max_batch_bytes)
+                pending.setdefault(pdir, []).append(rows)
+                pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(rows.num_rows * row_bytes)
+                if pending_bytes[pdir] >= STAGE_BYTES:
+                    stage(pdir)
+        for pdir in list(pending):
+            stage(pdir)
         staged = tuple(w.finish() for w in writers.values())
         from storage_core.faults import maybe_crash
 
@@ -227,9 +240,36 @@ class KlogWriter(DataSourceArrowWriter):
     def _staging_name(self, task: int, attempt: int) -> str:
         return f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
 
-    def _topics_of(self, batch: pa.RecordBatch) -> list[str]:
+    def _groups(self, batch: pa.RecordBatch, topics: list[str] | None,
+                parts: np.ndarray) -> Iterator[tuple[str, int, pa.RecordBatch]]:
+        """The rows of ``batch`` per (topic, partition), each group in input order: one stable
+        sort and one ``take`` for the whole batch, then zero-copy slices (not a filter per group)."""
+        if topics is None:  # the topic option: the partition number is the group
+            assert self.opts.topic is not None
+            names = [self.opts.topic]
+            # partition numbers fit 16 bits nearly always: numpy's stable sort is then a radix sort
+            keys = parts.astype(np.int16 if len(self.topics[self.opts.topic]) <= 1 << 15 else np.int64)
+        else:
+            names = sorted(set(topics))
+            index = {t: i for i, t in enumerate(names)}
+            keys = np.fromiter((index[t] for t in topics), dtype=np.int64, count=len(topics)) * (1 << 32) + parts
+        if (keys == keys[0]).all():
+            k = int(keys[0])
+            yield names[k >> 32], k & 0xFFFFFFFF, batch
+            return
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        rows = batch.take(pa.array(order))
+        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+        ends = np.r_[starts[1:], len(sorted_keys)]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            k = int(sorted_keys[a])
+            yield names[k >> 32], k & 0xFFFFFFFF, rows.slice(a, b - a)
+
+    def _topics_of(self, batch: pa.RecordBatch) -> list[str] | None:
+        """Each row's topic, or None when the ``topic`` option names the one topic of every row."""
         if self.opts.topic is not None:
-            return [self.opts.topic] * batch.num_rows
+            return None
         col = batch.column(batch.schema.get_field_index("topic"))
         if col.null_count:
             raise KlogError("a row has a null 'topic' and no 'topic' option was given")
@@ -239,11 +279,16 @@ class KlogWriter(DataSourceArrowWriter):
                 ensure_topic(self.opts, self.topics, t)
         return names
 
-    def _partitions_of(self, batch: pa.RecordBatch, topics: list[str], rr: int) -> tuple[np.ndarray, int]:
+    def _partitions_of(self, batch: pa.RecordBatch, topics: list[str] | None, rr: int) -> tuple[np.ndarray, int]:
         from storage_core.columnar import murmur2_partitions
 
         n = batch.num_rows
-        counts = np.array([len(self.topics[t]) for t in topics], dtype=np.int64)
+        if topics is None:  # one topic: one partition count (not a Python object per row)
+            assert self.opts.topic is not None
+            counts = np.full(n, len(self.topics[self.opts.topic]), dtype=np.int64)
+        else:
+            per_topic = {t: len(self.topics[t]) for t in set(topics)}
+            counts = np.fromiter((per_topic[t] for t in topics), dtype=np.int64, count=n)
         out = np.full(n, -1, dtype=np.int64)
         names = batch.schema.names
         if "partition" in names:
@@ -252,13 +297,14 @@ class KlogWriter(DataSourceArrowWriter):
             bad = (given >= counts) | (given < -1) | ((given < 0) & np.asarray(col.is_valid()))
             if bad.any():
                 i = int(np.argmax(bad))
-                raise InvalidOptionError(f"row with partition {given[i]} for topic {topics[i]!r}, which has "
+                topic = topics[i] if topics is not None else self.opts.topic
+                raise InvalidOptionError(f"row with partition {given[i]} for topic {topic!r}, which has "
                                          f"{counts[i]} partitions (0..{counts[i] - 1})")
             out = given
         todo = out < 0
         if todo.any() and "key" in names:
             keys = batch.column(names.index("key"))
-            for c in np.unique(counts[todo]):
+            for c in (np.unique(counts[todo]) if topics is not None else counts[:1]):
                 parts = murmur2_partitions(keys, int(c))
                 sel = todo & (counts == c) & (parts >= 0)
                 out[sel] = parts[sel]

@@ -1036,8 +1036,8 @@ static PyObject *kernel_encode_v2(PyObject *self, PyObject *args) {
     if (have_headers) for (Py_ssize_t i = 0; i < start; i++) h += hcv[i];
     Py_ssize_t row = start;
     for (; row < stop; row++) {
-        const uint8_t *kp = NULL, *vp;
-        int32_t kn = -1, vn;
+        const uint8_t *kp = NULL, *vp = NULL;
+        int32_t kn = -1, vn = -1;
         if (have_keys && bincol_row(&keys, row, &kp, &kn) < 0) goto done;
         if (bincol_row(&values, row, &vp, &vn) < 0) goto done;
         int64_t t = tsv[row];
@@ -1098,6 +1098,231 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------- whole batches */
+
+static inline uint8_t *w_uleb(uint8_t *w, uint64_t v) {
+    while (v > 0x7f) { *w++ = (uint8_t)((v & 0x7f) | 0x80); v >>= 7; }
+    *w++ = (uint8_t)v;
+    return w;
+}
+static inline uint8_t *w_be64(uint8_t *w, uint64_t v) { for (int i = 7; i >= 0; i--) *w++ = (uint8_t)(v >> (8 * i)); return w; }
+static inline uint8_t *w_be32(uint8_t *w, uint32_t v) { for (int i = 3; i >= 0; i--) *w++ = (uint8_t)(v >> (8 * i)); return w; }
+static inline uint8_t *w_be16(uint8_t *w, uint16_t v) { *w++ = (uint8_t)(v >> 8); *w++ = (uint8_t)v; return w; }
+
+#define BATCH_OVERHEAD 61
+/* A batch's size must fit batchLength (int32, counting from byte 12). */
+#define MAX_RECORDS_AREA (INT32_LIMIT - BATCH_OVERHEAD)
+
+typedef struct {
+    BinCol keys, values, hkeys, hvals;
+    Py_buffer ts, hc;
+    int have_keys, have_headers;
+    const int64_t *tsv;
+    const int32_t *hcv;
+} EncCols;
+
+static void enccols_release(EncCols *c) {
+    if (c->have_keys) bincol_release(&c->keys);
+    bincol_release(&c->values);
+    if (c->ts.obj) PyBuffer_Release(&c->ts);
+    if (c->hc.obj) PyBuffer_Release(&c->hc);
+    if (c->have_headers) { bincol_release(&c->hkeys); bincol_release(&c->hvals); }
+}
+
+static int enccols_get(EncCols *c, PyObject *kobj, PyObject *vobj, PyObject *tsobj, PyObject *hcobj, PyObject *hkobj,
+                       PyObject *hvobj, Py_ssize_t start, Py_ssize_t stop) {
+    memset(c, 0, sizeof *c);
+    if (kobj != Py_None) {
+        if (bincol_get(kobj, &c->keys, "key") < 0) return -1;
+        c->have_keys = 1;
+    }
+    if (bincol_get(vobj, &c->values, "value") < 0) return -1;
+    if (PyObject_GetBuffer(tsobj, &c->ts, PyBUF_SIMPLE) < 0) return -1;
+    if (hcobj != Py_None) {
+        if (PyObject_GetBuffer(hcobj, &c->hc, PyBUF_SIMPLE) < 0) return -1;
+        if (bincol_get(hkobj, &c->hkeys, "header key") < 0) return -1;
+        if (bincol_get(hvobj, &c->hvals, "header value") < 0) { bincol_release(&c->hkeys); return -1; }
+        c->have_headers = 1;
+    }
+    if (start < 0 || stop < start || stop > c->values.length || c->ts.len / 8 < stop ||
+        (c->have_keys && c->keys.length < stop) || (c->have_headers && c->hc.len / 4 < stop)) {
+        PyErr_SetString(PyExc_ValueError, "encode: row range outside the columns");
+        return -1;
+    }
+    c->tsv = (const int64_t *)c->ts.buf;
+    c->hcv = c->have_headers ? (const int32_t *)c->hc.buf : NULL;
+    return 0;
+}
+
+/* The body size of row `row` (its length varint not included) in a batch whose first row is `first`
+ * with base timestamp base_ts; h is the row's first header entry. -1 with an exception. */
+static inline Py_ssize_t row_size(const EncCols *c, Py_ssize_t row, Py_ssize_t first, int64_t base_ts, Py_ssize_t h) {
+    const uint8_t *kp = NULL, *vp;
+    int32_t kn = -1, vn;
+    if (c->have_keys && bincol_row(&c->keys, row, &kp, &kn) < 0) return -1;
+    if (bincol_row(&c->values, row, &vp, &vn) < 0) return -1;
+    int32_t nh = c->have_headers ? c->hcv[row] : 0;
+    if (nh < 0 || (c->have_headers && (h + nh > c->hkeys.length || h + nh > c->hvals.length))) {
+        PyErr_SetString(PyExc_ValueError, "header counts outside the header columns");
+        return -1;
+    }
+    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[row] - (uint64_t)base_ts));
+    Py_ssize_t body = 1 + uleb_size(tsd) + uleb_size(zz32((int32_t)(row - first))) + uleb_size(zz32(kn)) +
+                      (kn > 0 ? kn : 0) + uleb_size(zz32(vn)) + (vn > 0 ? vn : 0) + uleb_size(zz32(nh));
+    for (int32_t k = 0; k < nh; k++) {
+        const uint8_t *hp = NULL, *hv = NULL;
+        int32_t hn = 0, hvn = -1;
+        if (bincol_row(&c->hkeys, h + k, &hp, &hn) < 0 || bincol_row(&c->hvals, h + k, &hv, &hvn) < 0) return -1;
+        if (!hp) { PyErr_SetString(PyExc_ValueError, "Invalid null header key found in headers"); return -1; }
+        body += uleb_size(zz32(hn)) + hn + uleb_size(zz32(hvn)) + (hvn > 0 ? hvn : 0);
+    }
+    if (body > INT32_LIMIT - 5) { PyErr_SetString(PyExc_OverflowError, "record larger than 2 GiB"); return -1; }
+    return body;
+}
+
+/* Write row `row` (already sized and checked by row_size) at w; returns the end. */
+static inline uint8_t *row_write(const EncCols *c, uint8_t *w, Py_ssize_t row, Py_ssize_t first, int64_t base_ts,
+                                 Py_ssize_t h, int32_t body) {
+    const uint8_t *kp = NULL, *vp = NULL;
+    int32_t kn = -1, vn = -1;
+    if (c->have_keys) bincol_row(&c->keys, row, &kp, &kn);
+    bincol_row(&c->values, row, &vp, &vn);
+    int32_t nh = c->have_headers ? c->hcv[row] : 0;
+    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[row] - (uint64_t)base_ts));
+    w = w_uleb(w, zz32(body));
+    *w++ = 0; /* attributes */
+    w = w_uleb(w, tsd);
+    w = w_uleb(w, zz32((int32_t)(row - first)));
+    w = w_uleb(w, zz32(kn));
+    if (kn > 0) { memcpy(w, kp, (size_t)kn); w += kn; }
+    w = w_uleb(w, zz32(vn));
+    if (vn > 0) { memcpy(w, vp, (size_t)vn); w += vn; }
+    w = w_uleb(w, zz32(nh));
+    for (int32_t k = 0; k < nh; k++) {
+        const uint8_t *hp = NULL, *hv = NULL;
+        int32_t hn = 0, hvn = -1;
+        bincol_row(&c->hkeys, h + k, &hp, &hn);
+        bincol_row(&c->hvals, h + k, &hv, &hvn);
+        w = w_uleb(w, zz32(hn));
+        if (hn > 0) { memcpy(w, hp, (size_t)hn); w += hn; }
+        w = w_uleb(w, zz32(hvn));
+        if (hvn > 0) { memcpy(w, hv, (size_t)hvn); w += hvn; }
+    }
+    return w;
+}
+
+/* encode_v2_batches(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes,
+ *                   header) -> (list of bytes, meta)
+ *
+ * Encodes rows [start, stop) as consecutive v2 batches in one call. A batch is cut before the row
+ * that would take its records area past max_bytes (at least one row per batch; max_bytes is
+ * capped so a batch fits batchLength). Offset deltas start at 0 and timestamp deltas are relative
+ * to the first row of each batch, as encode_v2 does.
+ *
+ * header None: each bytes object is a records area (for a codec to compress).
+ * header (base_offset, partition_leader_epoch, attributes): each is a whole batch, the 61-byte
+ * header filled (base offset = base_offset + row - start, producer fields -1) and its CRC-32C.
+ *
+ * meta: int64 buffer of 3 entries per batch: end row (exclusive), first timestamp, max timestamp. */
+static PyObject *kernel_encode_v2_batches(PyObject *self, PyObject *args) {
+    PyObject *kobj, *vobj, *tsobj, *hcobj, *hkobj, *hvobj, *hdr;
+    Py_ssize_t start, stop, max_bytes;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnnO", &kobj, &vobj, &tsobj, &hcobj, &hkobj, &hvobj, &start, &stop, &max_bytes,
+                          &hdr))
+        return NULL;
+    long long base_offset = 0;
+    int leader_epoch = 0, attributes = 0;
+    int with_header = hdr != Py_None;
+    if (with_header && !PyArg_ParseTuple(hdr, "Lii", &base_offset, &leader_epoch, &attributes)) return NULL;
+    if (with_header && (attributes < -32768 || attributes > 32767)) {
+        PyErr_SetString(PyExc_ValueError, "attributes outside int16");
+        return NULL;
+    }
+    if (max_bytes < 1) max_bytes = 1;
+    if (max_bytes > MAX_RECORDS_AREA) max_bytes = MAX_RECORDS_AREA;
+    EncCols c;
+    PyObject *list = NULL, *result = NULL;
+    Buf meta = {0};
+    if (enccols_get(&c, kobj, vobj, tsobj, hcobj, hkobj, hvobj, start, stop) < 0) goto done;
+    if (with_header && stop > start && base_offset > 0 && (long long)(stop - start - 1) > INT64_MAX - base_offset) {
+        PyErr_SetString(PyExc_OverflowError, "encode: offsets past 2**63 - 1");
+        goto done;
+    }
+    list = PyList_New(0);
+    if (!list) goto done;
+    Py_ssize_t h = 0; /* the first header entry of row `row` */
+    if (c.have_headers) for (Py_ssize_t i = 0; i < start; i++) h += c.hcv[i];
+    Py_ssize_t row = start;
+    while (row < stop) {
+        Py_ssize_t first = row, h0 = h, area = 0;
+        int64_t base_ts = c.tsv[row], max_ts = base_ts;
+        /* pass 1: how many rows fit, and their size */
+        for (; row < stop; row++) {
+            Py_ssize_t body = row_size(&c, row, first, base_ts, h);
+            if (body < 0) goto done;
+            Py_ssize_t total = uleb_size(zz32((int32_t)body)) + body;
+            if (row > first && area + total > max_bytes) break;
+            if (area + total > MAX_RECORDS_AREA) {
+                PyErr_SetString(PyExc_OverflowError, "record batch larger than 2 GiB");
+                goto done;
+            }
+            area += total;
+            if (c.have_headers) h += c.hcv[row];
+            if (c.tsv[row] > max_ts) max_ts = c.tsv[row];
+        }
+        Py_ssize_t hsize = with_header ? BATCH_OVERHEAD : 0;
+        PyObject *bytes = PyBytes_FromStringAndSize(NULL, hsize + area);
+        if (!bytes) goto done;
+        uint8_t *base = (uint8_t *)PyBytes_AS_STRING(bytes);
+        /* pass 2: write them */
+        uint8_t *w = base + hsize;
+        Py_ssize_t hh = h0;
+        for (Py_ssize_t r = first; r < row; r++) {
+            Py_ssize_t body = row_size(&c, r, first, base_ts, hh); /* cannot fail: pass 1 checked it */
+            w = row_write(&c, w, r, first, base_ts, hh, (int32_t)body);
+            if (c.have_headers) hh += c.hcv[r];
+        }
+        if (w != base + hsize + area) {
+            Py_DECREF(bytes);
+            PyErr_SetString(PyExc_SystemError, "encode_v2_batches: size mismatch");
+            goto done;
+        }
+        if (with_header) {
+            int32_t count = (int32_t)(row - first);
+            uint8_t *q = base;
+            q = w_be64(q, (uint64_t)(base_offset + (long long)(first - start)));
+            q = w_be32(q, (uint32_t)(hsize + area - 12));
+            q = w_be32(q, (uint32_t)leader_epoch);
+            *q++ = 2;                               /* magic */
+            q += 4;                                 /* crc, below */
+            q = w_be16(q, (uint16_t)attributes);
+            q = w_be32(q, (uint32_t)(count - 1));   /* lastOffsetDelta */
+            q = w_be64(q, (uint64_t)base_ts);
+            q = w_be64(q, (uint64_t)max_ts);
+            q = w_be64(q, (uint64_t)-1);            /* producerId */
+            q = w_be16(q, (uint16_t)-1);            /* producerEpoch */
+            q = w_be32(q, (uint32_t)-1);            /* baseSequence */
+            q = w_be32(q, (uint32_t)count);
+            w_be32(base + 17, crc32c(base + 21, (size_t)(hsize + area - 21)));
+        }
+        int rc = PyList_Append(list, bytes);
+        Py_DECREF(bytes);
+        if (rc < 0) goto done;
+        int64_t m[3] = {(int64_t)row, base_ts, max_ts};
+        if (buf_put(&meta, m, sizeof m) < 0) goto done;
+    }
+    {
+        PyObject *mb = take_buffer(&meta);
+        if (mb) result = Py_BuildValue("ON", list, mb);
+    }
+done:
+    Py_XDECREF(list);
+    free(meta.data);
+    enccols_release(&c);
+    return result;
+}
+
 /* murmur2(keys) -> int32 buffer: Kafka's Utils.murmur2 of every key (0 for a null key). */
 static int32_t murmur2(const uint8_t *data, int32_t length) {
     const uint32_t m = 0x5bd1e995;
@@ -1149,7 +1374,11 @@ static PyMethodDef kernel_functions[] = {
     {"encode_v2", kernel_encode_v2, METH_VARARGS,
      "encode_v2(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes)"
      " -> (records, end_row, first_ts, max_ts)"},
-    {"crc32c", kernel_crc32c, METH_VARARGS, "crc32c(data, software=False) -> CRC-32C of data"},
+    {"encode_v2_batches", kernel_encode_v2_batches, METH_VARARGS,
+     "encode_v2_batches(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes,"
+     " header) -> (list of records areas, or of whole batches when header is (base_offset, leader_epoch,"
+     " attributes); int64 meta buffer of (end_row, first_ts, max_ts) per batch)"},
+    {"crc32c", kernel_crc32c, METH_VARARGS, "crc32c(data, software=False) -> CRC-32C of a buffer"},
     {"murmur2", kernel_murmur2, METH_VARARGS, "murmur2(keys, n) -> int32 buffer of Kafka's murmur2 hashes"},
     {NULL, NULL, 0, NULL},
 };

@@ -472,9 +472,15 @@ class EncodeColumns:
     header_values: pa.Array | None
 
 
-def _as_binary(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
+def _one_chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array; a single chunk is taken as it is (combine_chunks would copy it)."""
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
+
+
+def _as_binary(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
+    arr = _one_chunk(arr)
     t = arr.type
     if pa.types.is_binary(t) or pa.types.is_string(t):
         return arr.cast(pa.binary()) if pa.types.is_string(t) else arr
@@ -495,9 +501,7 @@ def prepare_columns(table: pa.RecordBatch | pa.Table, default_timestamp_ms: int 
     values = _as_binary(table.column("value"), "value")
     keys = _as_binary(table.column("key"), "key") if "key" in names else None
     if "timestamp" in names:
-        ts = table.column("timestamp")
-        if isinstance(ts, pa.ChunkedArray):
-            ts = ts.combine_chunks()
+        ts = _one_chunk(table.column("timestamp"))
         if pa.types.is_timestamp(ts.type):
             # to milliseconds, rounding down (floorDiv, as Spark's microsToMillis) rather than toward zero
             raw = ts.cast(pa.int64())
@@ -526,9 +530,7 @@ def prepare_columns(table: pa.RecordBatch | pa.Table, default_timestamp_ms: int 
         timestamps = np.full(n, default_timestamp_ms, dtype=np.int64)
     header_counts = header_keys = header_values = None
     if "headers" in names:
-        h = table.column("headers")
-        if isinstance(h, pa.ChunkedArray):
-            h = h.combine_chunks()
+        h = _one_chunk(table.column("headers"))
         if not (pa.types.is_list(h.type) or pa.types.is_large_list(h.type)) \
                 or not pa.types.is_struct(h.type.value_type) \
                 or [f.name for f in h.type.value_type] != ["key", "value"]:
@@ -576,6 +578,57 @@ def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) ->
     return bytes(out), row, base_ts, max_ts
 
 
+#: The largest records area of one batch: its size must fit batchLength (int32, from byte 12).
+MAX_RECORDS_AREA = (1 << 31) - 1 - RECORD_BATCH_OVERHEAD
+
+
+def _py_encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int,
+                          header: tuple[int, int, int] | None) -> tuple[list[bytes], np.ndarray]:
+    """Reference twin of ``_kernel.encode_v2_batches``: rows ``[start, stop)`` as consecutive
+    batches, each a records area (``header`` None) or a whole batch with its header and CRC
+    (``header`` = ``(base_offset, partition_leader_epoch, attributes)``, base offset of row
+    ``start``); plus an int64 array of ``(end row, first timestamp, max timestamp)`` per batch."""
+    max_bytes = min(max(1, max_bytes), MAX_RECORDS_AREA)
+    out: list[bytes] = []
+    meta: list[tuple[int, int, int]] = []
+    row = start
+    while row < stop:
+        area, end, first_ts, max_ts = _py_encode_v2(cols, row, stop, max_bytes)
+        if header is None:
+            out.append(area)
+        else:
+            base_offset, leader_epoch, attributes = header
+            buf = bytearray(RECORD_BATCH_OVERHEAD + len(area))
+            buf[RECORD_BATCH_OVERHEAD:] = area
+            write_batch_header(buf, base_offset=base_offset + row - start, partition_leader_epoch=leader_epoch,
+                               attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
+                               max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                               records_count=end - row)
+            out.append(bytes(buf))
+        meta.append((end, first_ts, max_ts))
+        row = end
+    return out, np.array(meta, dtype=np.int64).reshape(-1, 3)
+
+
+def encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int,
+                      header: tuple[int, int, int] | None, native: bool | None = None
+                      ) -> tuple[list[bytes], np.ndarray]:
+    """Rows ``[start, stop)`` of prepared columns as v2 batches (see :func:`_py_encode_v2_batches`),
+    with the kernel unless ``native`` is False or it is not built."""
+    kernel = native_kernel() if native is not False else None
+    if native and kernel is None:
+        raise KlogError("the native kernel was requested but is not available")
+    if kernel is None:
+        return _py_encode_v2_batches(cols, start, stop, max_bytes, header)
+    batches, meta = kernel.encode_v2_batches(
+        _bincol(cols.keys) if cols.keys is not None else None, _bincol(cols.values), cols.timestamps,
+        cols.header_counts,
+        _bincol(cols.header_keys) if cols.header_keys is not None else None,
+        _bincol(cols.header_values) if cols.header_values is not None else None,
+        start, stop, max_bytes, header)
+    return batches, np.frombuffer(meta, dtype=np.int64).reshape(-1, 3)
+
+
 def encode_arrow(
     table: pa.RecordBatch | pa.Table,
     *,
@@ -594,29 +647,21 @@ def encode_arrow(
     or int64 milliseconds; missing or null timestamps take ``default_timestamp_ms``.
     """
     cols = prepare_columns(table, default_timestamp_ms)
-    kernel = native_kernel() if native is not False else None
-    if native and kernel is None:
-        raise KlogError("the native kernel was requested but is not available")
+    if cols.num_rows and not _I64_MIN <= base_offset <= _I64_MAX - (cols.num_rows - 1):
+        raise KlogError(f"base offset {base_offset} with {cols.num_rows} records runs outside Kafka's int64 offsets")
     budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
-    if kernel is not None:
-        args = (_bincol(cols.keys) if cols.keys is not None else None, _bincol(cols.values), cols.timestamps,
-                cols.header_counts,
-                _bincol(cols.header_keys) if cols.header_keys is not None else None,
-                _bincol(cols.header_values) if cols.header_values is not None else None)
-
-        def encode(start: int) -> tuple[bytes, int, int, int]:
-            return kernel.encode_v2(*args, start, cols.num_rows, budget)  # type: ignore[no-any-return]
-    else:
-        def encode(start: int) -> tuple[bytes, int, int, int]:
-            return _py_encode_v2(cols, start, cols.num_rows, budget)
-
-    out: list[bytes] = []
     attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
+    if compression == CompressionType.NONE:  # whole batches, header and CRC included, in one call
+        batches, _ = encode_v2_batches(cols, 0, cols.num_rows, budget,
+                                       (base_offset, partition_leader_epoch, attributes), native)
+        return batches
+    areas, meta = encode_v2_batches(cols, 0, cols.num_rows, budget, None, native)
+    out: list[bytes] = []
     row = 0
-    while row < cols.num_rows:
-        area, end, first_ts, max_ts = encode(row)
-        payload = area if compression == CompressionType.NONE else compress(compression, area, compression_level)
-        buf = bytearray(RECORD_BATCH_OVERHEAD) + payload
+    for area, (end, first_ts, max_ts) in zip(areas, meta.tolist(), strict=True):
+        payload = compress(compression, area, compression_level)
+        buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+        buf[RECORD_BATCH_OVERHEAD:] = payload
         write_batch_header(buf, base_offset=base_offset + row, partition_leader_epoch=partition_leader_epoch,
                            attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
                            max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,

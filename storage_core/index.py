@@ -52,6 +52,7 @@ class AbstractIndex(Generic[E]):
         self.entry_size = self.ENTRY.size
         self._mmap: mmap.mmap | bytes | None = None
         self._file = None
+        self._dirty = False  # written (pwrite, truncate) since the last fsync
         exists = self.path.exists()
         if writable:
             if max_index_size < self.entry_size:
@@ -62,6 +63,8 @@ class AbstractIndex(Generic[E]):
             if fresh:
                 length = self._round(max_index_size)
                 self._file.truncate(length)
+            # the first flush always syncs: a process that died may have left unsynced entries
+            self._dirty = True
             self.max_index_size = max(max_index_size, length)
             self._map(length, writable=True)
             self._entries = 0 if fresh else self._count_valid_entries()
@@ -89,6 +92,7 @@ class AbstractIndex(Generic[E]):
         self.writable = False
         self.entry_size = cls.ENTRY.size
         self._file = None
+        self._dirty = False
         self._mmap = bytes(data)
         self.max_index_size = len(data)
         self._length = len(data)
@@ -161,6 +165,7 @@ class AbstractIndex(Generic[E]):
         # system cannot allocate (disk full) is a SIGBUS; pwrite fails with ENOSPC instead. The
         # shared map sees the bytes (one page cache).
         data = self.ENTRY.pack(*fields)
+        self._dirty = True
         if os.pwrite(self._file.fileno(), data, self._entries * self.entry_size) != len(data):
             raise OSError(28, "short write to index", str(self.path))
         self._entries += 1
@@ -202,12 +207,16 @@ class AbstractIndex(Generic[E]):
         if not self.writable or self._file is None:
             raise KlogError(f"index {self.path} is open read-only")
         length = self._round(new_size)
-        if isinstance(self._mmap, mmap.mmap):
-            self._mmap.flush()
+        if length == self._length and (self._mmap is not None or length == 0):
+            return  # already that size (a second trim on close)
+        # no flush first: entries are written with pwrite, never stored into the map, so the map
+        # has no dirty pages of its own; durability is flush()'s job, and truncating is not made
+        # any more durable by syncing the bytes before it
         self._map(0, writable=True)
         self._file.truncate(length)
         self._map(length, writable=True)
         self._length = length
+        self._dirty = True
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to its entries (on roll and close)."""
@@ -222,6 +231,7 @@ class AbstractIndex(Generic[E]):
             # zero the dropped entries only (written pages): the rest of the sparse file stays unallocated
             start = self._entries * self.entry_size
             end = min(old * self.entry_size, len(self._mmap))
+            self._dirty = True
             os.pwrite(self._file.fileno(), bytes(end - start), start)
 
     def reset(self) -> None:
@@ -229,8 +239,11 @@ class AbstractIndex(Generic[E]):
         self.truncate_to_entries(0)
 
     def flush(self) -> None:
-        if isinstance(self._mmap, mmap.mmap) and self.writable:
-            self._mmap.flush()
+        """fsync the index file if this index changed it since the last flush (an fsync, not an
+        msync of the map: it also makes a trimmed length durable)."""
+        if self.writable and self._file is not None and self._dirty:
+            os.fsync(self._file.fileno())
+            self._dirty = False
 
     def close(self) -> None:
         if self.writable and self._file is not None:

@@ -14,6 +14,14 @@ def test_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ratio lz4 klog/kafka-python:" in out
 
 
+def test_encode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import encode
+
+    encode.main(["--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio encode klog/kafka-python:" in out and "peak RSS:" in out
+
+
 def test_engine_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import engine
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+from storage_core import columnar as _col
 from storage_core.columnar import (
     ArrowDecoder,
     decode_batches,
@@ -18,6 +19,7 @@ from storage_core.columnar import (
 from storage_core.compression import CompressionType
 from storage_core.errors import KlogError
 from storage_core.file_records import iter_batches
+from storage_core.records import DefaultRecordBatch
 
 T0 = 1_700_000_000_000
 
@@ -183,3 +185,115 @@ def test_pooled_kernel_buffers_never_change_a_batch_still_in_use() -> None:
         del again  # its buffers go back to the pool, for the next decode
     assert first.to_pylist()[::997] == snapshot
     first.validate(full=True)
+
+
+# --- the kernel's whole-batch encoder (encode_v2_batches) against its pure-Python twin ----------------
+
+
+def _both(cols: _col.EncodeColumns, start: int, stop: int, max_bytes: int,
+          header: tuple[int, int, int] | None) -> tuple[list[bytes], np.ndarray]:
+    a, ma = _col.encode_v2_batches(cols, start, stop, max_bytes, header, native=True)
+    b, mb = _col.encode_v2_batches(cols, start, stop, max_bytes, header, native=False)
+    assert a == b
+    assert ma.tolist() == mb.tolist()
+    return a, ma
+
+
+@pytest.mark.parametrize("header", [None, (0, -1, 0), (5, 7, 3), (2**62, 0, 0), (-3, -1, 4)],
+                         ids=["areas", "batches", "epoch-attrs", "big-offset", "negative-offset"])
+@pytest.mark.parametrize("max_bytes", [1, 100, 4096 - 61, 1 << 20, 1 << 40], ids=lambda m: f"max{m}")
+@pytest.mark.parametrize("span", [(0, 3000), (0, 0), (17, 2981), (2999, 3000), (1500, 1500)],
+                         ids=lambda s: f"rows{s[0]}-{s[1]}")
+def test_encode_v2_batches_kernel_matches_python(header: tuple[int, int, int] | None, max_bytes: int,
+                                                 span: tuple[int, int]) -> None:
+    t = rows(3000)
+    cols = _col.prepare_columns(t)
+    start, stop = span
+    out, meta = _both(cols, start, stop, max_bytes, header)
+    assert len(out) == len(meta)
+    if start == stop:
+        assert out == []
+        return
+    ends = [int(e) for e in meta[:, 0]]
+    assert ends[-1] == stop and ends == sorted(ends)
+    firsts = [start] + ends[:-1]
+    ts = cols.timestamps
+    for raw, first, (end, first_ts, max_ts) in zip(out, firsts, meta.tolist(), strict=True):
+        assert first_ts == ts[first] and max_ts == int(ts[first:end].max())
+        area_len = len(raw) - (0 if header is None else 61)
+        if end - first > 1:
+            assert area_len <= max(1, min(max_bytes, _col.MAX_RECORDS_AREA))
+        if header is not None:
+            b = DefaultRecordBatch(raw)
+            b.ensure_valid()
+            assert b.base_offset == header[0] + first - start
+            assert b.partition_leader_epoch == header[1] and b.attributes == header[2]
+            assert b.records_count == end - first and b.max_timestamp == max_ts and b.base_timestamp == first_ts
+            assert (b.producer_id, b.producer_epoch, b.base_sequence) == (-1, -1, -1)
+
+
+def test_encode_v2_batches_areas_are_encode_v2() -> None:
+    """Records areas from the many-batch call are what the one-batch encode_v2 gives, batch by batch."""
+    from storage_core._kernel import encode_v2  # type: ignore[attr-defined]
+
+    t = rows(1000)
+    cols = _col.prepare_columns(t)
+    args = (_col._bincol(cols.keys), _col._bincol(cols.values), cols.timestamps, cols.header_counts,
+            _col._bincol(cols.header_keys), _col._bincol(cols.header_values))
+    areas, meta = _both(cols, 0, 1000, 700, None)
+    row = 0
+    for area, (end, first_ts, max_ts) in zip(areas, meta.tolist(), strict=True):
+        assert tuple(encode_v2(*args, row, 1000, 700)) == (area, end, first_ts, max_ts)
+        assert _col._py_encode_v2(cols, row, 1000, 700) == (area, end, first_ts, max_ts)
+        row = end
+
+
+def test_encode_v2_batches_without_keys_or_headers() -> None:
+    t = pa.table({"value": [b"v" * (i % 50) for i in range(500)],
+                  "timestamp": pa.array([T0 - i for i in range(500)], pa.int64())})
+    cols = _col.prepare_columns(t)
+    for header in (None, (0, -1, 0)):
+        out, _ = _both(cols, 0, 500, 300, header)
+        assert len(out) > 5
+
+
+def test_encode_v2_batches_refuses_lying_buffers() -> None:
+    """Hand-made column buffers that point outside their data are a ValueError, never a crash."""
+    from storage_core import _kernel  # type: ignore[attr-defined]
+
+    ts = np.zeros(4, dtype=np.int64)
+    good = (None, np.array([0, 1, 2, 3, 4], dtype=np.int32).tobytes(), b"abcd", 0)
+    bad_offsets = (None, np.array([0, 1, 99, 3, 4], dtype=np.int32).tobytes(), b"abcd", 0)
+    backwards = (None, np.array([0, 3, 1, 3, 4], dtype=np.int32).tobytes(), b"abcd", 0)
+    short_bitmap = (b"", good[1], good[2], 0)
+    for values in (bad_offsets, backwards, short_bitmap):
+        for header in (None, (0, -1, 0)):
+            with pytest.raises(ValueError):
+                _kernel.encode_v2_batches(None, values, ts, None, None, None, 0, 4, 100, header)
+    for start, stop in ((0, 5), (-1, 2), (3, 2)):
+        with pytest.raises(ValueError):
+            _kernel.encode_v2_batches(None, good, ts, None, None, None, start, stop, 100, None)
+    with pytest.raises(ValueError):  # header counts past the header columns
+        _kernel.encode_v2_batches(None, good, ts, np.array([0, 0, 5, 0], dtype=np.int32), good, good, 0, 4, 100, None)
+    with pytest.raises(ValueError):  # a null header key
+        hk = (b"\x00", good[1], good[2], 0)
+        _kernel.encode_v2_batches(None, good, ts, np.array([1, 0, 0, 0], dtype=np.int32), hk, good, 0, 4, 100, None)
+    with pytest.raises(OverflowError):  # offsets past int64
+        _kernel.encode_v2_batches(None, good, ts, None, None, None, 0, 4, 100, ((1 << 63) - 2, -1, 0))
+    with pytest.raises(KlogError):
+        encode_arrow(pa.table({"value": [b"a", b"b"]}), base_offset=(1 << 63) - 1, default_timestamp_ms=T0)
+
+
+@pytest.mark.parametrize("software", [False, True], ids=["hardware-or-best", "software"])
+def test_kernel_crc32c_matches_the_crc32c_package(software: bool) -> None:
+    import crc32c
+
+    from storage_core import _kernel  # type: ignore[attr-defined]
+
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, 70_000, dtype=np.uint8).tobytes()
+    for n in (0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 1000, 65_537, 70_000):
+        for skew in (0, 1, 3, 5):
+            chunk = data[skew:skew + n]
+            assert _kernel.crc32c(chunk, software) == crc32c.crc32c(chunk), (n, skew)
+    assert _kernel.crc32c(b"123456789", software) == 0xE3069283  # the CRC-32C check value
