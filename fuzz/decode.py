@@ -171,7 +171,8 @@ def decode(data: bytes, mode: str) -> tuple[object, str | None]:
         return None, type(exc).__name__
     rb = dec.finish()
     rb.validate(full=True)
-    return rb.to_pylist(), None
+    i = rb.schema.get_field_index("timestamp")  # as int64: years past 9999 have no datetime
+    return rb.set_column(i, "timestamp", rb.column(i).cast(pa.int64())).to_pylist(), None
 
 
 def main(argv: list[str]) -> int:
