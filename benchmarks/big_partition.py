@@ -214,7 +214,7 @@ def _spark(args: argparse.Namespace, logs: Path, n: int, size: int, tail: str) -
     from pyspark.sql import functions as F
 
     owned = SparkSession.getActiveSession() is None
-    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-big").config("spark.ui.enabled", "false")
+    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-big").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     rss_dir = logs.parent / "rss"

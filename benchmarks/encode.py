@@ -36,7 +36,8 @@ import pyarrow as pa
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from benchmarks.decode import DEFAULT_SEED, MAX_BATCH_BYTES, VALUE_BYTES, best_of, make_table, peak_rss_bytes
+from benchmarks import _summary as summary
+from benchmarks.decode import DEFAULT_SEED, MAX_BATCH_BYTES, VALUE_BYTES, best_of, make_table
 from storage_core.columnar import decode_batches, encode_arrow, native_kernel
 from storage_core.file_records import iter_batches
 
@@ -56,6 +57,7 @@ class EncodeMeasurement:
     records: int
     out_bytes: int
     seconds: float  # the best of the runs
+    peak_rss: int   # the process's peak resident bytes during the runs
 
     @property
     def records_per_s(self) -> float:
@@ -154,7 +156,7 @@ def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int 
     if pure_python:
         timings[KLOG_PY] = best_of(max(1, min(repeat, 2)), partial(encode_klog, table, False))
     timings[KAFKA_PYTHON] = best_of(repeat, partial(encode_kafka_python, rows))
-    return [EncodeMeasurement(name, records, size, seconds) for name, seconds in timings.items()]
+    return [EncodeMeasurement(name, records, size, seconds, rss) for name, (seconds, rss) in timings.items()]
 
 
 def ratio(results: Sequence[EncodeMeasurement], encoder: str = KLOG) -> float:
@@ -164,10 +166,11 @@ def ratio(results: Sequence[EncodeMeasurement], encoder: str = KLOG) -> float:
 
 
 def format_table(results: Sequence[EncodeMeasurement]) -> str:
-    lines = [f"{'case':<13} {'encoder':<19} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16}"]
+    lines = [f"{'case':<13} {'encoder':<19} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16} "
+             f"{'peak RSS MiB':>13}"]
     for m in results:
         lines.append(f"{'uncompressed':<13} {m.encoder:<19} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
-                     f"{m.mb_per_s:>8.1f} {ratio(results, m.encoder):>15.1f}x")
+                     f"{m.mb_per_s:>8.1f} {ratio(results, m.encoder):>15.1f}x {m.peak_rss / (1 << 20):>13.0f}")
     return "\n".join(lines)
 
 
@@ -193,7 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(results))
     print()
     print(f"ratio encode klog/kafka-python: {ratio(results):.1f}x")
-    print(f"peak RSS: {peak_rss_bytes() / (1 << 20):.1f} MiB (whole run: data, Python lists, checks, all encoders)")
+    print("peak RSS: the process's during each encoder's runs (the table and the Python rows included)")
+    by = {m.encoder: m for m in results}
+    summary.add(summary.Row(
+        "columnar encode from Arrow, uncompressed, 16 KiB batches", f"{by[KLOG].records_per_s / 1e6:.1f} M records/s",
+        f"kafka-python's `DefaultRecordBatchBuilder`, {by[KAFKA_PYTHON].records_per_s / 1e6:.2f} M records/s",
+        ratio(results), "throughput", 30.0, by[KLOG].peak_rss))
     return 0
 
 

@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="klog-bench-spark-"))
     owned = SparkSession.getActiveSession() is None  # a session someone else made (a test's) stays up
-    spark = (SparkSession.builder.master("local[2]").appName("klog-bench").config("spark.ui.enabled", "false")
+    spark = (SparkSession.builder.master("local[2]").appName("klog-bench").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:

@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     owned = SparkSession.getActiveSession() is None
-    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-write").config("spark.ui.enabled", "false")
+    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-write").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="klog-bench-write-"))
@@ -115,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ratio klog/ceiling throughput: {t_ceiling / t_klog:.2f}x")
         print("ratio klog/ceiling throughput per round: "
               + ", ".join(f"{r['ceiling'] / r['klog']:.2f}x" for r in rounds))
+        from benchmarks import _summary as summary
+
+        summary.add(summary.Row(
+            f'`df.write.format("klog")`, {n / 1e6:g}M records, lz4, 4 partitions, local[2]',
+            f"{t_klog:.2f} s ({n / t_klog / 1e6:.2f} M records/s)",
+            f"a `DataSourceArrowWriter` that only counts bytes, {t_ceiling:.2f} s", t_ceiling / t_klog,
+            "throughput", 0.7))
+        summary.add(summary.Row("same", "", f"`df.write.parquet`, {t_pq:.2f} s", t_pq / t_klog, "throughput", None))
     finally:
         if owned:
             spark.stop()

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.producer import produce
 
     owned = SparkSession.getActiveSession() is None
-    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-stream").config("spark.ui.enabled", "false")
+    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-stream").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     tmp = Path(tempfile.mkdtemp(prefix="klog-bench-stream-"))
