@@ -28,8 +28,10 @@ from .planning import KlogInputPartition, Piece
 
 log = logging.getLogger("klog")
 
-#: Emit a RecordBatch once this many bytes of keys/values are buffered (bounds worker memory).
-FLUSH_BYTES = 32 << 20
+#: Emit a RecordBatch once this many bytes are buffered (checked before each record batch): it
+#: bounds worker memory, and PySpark serializes each RecordBatch into one buffer, which glibc
+#: reuses below its 32 MiB mmap threshold but maps and page-faults in afresh above it.
+FLUSH_BYTES = 16 << 20
 FLUSH_ROWS = 262_144
 
 

@@ -370,6 +370,11 @@ static void builder_rollback(RecordsBuilder *s, const Mark *m) {
     s->nh = m->nh;
 }
 
+/* Approximately the bytes a finish() would hand over (the nbytes property). */
+static Py_ssize_t builder_nbytes(const RecordsBuilder *s) {
+    return s->key_data.len + s->value_data.len + s->hk_data.len + s->hv_data.len + 16 * s->n;
+}
+
 /* Appends without capacity checks, after a reservation that covers them. */
 static inline void put_i64_unchecked(Buf *b, int64_t v) { memcpy(b->data + b->len, &v, 8); b->len += 8; }
 static inline void put_i32_unchecked(Buf *b, int32_t v) { memcpy(b->data + b->len, &v, 4); b->len += 4; }
@@ -700,6 +705,7 @@ enum {
     RUN_SHORT = 1,      /* fewer bytes left than the next batch needs (read more, or a partial tail) */
     RUN_SLOW_PATH = 2,  /* the next batch needs the object path: not v2, a bad header, a CRC mismatch,
                          * an unknown codec or none given, or records the kernel refused */
+    RUN_FULL = 3,       /* the builder holds max_bytes: finish() it, then go on from here */
 };
 
 /* One row per batch that added records, in the order added (BATCH_INFO_DTYPE in columnar.py). */
@@ -718,7 +724,7 @@ typedef struct {
 } BatchInfo;
 _Static_assert(sizeof(BatchInfo) == 48, "BatchInfo must match BATCH_INFO_DTYPE in columnar.py");
 
-/* add_v2_run(data, min_offset, end_offset, verify, decompressors) -> (consumed, stop, info)
+/* add_v2_run(data, min_offset, end_offset, verify, decompressors, max_bytes=-1) -> (consumed, stop, info)
  *
  * Walks whole v2 batches from data[0]: checks each CRC (if verify), skips control batches and
  * batches wholly outside [min_offset, end_offset), decompresses through the Python callables
@@ -727,12 +733,16 @@ _Static_assert(sizeof(BatchInfo) == 48, "BatchInfo must match BATCH_INFO_DTYPE i
  * records as add_v2 does. Stops at the first batch it cannot take whole (see RUN_*) without
  * touching it; a KlogError from decompress or a record the kernel refuses also stops there, so
  * the object path can raise it with the file and position. Returns the bytes consumed, why it
- * stopped, and a buffer of BatchInfo rows. */
+ * stopped, and a buffer of BatchInfo rows. With max_bytes >= 0 it also stops (RUN_FULL) before a
+ * batch once the builder holds that many bytes (its nbytes), so that callers can bound the size
+ * of what they finish(). */
 static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
     PyObject *data_obj, *decompressors;
     long long min_offset, end_offset;
     int verify;
-    if (!PyArg_ParseTuple(args, "OLLpO", &data_obj, &min_offset, &end_offset, &verify, &decompressors)) return NULL;
+    Py_ssize_t max_bytes = -1;
+    if (!PyArg_ParseTuple(args, "OLLpO|n", &data_obj, &min_offset, &end_offset, &verify, &decompressors, &max_bytes))
+        return NULL;
     if (decompressors != Py_None && !PyTuple_Check(decompressors)) {
         PyErr_SetString(PyExc_TypeError, "add_v2_run: decompressors must be a tuple or None");
         return NULL;
@@ -748,6 +758,7 @@ static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
     for (;;) {
         Py_ssize_t rem = len - pos;
         if (rem == 0) { stop = RUN_END; break; }
+        if (max_bytes >= 0 && builder_nbytes(s) >= max_bytes) { stop = RUN_FULL; break; }
         if (rem < V2_HEADER_BYTES) { stop = rem < 17 || base[pos + 16] == 2 ? RUN_SHORT : RUN_SLOW_PATH; break; }
         const uint8_t *b = base + pos;
         int32_t size = (int32_t)be32(b + 8);
@@ -904,14 +915,14 @@ static PyObject *RecordsBuilder_finish(RecordsBuilder *s, PyObject *unused) {
 static PyObject *RecordsBuilder_len_get(RecordsBuilder *s, void *c) { (void)c; return PyLong_FromSsize_t(s->n); }
 static PyObject *RecordsBuilder_nbytes_get(RecordsBuilder *s, void *c) {
     (void)c;
-    return PyLong_FromSsize_t(s->key_data.len + s->value_data.len + s->hk_data.len + s->hv_data.len + 16 * s->n);
+    return PyLong_FromSsize_t(builder_nbytes(s));
 }
 
 static PyMethodDef RecordsBuilder_methods[] = {
     {"add_v2", (PyCFunction)RecordsBuilder_add_v2, METH_VARARGS,
      "add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended"},
     {"add_v2_run", (PyCFunction)RecordsBuilder_add_v2_run, METH_VARARGS,
-     "add_v2_run(data, min_offset, end_offset, verify, decompress) -> (consumed, stop, batch_info)"},
+     "add_v2_run(data, min_offset, end_offset, verify, decompressors, max_bytes=-1) -> (consumed, stop, batch_info)"},
     {"add_record", (PyCFunction)RecordsBuilder_add_record, METH_VARARGS,
      "add_record(offset, timestamp, key, value, headers)"},
     {"finish", (PyCFunction)RecordsBuilder_finish, METH_NOARGS, "finish() -> dict of buffers"},

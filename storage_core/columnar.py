@@ -293,6 +293,7 @@ assert BATCH_INFO_DTYPE.itemsize == 48
 RUN_END = 0
 RUN_SHORT = 1
 RUN_SLOW_PATH = 2
+RUN_FULL = 3
 
 _CODEC_LABELS = np.array([c.label for c in sorted(CompressionType, key=int)], dtype=object)
 #: The codecs, for the kernel's bulk decoder: codec id → function of a records area.
@@ -375,19 +376,21 @@ class ArrowDecoder:
         return n
 
     def add_run(self, data: bytes | bytearray | memoryview, *, min_offset: int = _I64_MIN,
-                end_offset: int = _I64_MAX, verify: bool = True) -> tuple[int, int]:
+                end_offset: int = _I64_MAX, verify: bool = True, max_bytes: int | None = None) -> tuple[int, int]:
         """Decode the whole v2 batches at the start of ``data`` in one kernel call.
 
         The same as :meth:`add` on each batch in turn, for as many batches as the kernel can
         take: it stops before a batch that is cut off (``RUN_SHORT``) or that needs the object
         path (``RUN_SLOW_PATH``: a legacy batch, a bad header or CRC, a record the kernel
         refuses, a codec error), leaving it untouched so that :meth:`add` can decode it or raise
-        its error with file and position. Returns (bytes consumed, why it stopped). Without the
-        kernel nothing is consumed and the answer is ``RUN_SLOW_PATH``.
+        its error with file and position; with ``max_bytes`` also before a batch once the decoder
+        holds that many bytes (``RUN_FULL``: :meth:`finish`, then go on). Returns (bytes consumed,
+        why it stopped). Without the kernel nothing is consumed and the answer is ``RUN_SLOW_PATH``.
         """
         if self._run is None:
             return 0, RUN_SLOW_PATH
-        consumed, why, info = self._run(data, min_offset, end_offset, verify, _KERNEL_DECOMPRESSORS)
+        consumed, why, info = self._run(data, min_offset, end_offset, verify, _KERNEL_DECOMPRESSORS,
+                                        -1 if max_bytes is None else max_bytes)
         if len(info):
             self._infos.append(np.frombuffer(info, dtype=BATCH_INFO_DTYPE))
         return consumed, why

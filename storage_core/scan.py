@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .columnar import RUN_END, RUN_SHORT, ArrowDecoder
+from .columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
 from .errors import KlogError
 from .file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
 from .legacy_records import RECORD_OVERHEAD_V0
@@ -74,19 +74,23 @@ class _ChunkReader:
 
 def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eof: bool = True,
                 path: str | None = None, min_offset: int = _I64_MIN, end_offset: int = _I64_MAX,
-                verify: bool = True) -> int:
+                verify: bool = True, max_bytes: int | None = None) -> int:
     """Decode the whole batches at the start of ``view`` (file position ``position``) into ``dec``.
 
     Returns the bytes consumed. It stops before a batch cut off by the end of ``view``; with
     ``at_eof`` that batch is a partial tail (the end of the data), otherwise the next read should
-    start there. Errors are raised by the object path, located at the batch they are about.
+    start there. With ``max_bytes`` it also stops before a batch once ``dec`` holds that many bytes
+    (the caller finishes it and goes on from there). Errors are raised by the object path, located
+    at the batch they are about.
     """
     off = 0
     while off < len(view):
+        if max_bytes is not None and dec.nbytes >= max_bytes:
+            break
         used, why = dec.add_run(view[off:] if off else view, min_offset=min_offset, end_offset=end_offset,
-                                verify=verify)
+                                verify=verify, max_bytes=max_bytes)
         off += used
-        if why == RUN_END or (why == RUN_SHORT and not at_eof):
+        if why in (RUN_END, RUN_FULL) or (why == RUN_SHORT and not at_eof):
             break
         # the object path, for one batch: decode it, raise its error, or find the partial tail
         try:
@@ -109,8 +113,9 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
                       chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[pa.RecordBatch]:
     """Decode the batches of ``records`` from byte ``start`` (a batch boundary) to ``stop``.
 
-    Records are added to ``dec``; whenever it holds ``flush_bytes`` bytes or ``flush_rows`` rows
-    (checked after each chunk) its contents are yielded as a RecordBatch. What remains at the end
+    Records are added to ``dec``; whenever it holds ``flush_bytes`` bytes (checked before each batch)
+    or ``flush_rows`` rows (checked after each chunk) its contents are yielded as a RecordBatch, so
+    the batches handed on stay near ``flush_bytes`` whatever the chunk size. What remains at the end
     stays in ``dec`` for the caller to finish. A partial batch at the end of the range ends the
     walk, as in :meth:`FileRecords.batches`. Errors carry the file and the position of the batch.
     """
@@ -122,11 +127,17 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
         while pos < end:
             view = reader.read(pos)
             at_eof = pos + len(view) >= end
-            off = decode_view(view, dec, position=pos, at_eof=at_eof, path=name, min_offset=min_offset,
-                              end_offset=end_offset, verify=verify)
+            off = 0
+            while True:
+                used = decode_view(view[off:] if off else view, dec, position=pos + off, at_eof=at_eof, path=name,
+                                   min_offset=min_offset, end_offset=end_offset, verify=verify,
+                                   max_bytes=flush_bytes)
+                off += used
+                full = flush_bytes is not None and dec.nbytes >= flush_bytes
+                if full or (flush_rows is not None and dec.num_rows >= flush_rows):
+                    yield dec.finish()
+                if not full or off >= len(view):
+                    break  # the rest of the chunk needs the next read (or there is none)
             pos += off
-            if (flush_bytes is not None and dec.nbytes >= flush_bytes) or \
-                    (flush_rows is not None and dec.num_rows >= flush_rows):
-                yield dec.finish()
             if off == 0 or (at_eof and pos < end):
                 return  # a partial batch at the end of the range

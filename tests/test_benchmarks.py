@@ -37,7 +37,7 @@ def test_spark_read_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) ->
 
     spark_read.main(["--records", "20000", "--repeat", "1"])
     out = capsys.readouterr().out
-    assert "ratio klog/ceiling throughput:" in out and "ratio tail-range/full-scan time:" in out
+    assert "ratio none klog/ceiling throughput:" in out and "ratio lz4 tail-range/full-scan time:" in out
 
 
 @pytest.mark.spark
@@ -66,3 +66,36 @@ def test_compaction_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     compaction.main(["--mb", "4"])
     out = capsys.readouterr().out
     assert "compaction:" in out and "plain copy:" in out and "ratio compaction/copy throughput:" in out
+
+
+def test_big_partition_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine half (fresh processes running read_partition); the Spark half is the Spark tests'."""
+    from benchmarks import big_partition
+
+    big_partition.main(["--gb", "0.03", "--repeat", "1", "--no-spark"])
+    out = capsys.readouterr().out
+    assert "ratio engine tail/full-scan time:" in out and "peak RSS engine full scan" in out
+
+
+def test_benchmarks_add_their_rows_to_the_summary_table() -> None:
+    """``python -m benchmarks`` ends with the table of the rows every benchmark added."""
+    from benchmarks import _summary
+
+    before = len(_summary.rows())
+    decode.main(["--records", "1500", "--repeat", "1", "--no-pure-python"])
+    rows = _summary.rows()[before:]
+    assert [r.what.split(",")[0] for r in rows] == ["columnar decode"] * 3
+    assert all(r.ratio > 0 and r.peak_rss for r in rows)
+    table = _summary.table(rows)
+    assert table.splitlines()[0] == "| what | klog | peer in the same run | ratio | target | met | peak RSS |"
+    assert "≥ 50×" in table and "≥ 0.7×" in table and "MiB |" in table
+
+
+def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import __main__ as runner
+
+    with pytest.raises(SystemExit) as exc:
+        runner.main(["nonesuch"])
+    assert exc.value.code == 2
+    assert "unknown benchmark(s) nonesuch; available: big_partition, compaction, decode, encode" in \
+        capsys.readouterr().err

@@ -297,3 +297,23 @@ def test_kernel_crc32c_matches_the_crc32c_package(software: bool) -> None:
             chunk = data[skew:skew + n]
             assert _kernel.crc32c(chunk, software) == crc32c.crc32c(chunk), (n, skew)
     assert _kernel.crc32c(b"123456789", software) == 0xE3069283  # the CRC-32C check value
+
+
+def test_bulk_read_flushes_by_bytes_inside_a_chunk(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """decode_file_range hands on RecordBatches of about flush_bytes, however large its chunks:
+    the kernel stops before the batch that would go on past the budget (RUN_FULL)."""
+    from storage_core.file_records import FileRecords
+    from storage_core.scan import decode_file_range
+
+    raw = b"".join(encode_arrow(rows(3000), compression=CompressionType.LZ4, max_batch_bytes=2048, base_offset=7))
+    path = tmp_path / "00000000000000000007.log"
+    path.write_bytes(raw)
+    want = decode_batches(list(iter_batches(raw)), "t", 3, include_headers=True, native=False)
+    dec = ArrowDecoder("t", 3, include_headers=True, native=True)
+    parts = list(decode_file_range(FileRecords(path), 0, None, dec, flush_bytes=20_000))
+    parts.append(dec.finish())
+    assert len(parts) > 5
+    assert all(p.num_rows for p in parts)
+    largest_batch = max(len(b.records_payload()) for b in iter_batches(raw))  # one record batch past the budget
+    assert max(p.column("key").nbytes + p.column("value").nbytes for p in parts) < 20_000 + 2 * largest_batch + 16 * 3000
+    assert pa.Table.from_batches(parts).combine_chunks().to_batches()[0].equals(want)
