@@ -16,6 +16,7 @@ import pkgutil
 import platform
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,7 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     for name in args.names or list(available):
         print(f"=== benchmarks.{name}", flush=True)
-        rc = available[name]([])
+        try:
+            rc = available[name]([])
+        except Exception:  # noqa: BLE001 - one broken benchmark must not hide the others' figures
+            traceback.print_exc()
+            print(f"=== benchmarks.{name} FAILED (see above); going on with the others", flush=True)
+            rc = 1
         status = status or (rc if isinstance(rc, int) else 0)
     if _summary.rows():
         print()

@@ -231,7 +231,8 @@ def _spark(args: argparse.Namespace, logs: Path, n: int, size: int, tail: str) -
             return spark.read.format("klog").option("startingOffsets", tail).load(str(logs)).count()
 
         def empty_read() -> int:  # Spark's fixed cost of a query on the source: planning, a task, no rows
-            return spark.read.format("klog").option("startingOffsets", "latest").load(str(logs)).count()
+            end = json.dumps({TOPIC: {"0": n}})
+            return spark.read.format("klog").option("startingOffsets", end).load(str(logs)).count()
 
         t_full, got = _best(args.repeat, full)
         t_tail, got_tail = _best(args.repeat, tail_read)
