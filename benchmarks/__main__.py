@@ -10,14 +10,18 @@ defaults; run a module directly (``python -m benchmarks.decode --help``) for its
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import json
 import os
 import pkgutil
 import platform
+import subprocess
 import sys
+import tempfile
 import time
-import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import benchmarks
@@ -37,30 +41,46 @@ def benchmark_modules() -> dict[str, Callable[..., Any]]:
     return found
 
 
+def run_one(name: str, summary_out: Path) -> int:
+    """Run one benchmark in this process; write the summary rows it added to ``summary_out``."""
+    rc = benchmark_modules()[name]([])
+    summary_out.write_text(json.dumps([dataclasses.asdict(r) for r in _summary.rows()]))
+    return rc if isinstance(rc, int) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     available = benchmark_modules()
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help=f"benchmarks to run (default: all of {', '.join(available) or 'none'})")
+    parser.add_argument("--one", metavar="NAME", help=argparse.SUPPRESS)  # the child side of a run
+    parser.add_argument("--summary-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one:
+        return run_one(args.one, args.summary_out)
     unknown = [n for n in args.names if n not in available]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available)}")
     status = 0
-    for name in args.names or list(available):
-        print(f"=== benchmarks.{name}", flush=True)
-        try:
-            rc = available[name]([])
-        except Exception:  # noqa: BLE001 - one broken benchmark must not hide the others' figures
-            traceback.print_exc()
-            print(f"=== benchmarks.{name} FAILED (see above); going on with the others", flush=True)
-            rc = 1
-        status = status or (rc if isinstance(rc, int) else 0)
-    if _summary.rows():
+    rows: list[_summary.Row] = []
+    with tempfile.TemporaryDirectory(prefix="klog-bench-run-") as tmp:
+        for name in args.names or list(available):
+            # each benchmark in a process of its own: no heap, page cache pressure or JVM left
+            # behind by one changes the next one's figures (or its peak RSS)
+            print(f"=== benchmarks.{name}", flush=True)
+            out = Path(tmp) / f"{name}.json"
+            rc = subprocess.run([sys.executable, "-m", "benchmarks", "--one", name, "--summary-out", str(out)],
+                                check=False).returncode
+            if rc:
+                print(f"=== benchmarks.{name} FAILED (exit {rc}); going on with the others", flush=True)
+                status = 1
+            if out.exists():
+                rows += [_summary.Row(**r) for r in json.loads(out.read_text())]
+    if rows:
         print()
         print(f"=== summary ({platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
               f"{time.strftime('%Y-%m-%d')})")
-        print(_summary.table())
+        print(_summary.table(rows))
     return status
 
 

@@ -53,7 +53,7 @@ from storage_core.scan import decode_file_range
 __all__ = ["CASES", "Measurement", "build_segment", "main", "make_table", "run"]
 
 DEFAULT_RECORDS = 200_000
-DEFAULT_REPEAT = 3
+DEFAULT_REPEAT = 5
 DEFAULT_SEED = 20_240_917
 VALUE_BYTES = 100
 MAX_BATCH_BYTES = 16_384
