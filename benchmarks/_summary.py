@@ -20,6 +20,7 @@ class Row:
     ratio_means: str         # "throughput" (higher is better) or "time" (lower is better)
     target: float | None     # the target for ratio, if it has one
     peak_rss: int | None = None  # bytes, where measured
+    ratio_label: str | None = None  # how to say the ratio, where "its throughput/time" does not fit
 
     @property
     def met(self) -> bool | None:
@@ -45,7 +46,7 @@ def table(items: list[Row] | None = None) -> str:
     lines = [head, "|---|---|---|---|---|---|---|"]
     for r in items:
         sign = "≥" if r.ratio_means == "throughput" else "≤"
-        ratio = f"{r.ratio:.3g}× {'its throughput' if r.ratio_means == 'throughput' else 'its time'}"
+        ratio = r.ratio_label or f"{r.ratio:.3g}× {'its throughput' if r.ratio_means == 'throughput' else 'its time'}"
         target = "report" if r.target is None else f"{sign} {r.target:g}×"
         met = "—" if r.met is None else ("yes" if r.met else "**no**")
         rss = "—" if r.peak_rss is None else f"{r.peak_rss / (1 << 20):.0f} MiB"
