@@ -75,10 +75,12 @@ _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hote
 
 @dataclass(frozen=True)
 class Measurement:
+    """One timed way of doing a case: best wall time and the peak memory of its runs."""
+
     case: str
-    decoder: str
+    name: str       # the decoder, encoder... timed
     records: int
-    file_bytes: int
+    nbytes: int     # bytes of the data measured (the .log file, the batches written)
     seconds: float  # the best of the runs
     peak_rss: int   # the process's peak resident bytes during the runs
 
@@ -88,7 +90,7 @@ class Measurement:
 
     @property
     def mb_per_s(self) -> float:
-        return self.file_bytes / self.seconds / 1e6
+        return self.nbytes / self.seconds / 1e6
 
 
 # --- the data ---------------------------------------------------------------------------------
@@ -259,24 +261,23 @@ def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int 
     return out
 
 
-
 def ratio(results: Sequence[Measurement], case: str, decoder: str = KLOG, peer: str = KAFKA_PYTHON) -> float:
     """How many times the throughput of ``peer`` ``decoder`` has on ``case``."""
-    by_name = {m.decoder: m for m in results if m.case == case}
+    by_name = {m.name: m for m in results if m.case == case}
     return by_name[peer].seconds / by_name[decoder].seconds
 
 
-def format_table(results: Sequence[Measurement]) -> str:
-    lines = [f"{'case':<13} {'decoder':<20} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16} "
+def format_table(results: Sequence[Measurement], what: str = "decoder") -> str:
+    lines = [f"{'case':<13} {what:<20} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16} "
              f"{'peak RSS MiB':>13}"]
     for m in results:
-        lines.append(f"{m.case:<13} {m.decoder:<20} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
-                     f"{m.mb_per_s:>8.1f} {ratio(results, m.case, m.decoder):>15.1f}x {m.peak_rss / (1 << 20):>13.0f}")
+        lines.append(f"{m.case:<13} {m.name:<20} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
+                     f"{m.mb_per_s:>8.1f} {ratio(results, m.case, m.name):>15.1f}x {m.peak_rss / (1 << 20):>13.0f}")
     return "\n".join(lines)
 
 
 def add_summary(results: Sequence[Measurement]) -> None:
-    by = {(m.case, m.decoder): m for m in results}
+    by = {(m.case, m.name): m for m in results}
     for case, label in (("uncompressed", "uncompressed"), ("lz4", "lz4")):
         k, peer = by[(case, KLOG)], by[(case, KAFKA_PYTHON)]
         summary.add(summary.Row(

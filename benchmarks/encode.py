@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -37,11 +36,12 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from benchmarks import _summary as summary
-from benchmarks.decode import DEFAULT_SEED, MAX_BATCH_BYTES, VALUE_BYTES, best_of, make_table
+from benchmarks import decode
+from benchmarks.decode import DEFAULT_SEED, MAX_BATCH_BYTES, VALUE_BYTES, Measurement, best_of, make_table
 from storage_core.columnar import decode_batches, encode_arrow, native_kernel
 from storage_core.file_records import iter_batches
 
-__all__ = ["EncodeMeasurement", "main", "run"]
+__all__ = ["main", "run"]
 
 DEFAULT_RECORDS = 200_000
 DEFAULT_REPEAT = 5
@@ -49,23 +49,6 @@ DEFAULT_REPEAT = 5
 KLOG = "klog"
 KLOG_PY = "klog (pure Python)"
 KAFKA_PYTHON = "kafka-python"
-
-
-@dataclass(frozen=True)
-class EncodeMeasurement:
-    encoder: str
-    records: int
-    out_bytes: int
-    seconds: float  # the best of the runs
-    peak_rss: int   # the process's peak resident bytes during the runs
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.out_bytes / self.seconds / 1e6
 
 
 def encode_klog(table: pa.Table, native: bool | None = None) -> list[bytes]:
@@ -141,7 +124,7 @@ def check_agree(table: pa.Table, klog: list[bytes], klog_py: list[bytes] | None,
 
 
 def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int = DEFAULT_SEED, *,
-        pure_python: bool = True, log: Callable[[str], None] = print) -> list[EncodeMeasurement]:
+        pure_python: bool = True, log: Callable[[str], None] = print) -> list[Measurement]:
     table = make_table(records, seed)
     rows = python_rows(table)
     klog = encode_klog(table)
@@ -156,22 +139,12 @@ def run(records: int = DEFAULT_RECORDS, repeat: int = DEFAULT_REPEAT, seed: int 
     if pure_python:
         timings[KLOG_PY] = best_of(max(1, min(repeat, 2)), partial(encode_klog, table, False))
     timings[KAFKA_PYTHON] = best_of(repeat, partial(encode_kafka_python, rows))
-    return [EncodeMeasurement(name, records, size, seconds, rss) for name, (seconds, rss) in timings.items()]
+    return [Measurement("uncompressed", name, records, size, seconds, rss) for name, (seconds, rss) in timings.items()]
 
 
-def ratio(results: Sequence[EncodeMeasurement], encoder: str = KLOG) -> float:
+def ratio(results: Sequence[Measurement], encoder: str = KLOG) -> float:
     """How many times faster ``encoder`` is than kafka-python."""
-    by_name = {m.encoder: m for m in results}
-    return by_name[KAFKA_PYTHON].seconds / by_name[encoder].seconds
-
-
-def format_table(results: Sequence[EncodeMeasurement]) -> str:
-    lines = [f"{'case':<13} {'encoder':<19} {'best s':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16} "
-             f"{'peak RSS MiB':>13}"]
-    for m in results:
-        lines.append(f"{'uncompressed':<13} {m.encoder:<19} {m.seconds:>8.4f} {m.records_per_s:>12,.0f} "
-                     f"{m.mb_per_s:>8.1f} {ratio(results, m.encoder):>15.1f}x {m.peak_rss / (1 << 20):>13.0f}")
-    return "\n".join(lines)
+    return decode.ratio(results, "uncompressed", encoder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,11 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"klog kernel: {getattr(kernel, '__file__', 'NOT BUILT, klog runs the pure-Python encoder')}")
     results = run(args.records, args.repeat, args.seed, pure_python=args.pure_python)
     print()
-    print(format_table(results))
+    print(decode.format_table(results, "encoder"))
     print()
     print(f"ratio encode klog/kafka-python: {ratio(results):.1f}x")
     print("peak RSS: the process's during each encoder's runs (the table and the Python rows included)")
-    by = {m.encoder: m for m in results}
+    by = {m.name: m for m in results}
     summary.add(summary.Row(
         "columnar encode from Arrow, uncompressed, 16 KiB batches", f"{by[KLOG].records_per_s / 1e6:.1f} M records/s",
         f"kafka-python's `DefaultRecordBatchBuilder`, {by[KAFKA_PYTHON].records_per_s / 1e6:.2f} M records/s",

@@ -35,11 +35,27 @@ FLUSH_BYTES = 16 << 20
 FLUSH_ROWS = 262_144
 
 
+def _piece_file(piece: Piece) -> str | Path:
+    return piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
+
+
+def _resume_after(piece: Piece, path: str | Path, bad: int, exc: KlogError, fail_on_data_loss: bool) -> int | None:
+    """Where to go on after damage at byte ``bad`` (None: nowhere, the slice is done). Raises
+    ``exc`` under failOnDataLoss=true; otherwise logs the bytes skipped, up to the next entry of
+    the offset index."""
+    if fail_on_data_loss:
+        raise exc
+    resume = _next_index_position(piece, bad, Path(path))
+    log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
+                (resume or piece.end_position) - bad, piece.log_path, bad, exc)
+    return resume
+
+
 def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
-    path = piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
+    path = _piece_file(piece)
     records = FileRecords(path)
-    position = piece.start_position
-    while position < piece.end_position:
+    position: int | None = piece.start_position
+    while position is not None and position < piece.end_position:
         walk = records.batches(position, piece.end_position)
         try:
             for batch in walk:
@@ -47,15 +63,8 @@ def _batches(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
                 yield batch
             return
         except KlogError as exc:
-            if fail_on_data_loss:
-                raise
             bad = exc.position if exc.position is not None else walk.valid_bytes
-            resume = _next_index_position(piece, bad, Path(path))
-            log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
-                        (resume or piece.end_position) - bad, piece.log_path, bad, exc)
-            if resume is None:
-                return
-            position = resume
+            position = _resume_after(piece, path, bad, exc, fail_on_data_loss)
 
 
 def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None:
@@ -73,25 +82,18 @@ def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None
 
 def _decode_piece(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     """The bulk path for read_uncommitted: chunks of the slice → the kernel, errors as in :func:`_batches`."""
-    path = piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
+    path = _piece_file(piece)
     records = FileRecords(path)
-    position = piece.start_position
-    while position < piece.end_position:
+    position: int | None = piece.start_position
+    while position is not None and position < piece.end_position:
         try:
             yield from decode_file_range(records, position, piece.end_position, dec, min_offset=piece.min_offset,
                                          end_offset=piece.end_offset, verify=True, flush_bytes=FLUSH_BYTES,
                                          flush_rows=FLUSH_ROWS)
             return
         except KlogError as exc:
-            if fail_on_data_loss:
-                raise
             bad = exc.position if exc.position is not None else position
-            resume = _next_index_position(piece, bad, Path(path))
-            log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
-                        (resume or piece.end_position) - bad, piece.log_path, bad, exc)
-            if resume is None:
-                return
-            position = resume
+            position = _resume_after(piece, path, bad, exc, fail_on_data_loss)
 
 
 def read_partition(partition: KlogInputPartition | None, schema: pa.Schema, *, include_headers: bool,
