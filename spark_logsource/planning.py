@@ -19,15 +19,9 @@ from pathlib import Path
 
 from pyspark.sql.datasource import InputPartition
 
-from storage_core.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
-)
 from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.log import Log
-from storage_core.manager import PartitionDir, find_partitions
+from storage_core.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.report import lost_data_notes
 from storage_core.segment import LogSegment
 from storage_core.topic_partition import TopicPartition
@@ -133,15 +127,6 @@ def _require_listed(parts: list[PartitionDir], listed: dict[str, dict[int, int]]
     if missing:
         raise InvalidOptionError(f"option {what} names partitions that do not exist: {', '.join(missing)}")
     return [have[tp] for tp in sorted(wanted)]
-
-
-def open_log(pd: PartitionDir) -> Log:
-    """The partition's log, read-only, with its log dir's checkpoints and clean-shutdown state."""
-    tp = pd.topic_partition
-    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp, 0)
-    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
-    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
-    return Log(pd.path, recovery_point=recovery, log_start_offset=start, had_clean_shutdown=clean)
 
 
 def _offset_for(spec: OffsetSpec, tp: TopicPartition, lg: Log, latest: int, *, starting: bool,
@@ -296,7 +281,7 @@ def plan(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> tuple[list[KlogInp
             if not pruning.keeps(pd.topic_partition):
                 continue
             try:
-                lg = open_log(pd)
+                lg = open_log_read_only(pd)
             except PendingCommitError:
                 continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)

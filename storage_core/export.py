@@ -24,16 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
-)
 from .columnar import ArrowDecoder, kafka_schema
 from .errors import CorruptRecordError, InvalidOptionError, PendingCommitError
 from .log import Log
-from .manager import PartitionDir, find_partitions
+from .manager import PartitionDir, find_partitions, open_log_read_only
 from .report import lost_data_notes
 from .topic_partition import TopicPartition
 
@@ -112,15 +106,6 @@ class ExportSummary:
     partitions: int = 0
 
 
-def open_log(pd: PartitionDir) -> Log:
-    """The partition's log, read-only, with its log dir's checkpoints and clean-shutdown state."""
-    tp = pd.topic_partition
-    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp, 0)
-    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
-    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
-    return Log(pd.path, recovery_point=recovery, log_start_offset=start, had_clean_shutdown=clean)
-
-
 def _select(req: ExportRequest) -> list[PartitionDir]:
     parts = [p for p in find_partitions(req.log_dirs) if any(p.path.glob("*.log"))]
     names = sorted({p.topic_partition.topic for p in parts})
@@ -186,7 +171,7 @@ def plan_export(req: ExportRequest) -> list[PartitionRange]:
     out = []
     for pd in _select(req):
         try:
-            lg = open_log(pd)
+            lg = open_log_read_only(pd)
         except PendingCommitError:
             continue  # a new partition whose first commit is still being applied: empty for now
         with lg:
@@ -219,7 +204,7 @@ def export_parquet(req: ExportRequest, ranges: Sequence[PartitionRange], output:
             tp = rng.topic_partition
             dec = ArrowDecoder(tp.topic, tp.partition, include_headers=req.include_headers,
                                include_metadata=req.include_metadata)
-            with open_log(rng.partition_dir) as lg:
+            with open_log_read_only(rng.partition_dir) as lg:
                 for batch in lg.batches(rng.start, rng.end, read_committed=req.read_committed):
                     summary.records += dec.add(batch, min_offset=rng.start, end_offset=rng.end, verify=True)
                     summary.batches += 1

@@ -41,6 +41,16 @@ def _is_partition_dir(path: Path) -> bool:
     return any(n.endswith(".log") for n in os.listdir(path))
 
 
+def open_log_read_only(pd: PartitionDir) -> Log:
+    """The partition's log, read-only, with its log dir's checkpoints and clean-shutdown state
+    (what exports and Spark reads open; no lock is taken and no byte changes)."""
+    tp = pd.topic_partition
+    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp, 0)
+    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
+    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
+    return Log(pd.path, recovery_point=recovery, log_start_offset=start, had_clean_shutdown=clean)
+
+
 def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDir]:
     """Every partition under the given log dirs (or partition dirs), sorted by topic and partition."""
     out: dict[TopicPartition, PartitionDir] = {}
