@@ -610,37 +610,36 @@ static inline uint32_t crc_shift(uint32_t zeros[][256], uint32_t crc) {
 
 static inline uint64_t load64(const uint8_t *p) { uint64_t w; memcpy(&w, p, 8); return w; }
 
+/* Three streams of `len` bytes each, as long as 3 * len bytes remain; returns stream 1's register
+ * with streams 2 and 3 folded in (len is a multiple of 8; zeros appends len zero bytes). */
+__attribute__((target("sse4.2"))) static inline uint64_t crc_three_streams(uint64_t c0, const uint8_t **pp, size_t *np,
+                                                                        size_t len, uint32_t zeros[][256]) {
+    const uint8_t *p = *pp;
+    size_t n = *np;
+    while (n >= 3 * len) {
+        uint64_t c1 = 0, c2 = 0;
+        const uint8_t *end = p + len;
+        do {
+            c0 = __builtin_ia32_crc32di(c0, load64(p));
+            c1 = __builtin_ia32_crc32di(c1, load64(p + len));
+            c2 = __builtin_ia32_crc32di(c2, load64(p + 2 * len));
+            p += 8;
+        } while (p < end);
+        c0 = crc_shift(zeros, (uint32_t)c0) ^ (uint32_t)c1;
+        c0 = crc_shift(zeros, (uint32_t)c0) ^ (uint32_t)c2;
+        p += 2 * len;
+        n -= 3 * len;
+    }
+    *pp = p;
+    *np = n;
+    return c0;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    uint64_t c0 = (uint32_t)~crc, c1, c2;
+    uint64_t c0 = (uint32_t)~crc;
     while (n && ((uintptr_t)p & 7)) { c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++); n--; }
-    while (n >= 3 * CRC_LONG) {
-        c1 = c2 = 0;
-        const uint8_t *end = p + CRC_LONG;
-        do {
-            c0 = __builtin_ia32_crc32di(c0, load64(p));
-            c1 = __builtin_ia32_crc32di(c1, load64(p + CRC_LONG));
-            c2 = __builtin_ia32_crc32di(c2, load64(p + 2 * CRC_LONG));
-            p += 8;
-        } while (p < end);
-        c0 = crc_shift(crc_long, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = crc_shift(crc_long, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * CRC_LONG;
-        n -= 3 * CRC_LONG;
-    }
-    while (n >= 3 * CRC_SHORT) {
-        c1 = c2 = 0;
-        const uint8_t *end = p + CRC_SHORT;
-        do {
-            c0 = __builtin_ia32_crc32di(c0, load64(p));
-            c1 = __builtin_ia32_crc32di(c1, load64(p + CRC_SHORT));
-            c2 = __builtin_ia32_crc32di(c2, load64(p + 2 * CRC_SHORT));
-            p += 8;
-        } while (p < end);
-        c0 = crc_shift(crc_short, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = crc_shift(crc_short, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * CRC_SHORT;
-        n -= 3 * CRC_SHORT;
-    }
+    c0 = crc_three_streams(c0, &p, &n, CRC_LONG, crc_long);
+    c0 = crc_three_streams(c0, &p, &n, CRC_SHORT, crc_short);
     while (n >= 8) { c0 = __builtin_ia32_crc32di(c0, load64(p)); p += 8; n -= 8; }
     while (n--) c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
     return ~(uint32_t)c0;
