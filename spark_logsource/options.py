@@ -1,318 +1,30 @@
-"""Every option of ``spark.read.format("klog")``, parsed and validated once, on the driver.
+"""Options of klog's Spark source that only Spark has: ``readStream`` admission control.
 
-Names and meanings follow Spark's Kafka source where they carry over; option keys are
-case-insensitive (Spark lower-cases them). A wrong option is an :class:`InvalidOptionError`
-that names the option, the value and what is legal, raised before any data is read.
-
-=====================================  ==========================  =============================================
-option                                 default                     meaning
-=====================================  ==========================  =============================================
-``path`` (``load(path)``)              required                    log dir, several separated by commas, or a
-                                                                   partition dir
-``topics`` / ``subscribe``             all topics                  comma-separated topic names
-``topicPattern`` / ``subscribePattern``                            Java-style regex, whole-name match
-``assign``                                                         JSON ``{"t": [0, 1]}``
-``startingOffsets``                    ``earliest``                ``earliest`` or JSON ``{"t": {"0": 5}}``
-                                                                   (-2 earliest; ``latest``/-1 rejected)
-``endingOffsets``                      ``latest``                  ``latest`` or JSON (-1 latest; -2 rejected);
-                                                                   exclusive
-``startingTimestamp``                                              ms; first offset with timestamp >= it
-``endingTimestamp``                                                ms; exclusive end by timestamp
-``startingOffsetsByTimestamp``                                     JSON ``{"t": {"0": ms}}``
-``endingOffsetsByTimestamp``                                       JSON
-``startingOffsetsByTimestampStrategy`` ``error``                   ``error`` or ``latest`` when no offset matches
-``includeHeaders``                     ``false``                   add ``headers``
-``includeMetadata``                    ``false``                   add batch metadata columns
-``isolationLevel``                     ``read_uncommitted``        or ``read_committed`` (also
-                                                                   ``kafka.isolation.level``)
-``failOnDataLoss``                     ``true``                    false: skip lost/corrupt ranges, log them
-``minPartitions``                                                  at least this many Spark partitions
-``maxRecordsPerPartition``                                         split ranges above this many records
-``maxBytesPerPartition``               134217728                   split/pack input by log bytes per task
-=====================================  ==========================  =============================================
+Read options (``path``, ``topics``, ``startingOffsets``, ``isolationLevel``, ...) are parsed by
+:mod:`storage_core.read.options`, the one parser every read path shares (Spark batch and
+stream, ``klog export``, the Python API); they are re-exported here for the Spark side.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from storage_core.errors import InvalidOptionError, InvalidTopicError
-from storage_core.topic_partition import MAX_PARTITION, validate_topic_name
+from storage_core.errors import InvalidOptionError
+from storage_core.read.options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    ReadOptions,
+    option_long,
+    option_name,
+    parse_read_options,
+    start_spec,
+)
 
-EARLIEST = -2
-LATEST = -1
-DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
-
-#: Known options, lower-cased as Spark hands them over.
-READ_OPTIONS = {
-    "path", "topics", "subscribe", "topicpattern", "subscribepattern", "assign",
-    "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
-    "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
-    "includeheaders", "includemetadata", "isolationlevel", "kafka.isolation.level", "failondataloss",
-    "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
-}
-#: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
-STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
-_CANONICAL = {
-    "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets", "startingtimestamp": "startingTimestamp",
-    "endingtimestamp": "endingTimestamp", "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy", "includeheaders": "includeHeaders",
-    "includemetadata": "includeMetadata", "isolationlevel": "isolationLevel", "failondataloss": "failOnDataLoss",
-    "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
-    "maxbytesperpartition": "maxBytesPerPartition", "topicpattern": "topicPattern",
-    "subscribepattern": "subscribePattern", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
-    "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
-}
-
-PartitionOffsets = Mapping[str, Mapping[int, int]]
-
-
-@dataclass(frozen=True)
-class OffsetSpec:
-    """Where a range starts or ends: ``earliest``/``latest``, per-partition offsets, or timestamps."""
-
-    kind: str  # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
-    offsets: PartitionOffsets | None = None  # kind "offsets" (-2/-1 allowed) or "timestamps" (ms)
-    timestamp: int | None = None  # kind "timestamp": one for every partition
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    paths: tuple[str, ...]
-    topics: tuple[str, ...] | None
-    topic_pattern: str | None
-    assign: PartitionOffsets | None  # topic -> {partition: 0}, the partitions chosen
-    starting: OffsetSpec
-    ending: OffsetSpec
-    starting_timestamp_strategy: str
-    include_headers: bool
-    include_metadata: bool
-    read_committed: bool
-    fail_on_data_loss: bool
-    min_partitions: int | None
-    max_records_per_partition: int | None
-    max_bytes_per_partition: int
-
-
-def _name(key: str) -> str:
-    return _CANONICAL.get(key, key)
-
-
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = opts.get(key)
-    if raw is None:
-        return default
-    v = str(raw).strip().lower()
-    if v in ("true", "false"):
-        return v == "true"
-    raise InvalidOptionError(f"option {_name(key)}={raw!r} is not a boolean; expected true or false")
-
-
-def _long(opts: Mapping[str, str], key: str, *, minimum: int | None = None) -> int | None:
-    raw = opts.get(key)
-    if raw is None:
-        return None
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise InvalidOptionError(f"option {_name(key)}={raw!r} is not an integer") from None
-    if not -(1 << 63) <= v < (1 << 63):
-        raise InvalidOptionError(f"option {_name(key)}={raw!r} does not fit a 64-bit integer")
-    if minimum is not None and v < minimum:
-        raise InvalidOptionError(f"option {_name(key)}={raw!r} must be at least {minimum}")
-    return v
-
-
-def _json(opts: Mapping[str, str], key: str) -> Any:
-    raw = opts[key]
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidOptionError(f"option {_name(key)} is not valid JSON ({exc.msg} at character {exc.pos}): "
-                                 f"{raw!r}; expected e.g. {{\"topic\": {{\"0\": 23, \"1\": -2}}}}") from None
-
-
-def _topic(name: str, key: str) -> str:
-    """A topic name in an option, checked as Kafka's ``Topic.validate`` does (no ``..``, ``/``, NUL, ...)."""
-    try:
-        validate_topic_name(name)
-    except InvalidTopicError as exc:
-        raise InvalidOptionError(f"option {_name(key)}: {exc.detail}") from None
-    return name
-
-
-def _partition(p: object, topic: str, key: str) -> int:
-    if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= MAX_PARTITION:
-        raise InvalidOptionError(f"option {_name(key)}: partition {p!r} of topic {topic!r} is not a partition number "
-                                 f"(0..{MAX_PARTITION})")
-    return p
-
-
-def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int]]:
-    obj = _json(opts, key)
-    example = '{"topic": {"0": 23, "1": -2}}'
-    if not isinstance(obj, dict) or not obj:
-        raise InvalidOptionError(f"option {_name(key)} must be a non-empty JSON object like {example}; got {opts[key]!r}")
-    out: dict[str, dict[int, int]] = {}
-    for topic, parts in obj.items():
-        _topic(topic, key)
-        if not isinstance(parts, dict):
-            raise InvalidOptionError(f"option {_name(key)}: topic {topic!r} must map partition numbers to values "
-                                     f"like {example}")
-        m: dict[int, int] = {}
-        for p, v in parts.items():
-            try:
-                pn = int(p)
-            except ValueError:
-                raise InvalidOptionError(f"option {_name(key)}: {p!r} of topic {topic!r} is not a partition "
-                                         "number") from None
-            _partition(pn, topic, key)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise InvalidOptionError(f"option {_name(key)}: value {v!r} of {topic}-{p} is not an integer")
-            m[pn] = v
-        out[topic] = m
-    return out
-
-
-def _start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpec:
-    """Where a read starts. A batch read defaults to earliest and refuses latest (it would read
-    nothing); a stream defaults to latest, as Spark's Kafka source."""
-    ts = _long(opts, "startingtimestamp", minimum=0)
-    if ts is not None:
-        return OffsetSpec("timestamp", timestamp=ts)
-    if "startingoffsetsbytimestamp" in opts:
-        m = _partition_map(opts, "startingoffsetsbytimestamp")
-        _check_timestamps(m, "startingOffsetsByTimestamp")
-        return OffsetSpec("timestamps", offsets=m)
-    raw = opts.get("startingoffsets", "latest" if streaming else "earliest").strip().lower()
-    if raw == "earliest" or (streaming and raw == "latest"):
-        return OffsetSpec(raw)
-    if raw == "latest":
-        raise InvalidOptionError("startingOffsets=latest is not allowed for batch queries (it would read nothing); "
-                                 "use earliest, a timestamp, or JSON offsets")
-    m = _partition_map(opts, "startingoffsets")
-    for t, parts in m.items():
-        for p, v in parts.items():
-            if v == LATEST and not streaming:
-                raise InvalidOptionError(f"startingOffsets for {t}-{p} is -1 (latest), which is not allowed for "
-                                         "batch queries")
-            if v < EARLIEST:
-                legal = "-2 for earliest or -1 for latest" if streaming else "or -2 for earliest"
-                raise InvalidOptionError(f"startingOffsets for {t}-{p} is {v}; expected an offset >= 0, {legal}")
-    return OffsetSpec("offsets", offsets=m)
-
-
-def _end_spec(opts: Mapping[str, str]) -> OffsetSpec:
-    ts = _long(opts, "endingtimestamp", minimum=0)
-    if ts is not None:
-        return OffsetSpec("timestamp", timestamp=ts)
-    if "endingoffsetsbytimestamp" in opts:
-        m = _partition_map(opts, "endingoffsetsbytimestamp")
-        _check_timestamps(m, "endingOffsetsByTimestamp")
-        return OffsetSpec("timestamps", offsets=m)
-    raw = opts.get("endingoffsets")
-    if raw is None or raw.strip().lower() == "latest":
-        return OffsetSpec("latest")
-    if raw.strip().lower() == "earliest":
-        raise InvalidOptionError("endingOffsets=earliest is not allowed (it would read nothing); use latest, a "
-                                 "timestamp, or JSON offsets")
-    m = _partition_map(opts, "endingoffsets")
-    for t, parts in m.items():
-        for p, v in parts.items():
-            if v == EARLIEST:
-                raise InvalidOptionError(f"endingOffsets for {t}-{p} is -2 (earliest), which is not allowed")
-            if v < LATEST:
-                raise InvalidOptionError(f"endingOffsets for {t}-{p} is {v}; expected an offset >= 0, or -1 for latest")
-    return OffsetSpec("offsets", offsets=m)
-
-
-def _check_timestamps(m: Mapping[str, Mapping[int, int]], name: str) -> None:
-    for t, parts in m.items():
-        for p, v in parts.items():
-            if v < 0:
-                raise InvalidOptionError(f"{name} for {t}-{p} is {v}; expected a timestamp in ms >= 0")
-
-
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
-    """Validate the options of a read; raises InvalidOptionError naming what is wrong."""
-    opts = {str(k).lower(): str(v) for k, v in options.items()}
-    known = READ_OPTIONS | STREAM_ONLY_OPTIONS
-    unknown = sorted(k for k in opts if k not in known)
-    if unknown:
-        hints = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.6)
-            hints.append(f"{k!r}" + (f" (did you mean {_name(close[0])!r}?)" if close else ""))
-        raise InvalidOptionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)} for "
-                                 "format klog; known options: " + ", ".join(sorted(_name(k) for k in READ_OPTIONS)))
-    path = opts.get("path")
-    if not path or not path.strip():
-        raise InvalidOptionError("no path: use spark.read.format('klog').load('/path/to/kafka-log-dir')")
-    paths = tuple(p.strip() for p in path.split(",") if p.strip())
-    if not paths:
-        raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
-    selectors = [k for k in ("topics", "subscribe", "topicpattern", "subscribepattern", "assign") if k in opts]
-    if len(selectors) > 1:
-        raise InvalidOptionError(f"options {', '.join(_name(s) for s in selectors)} conflict; give at most one of "
-                                 "topics (subscribe), topicPattern (subscribePattern), assign")
-    topics = None
-    pattern = None
-    assign = None
-    if "topics" in opts or "subscribe" in opts:
-        raw = opts.get("topics", opts.get("subscribe", ""))
-        topics = tuple(_topic(t.strip(), "topics") for t in raw.split(",") if t.strip())
-        if not topics:
-            raise InvalidOptionError("option topics is empty; expected a comma-separated list of topic names")
-    if "topicpattern" in opts or "subscribepattern" in opts:
-        pattern = opts.get("topicpattern", opts.get("subscribepattern", ""))
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise InvalidOptionError(f"option topicPattern={pattern!r} is not a valid regular expression: {exc}") from None
-    if "assign" in opts:
-        obj = _json(opts, "assign")
-        if not isinstance(obj, dict) or not all(isinstance(v, list) and all(isinstance(p, int) for p in v)
-                                                for v in obj.values()):
-            raise InvalidOptionError(f"option assign must be JSON like {{\"topicA\": [0, 1]}}; got {opts['assign']!r}")
-        assign = {_topic(t, "assign"): {_partition(p, t, "assign"): 0 for p in ps} for t, ps in obj.items()}
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if strategy not in ("error", "latest"):
-        raise InvalidOptionError(f"startingOffsetsByTimestampStrategy={strategy!r}; expected error or latest")
-    iso = opts.get("isolationlevel", opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
-    if iso not in ("read_committed", "read_uncommitted"):
-        raise InvalidOptionError(f"isolationLevel={iso!r}; expected read_committed or read_uncommitted")
-    if streaming:
-        starting = OffsetSpec("latest")  # refined by the stream reader
-        ending = OffsetSpec("latest")
-    else:
-        starting = _start_spec(opts)
-        ending = _end_spec(opts)
-    min_parts = _long(opts, "minpartitions", minimum=1)
-    max_records = _long(opts, "maxrecordsperpartition", minimum=1)
-    max_bytes = _long(opts, "maxbytesperpartition", minimum=1)
-    return ReadOptions(
-        paths=paths,
-        topics=topics,
-        topic_pattern=pattern,
-        assign=assign,
-        starting=starting,
-        ending=ending,
-        starting_timestamp_strategy=strategy,
-        include_headers=_bool(opts, "includeheaders", False),
-        include_metadata=_bool(opts, "includemetadata", False),
-        read_committed=iso == "read_committed",
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
-        min_partitions=min_parts,
-        max_records_per_partition=max_records,
-        max_bytes_per_partition=max_bytes or DEFAULT_MAX_BYTES_PER_PARTITION,
-    )
-
+__all__ = ["EARLIEST", "LATEST", "OffsetSpec", "ReadOptions", "StreamOptions", "parse_read_options",
+           "parse_stream_options", "parse_duration_ms"]
 
 # --- streaming ------------------------------------------------------------------------------------
 
@@ -353,12 +65,12 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     given = [k for k in BATCH_ONLY_OPTIONS if k in opts]
     if given:
-        raise InvalidOptionError(f"option {_name(given[0])} is not valid for streaming queries (a stream has no "
+        raise InvalidOptionError(f"option {option_name(given[0])} is not valid for streaming queries (a stream has no "
                                  "end); remove it, or use spark.read for a bounded range")
     read = parse_read_options(opts, streaming=True)
-    starting = _start_spec(opts, streaming=True)
-    max_per = _long(opts, "maxoffsetspertrigger", minimum=1)
-    min_per = _long(opts, "minoffsetspertrigger", minimum=1)
+    starting = start_spec(opts, streaming=True)
+    max_per = option_long(opts, "maxoffsetspertrigger", minimum=1)
+    min_per = option_long(opts, "minoffsetspertrigger", minimum=1)
     if max_per is not None and min_per is not None and min_per > max_per:
         raise InvalidOptionError(f"minOffsetsPerTrigger ({min_per}) is larger than maxOffsetsPerTrigger ({max_per}); "
                                  "a trigger could never be admitted")

@@ -35,9 +35,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from storage_core.columnar import kafka_schema
+from storage_core.read.planner import NO_PRUNING, Pruning
 
 from .options import ReadOptions, parse_read_options
-from .planning import NO_PRUNING, Pruning
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
               "timestampType int")

@@ -27,6 +27,7 @@ Spark builds a new writer for every commit, so nothing is kept in the writer ins
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -46,23 +47,24 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.columnar import kafka_schema
 from storage_core.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.log import Log
 from storage_core.manager import PartitionDir, find_partitions
+from storage_core.read.planner import (
+    PartitionRange,
+    check_listed,
+    latest_offset,
+    offset_for,
+    open_tail,
+    pieces_of,
+    select_partitions,
+)
 from storage_core.topic_partition import TopicPartition
 
-from .options import OffsetSpec, ReadOptions, StreamOptions
-from .planning import (
-    KlogInputPartition,
-    ResolvedRange,
-    _offset_for,
-    pack,
-    slices,
-    split_pieces,
-)
+from .options import ReadOptions, StreamOptions
+from .planning import KlogInputPartition, pack
 from .writer import KlogCommitMessage, KlogWriter, WriteOptions, existing_topics
 
 log = logging.getLogger("klog")
@@ -98,48 +100,21 @@ class PartitionState:
     end: int  # log end offset, or last stable offset under read_committed
 
 
-def _selected(opts: ReadOptions, starting: OffsetSpec, pd: PartitionDir) -> bool:
-    tp = pd.topic_partition
-    if opts.topics is not None:
-        return tp.topic in opts.topics
-    if opts.topic_pattern is not None:
-        import re
-
-        return re.fullmatch(opts.topic_pattern, tp.topic) is not None
-    if opts.assign is not None:
-        return tp.topic in opts.assign and tp.partition in opts.assign[tp.topic]
-    if starting.kind in ("offsets", "timestamps") and starting.offsets is not None:
-        return tp.topic in starting.offsets  # the JSON's topics are the subscription
-    return True
-
-
-def open_tail(pd: PartitionDir) -> Log:
-    """A partition opened to follow it: read-only, no recovery scan, the files trusted as they are.
-
-    A batch read's open recovers (in memory) from the recovery point when the log dir was not
-    shut down cleanly, which is what a log being appended to looks like: every trigger would
-    re-read the whole log. The stream only needs the segments, their indexes and the end of the
-    active segment (from its last index entry: a few KiB); every batch's CRC is checked when a
-    micro-batch reads it, so damage fails that micro-batch (or is skipped and logged with
-    failOnDataLoss=false) with its file and position.
-    """
-    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
-    return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
+def _with_start(opts: StreamOptions) -> ReadOptions:
+    """The read options with the stream's start, which selection and range resolution look at."""
+    return dataclasses.replace(opts.read, starting=opts.starting)
 
 
 def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
     """Every selected partition that has visible data now (a first commit still in flight is not)."""
     out: dict[TopicPartition, PartitionState] = {}
-    for pd in find_partitions(opts.read.paths):
-        if not _selected(opts.read, opts.starting, pd) or not any(pd.path.glob("*.log")):
-            continue
+    for pd in select_partitions(_with_start(opts), streaming=True):
         try:
             lg = open_tail(pd)
         except PendingCommitError:
             continue
         try:
-            end = lg.last_stable_offset if opts.read.read_committed else lg.log_end_offset
-            out[pd.topic_partition] = PartitionState(pd, lg.log_start_offset, end)
+            out[pd.topic_partition] = PartitionState(pd, lg.log_start_offset, latest_offset(lg, opts.read.read_committed))
         finally:
             lg.close()
     return out
@@ -180,13 +155,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, dict[str, int]]:
         o = self.opts
         states = scan(o)
-        if o.starting.kind in ("offsets", "timestamps") and o.starting.offsets is not None:
-            listed = {TopicPartition(t, p) for t, ps in o.starting.offsets.items() for p in ps}
-            missing = sorted(str(tp) for tp in listed if tp not in states)
-            if missing:
-                name = "startingOffsets" if o.starting.kind == "offsets" else "startingOffsetsByTimestamp"
-                raise InvalidOptionError(f"option {name} names partitions that do not exist (or hold no data yet) in "
-                                         f"{', '.join(o.read.paths)}: {', '.join(missing)}")
+        check_listed(_with_start(o), [st.dir for st in states.values()], streaming=True)
         out: Offsets = {}
         for tp, st in states.items():
             if o.starting.kind == "earliest":
@@ -196,8 +165,8 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 lg = open_tail(st.dir)
                 try:
-                    out[tp] = _offset_for(o.starting, tp, lg, st.end, starting=True,
-                                          strategy=o.read.starting_timestamp_strategy)
+                    out[tp] = offset_for(o.starting, tp, lg, st.end, starting=True,
+                                         strategy=o.read.starting_timestamp_strategy)
                 finally:
                     lg.close()
                 if o.starting.kind == "offsets" and out[tp] < st.log_start:
@@ -273,7 +242,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not wanted:
             return []
         dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.paths)}
-        pieces = []
+        parts: list[tuple[Log, PartitionRange]] = []
         logs = []
         try:
             for tp in sorted(wanted):
@@ -295,13 +264,12 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if last < until[tp]:
                     self._lost(tp, max(first, last), until[tp], "this micro-batch")
                 if first < last:
-                    rng = ResolvedRange(tp, str(pd.path), first, last)
-                    pieces += [(lg, p) for p in slices(lg, rng, read_committed=self.opts.read.read_committed)]
-            split = split_pieces(pieces, self.opts.read)
+                    parts.append((lg, PartitionRange(tp, str(pd.path), first, last)))
+            pieces = pieces_of(parts, self.opts.read)
         finally:
             for lg in logs:
                 lg.close()
-        return pack(split, self.opts.read)
+        return pack(pieces, self.opts.read)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from .reader import read_partition

@@ -24,6 +24,16 @@ from .records import Header, Record, TimestampType
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """The read API (``read_arrow``, ``plan``), imported on first use: it pulls in the log layer."""
+    if name in ("read_arrow", "plan"):
+        from . import read
+
+        return getattr(read, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CompressionError",
     "CompressionType",
@@ -39,4 +49,6 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampType",
     "UnsupportedCodecError",
+    "plan",
+    "read_arrow",
 ]

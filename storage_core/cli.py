@@ -163,17 +163,12 @@ def _log_dirs(arg: str) -> list[str]:
 
 def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .manager import find_partitions
+    from .read.planner import choose_partitions
 
-    parts = find_partitions(_log_dirs(args.dir))
-    if args.topic:
-        wanted = set(args.topic)
-        have = sorted({p.topic_partition.topic for p in parts})
-        parts = [p for p in parts if p.topic_partition.topic in wanted]
-        missing = wanted - {p.topic_partition.topic for p in parts}
-        if missing:
-            raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}; topics there: "
-                                     f"{', '.join(have) or 'none'}")
-    return parts
+    dirs = _log_dirs(args.dir)
+    parts = find_partitions(dirs)
+    chosen = choose_partitions(parts, dirs, topics=sorted(set(args.topic))) if args.topic else None
+    return parts if chosen is None else chosen
 
 
 def _dir_bytes(path: Any) -> int:
@@ -272,16 +267,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
         end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
         read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata)
-    ranges = plan_export(req)
-    for r in ranges:
-        for note in r.warnings:
+    plan = plan_export(req)
+    for r in plan.ranges:
+        for note in r.notes:
             if not args.quiet:
                 print(f"warning: {r.topic_partition}: {note}", file=sys.stderr)
-    with _Bar(args, sum(r.nbytes for r in ranges), f"export {args.topic}") as bar:
-        summary = export_parquet(req, ranges, args.output, compression=args.compression, overwrite=args.overwrite,
+    with _Bar(args, plan.nbytes, f"export {args.topic}") as bar:
+        summary = export_parquet(req, plan, args.output, compression=args.compression, overwrite=args.overwrite,
                                  progress=bar.update)
     if not args.quiet:
-        for r in ranges:
+        for r in plan.ranges:
             print(f"{r.topic_partition}: offsets {r.start}..{r.end} ({r.end - r.start} offsets)")
         print(f"exported {summary.records:,} records ({_human(summary.bytes_read)} of record batches from "
               f"{_plural(summary.partitions, 'partition')}) to {summary.output} ({_human(summary.bytes_written)})")

@@ -162,6 +162,10 @@ class Log:
         self._producer_state: ProducerStateManager | None = None
         # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
         self._memory_aborted: dict[int, list[AbortedTxn]] = {}
+        # read-only: the first segment found without its .index, whose .txnindex cannot be trusted
+        # either (the broker's recovery rebuilds both); its aborted transactions are rebuilt in
+        # memory when first asked for (aborted_transactions), not at open
+        self._unindexed_from: int | None = None
         self._verify_tail = verify_tail or writable
         try:
             self._load(had_clean_shutdown)
@@ -226,6 +230,8 @@ class Log:
             self._recover()
         elif not self.writable and self._verify_tail:
             self._bound_active_in_memory()
+        if not self.writable:
+            self._unindexed_from = next((s.base_offset for s in self.segments if s.base_offset in missing_index), None)
         self._leo = None
 
     def _rebuild_missing_indexes(self, missing: set[int]) -> None:
@@ -402,6 +408,11 @@ class Log:
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start_offset, end_offset)`` (``collectAbortedTxns``)."""
+        if self._unindexed_from is not None:
+            first = next(i for i, s in enumerate(self.segments) if s.base_offset == self._unindexed_from)
+            self._unindexed_from = None
+            if self.segments[first].base_offset not in self._memory_aborted:
+                self._rebuild_transaction_state(first, write=False)
         out: list[AbortedTxn] = []
         for seg in self.segments[self._segment_for(start_offset):]:
             entries = self._memory_aborted.get(seg.base_offset)

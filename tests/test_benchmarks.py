@@ -99,3 +99,12 @@ def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[s
     assert exc.value.code == 2
     assert "unknown benchmark(s) nonesuch; available: big_partition, compaction, decode, encode" in \
         capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_export_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks import export
+
+    export.main(["--records", "20000", "--repeat", "1", "--codecs", "lz4"])
+    out = capsys.readouterr().out
+    assert "klog export, Parquet none" in out and "ratio to Spark per core:" in out

@@ -158,7 +158,7 @@ def test_export_torn_tail_is_a_warning(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--topic", "nope"], "no such topic in {d}: nope; topics there: orders"),
-    (["--topic", "orders", "--partition", "7"], "topic orders has no partition 7; it has 0, 1"),
+    (["--topic", "orders", "--partition", "7"], "option assign names partitions that do not exist: orders-7 (in {d}: orders has partitions 0, 1)"),
     (["--topic", "orders", "--start-time", "yesterday"], "--start-time: 'yesterday' is not a time; expected epoch"),
     (["--topic", "orders", "--start-time", "1", "--start-offset", "3"], "a start offset and a start time were both given; expected one of them"),
     (["--topic", "orders", "--start-offset", "9", "--end-offset", "3"], "end offset 3 is before start offset 9"),

@@ -124,9 +124,9 @@ def test_reader_sees_a_consistent_prefix_while_a_writer_appends_and_rolls(tmp_pa
 
 def test_spark_read_path_planned_then_read_while_a_writer_appends(tmp_path: Path) -> None:
     """Pieces planned on the driver, read later by an executor while the log grows: exactly the planned range."""
-    from spark_logsource.planning import Piece
-    from spark_logsource.reader import _batches
     from storage_core.manager import find_partitions
+    from storage_core.read.piece_reader import batches_of as _batches
+    from storage_core.read.planner import Piece
 
     root = tmp_path / "logs"
     root.mkdir()
@@ -272,8 +272,8 @@ def test_compaction_while_a_reader_has_the_log_open(tmp_path: Path) -> None:
     old_view = values_of(reader)  # exactly what the reader opened on
     assert_prefix(old_view)
     assert len(old_view) == 300
-    from spark_logsource.planning import Piece
-    from spark_logsource.reader import _batches
+    from storage_core.read.piece_reader import batches_of as _batches
+    from storage_core.read.planner import Piece
 
     for path, size, ino in spark_pieces:  # pieces planned before the swap read the old files too
         piece = Piece("t", 0, str(path), 0, size, 0, 300, None, 0, ino)

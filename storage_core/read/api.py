@@ -1,0 +1,68 @@
+"""The public Python API: a Kafka log dir → a ``pyarrow.RecordBatchReader``, no Spark needed.
+
+::
+
+    import storage_core as klog
+
+    reader = klog.read_arrow("/data/kafka", topics="orders", isolationLevel="read_committed")
+    table = reader.read_all()                 # pyarrow.Table in Spark's Kafka-source schema
+    df = reader.read_pandas()                 # or: polars.from_arrow(reader), duckdb.sql("... FROM reader")
+
+Options are those of ``spark.read.format("klog")`` (:mod:`storage_core.read.options`), by the same
+names, so a Spark job and a notebook read the same records from the same options; values may be
+Python objects (a dict for JSON offsets, ints, bools). The plan is made (and every option checked
+against the log) when :func:`read_arrow` is called; records are read as the reader is consumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from storage_core.columnar import kafka_schema
+
+from .options import ReadOptions, parse_read_options
+from .piece_reader import read_pieces
+from .planner import ReadPlan, plan_read
+
+__all__ = ["plan", "read_arrow", "read_options"]
+
+
+def _option_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    return str(value)
+
+
+def read_options(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **options: object) -> ReadOptions:
+    """``options`` (Spark's names, any case) for a read of ``path``, parsed and checked."""
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    given = {k: _option_text(v) for k, v in options.items() if v is not None}
+    given["path"] = ",".join(os.fspath(p) for p in paths)
+    return parse_read_options(given)
+
+
+def plan(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **options: object) -> ReadPlan:
+    """The plan of a read (each partition's resolved range and the pieces), without reading records."""
+    return plan_read(read_options(path, **options))
+
+
+def read_arrow(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+               **options: object) -> pa.RecordBatchReader:
+    """The records of a log dir (or several, or a partition dir) as a ``pyarrow.RecordBatchReader``.
+
+    The same rows, in the same schema, as ``spark.read.format("klog").options(**options).load(path)``.
+    """
+    opts = read_options(path, **options)
+    the_plan = plan_read(opts)
+    schema = kafka_schema(opts.include_headers, opts.include_metadata)
+    batches = read_pieces(the_plan.pieces, include_headers=opts.include_headers,
+                          include_metadata=opts.include_metadata, fail_on_data_loss=opts.fail_on_data_loss)
+    return pa.RecordBatchReader.from_batches(schema, batches)

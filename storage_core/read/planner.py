@@ -1,0 +1,494 @@
+"""The one read planner: log dirs and :class:`ReadOptions` → partitions → offset ranges → pieces.
+
+Every reader plans here: Spark batch reads (which pack the pieces into input partitions), each
+micro-batch of a stream, ``klog export`` and the Python API (:func:`storage_core.read.read_arrow`).
+It owns, once each, Kafka's rules for
+
+* **selection** (:func:`select_partitions`): ``topics``, ``topicPattern``, ``assign``, or the
+  partitions a JSON spec lists; a JSON spec must name exactly the partitions read
+  (:func:`check_listed`, Spark's Kafka source asserts the same);
+* **range resolution** (:func:`resolve`, :func:`offset_for`): ``earliest``/``latest``, JSON offsets
+  with -2/-1, timestamps through the time index, the log start offset, the last stable offset
+  under ``read_committed``, and ``failOnDataLoss``;
+* **pieces** (:func:`pieces_of`): byte slices of segments at batch boundaries (executors seek
+  straight to them), cut at offset-index entries by ``maxBytesPerPartition``,
+  ``maxRecordsPerPartition`` and ``minPartitions``;
+* **aborted transactions per piece** under ``read_committed``, by Kafka's fetch rule
+  (``LocalLog.collectAbortedTransactions(fetchOffset, upperBoundOffset)``): those whose ABORT
+  marker is at or after the piece's first offset and whose first offset is before its end. A
+  piece is never handed a transaction whose marker it cannot meet, so a reader never carries a
+  producer into the aborted set past the marker that would take it out again.
+
+Nothing here decodes records; a piece is read by :func:`storage_core.read.piece_reader.read_piece`.
+Every piece has an explicit end, so a read is a consistent snapshot of a log still being appended to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
+from storage_core.log import Log
+from storage_core.manager import PartitionDir, find_partitions, open_log_read_only
+from storage_core.report import lost_data_notes
+from storage_core.segment import LogSegment
+from storage_core.topic_partition import TopicPartition
+from storage_core.txn_index import AbortedTxn
+
+from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+
+__all__ = [
+    "NO_PRUNING",
+    "PartitionRange",
+    "Piece",
+    "Pruning",
+    "ReadPlan",
+    "check_listed",
+    "choose_partitions",
+    "offset_for",
+    "open_tail",
+    "pieces_of",
+    "plan_read",
+    "resolve",
+    "select_partitions",
+]
+
+log = logging.getLogger("klog")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A byte slice of one segment and the offsets wanted from it (picklable: paths and numbers)."""
+
+    topic: str
+    partition: int
+    log_path: str
+    start_position: int
+    end_position: int
+    min_offset: int  # records below it are not wanted (the range's start)
+    end_offset: int  # exclusive
+    #: read_committed: the aborted transactions this piece may meet (Kafka's fetch rule); None: read_uncommitted
+    aborted: tuple[AbortedTxn, ...] | None
+    est_records: int
+    #: inode number of the .log when planned: a file a compaction put in its place is never read
+    file_id: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.end_position - self.start_position
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """One partition's resolved offsets ``[start, end)``."""
+
+    topic_partition: TopicPartition
+    path: str
+    start: int
+    end: int
+    #: what opening the log found and Kafka would repair (a torn tail): reported, not an error
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """Bounds taken from pushed-down filters (all optional, intersected with the options' ranges)."""
+
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    partition_min: int | None = None
+    partition_max: int | None = None  # inclusive
+    offset_min: int | None = None
+    offset_end: int | None = None  # exclusive
+    timestamp_min_ms: int | None = None  # coarse: records from the first with timestamp >= it
+
+    def keeps(self, tp: TopicPartition) -> bool:
+        if self.topics is not None and tp.topic not in self.topics:
+            return False
+        if self.partitions is not None and tp.partition not in self.partitions:
+            return False
+        if self.partition_min is not None and tp.partition < self.partition_min:
+            return False
+        return not (self.partition_max is not None and tp.partition > self.partition_max)
+
+
+NO_PRUNING = Pruning()
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a read will do: each selected partition's range, and the pieces that read them."""
+
+    ranges: tuple[PartitionRange, ...]
+    pieces: tuple[Piece, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.pieces)
+
+
+# --- selection ------------------------------------------------------------------------------------
+
+def _with_segments(pd: PartitionDir) -> bool:
+    return any(n.endswith(".log") for n in os.listdir(pd.path))
+
+
+def _spec_name(spec: OffsetSpec, starting: bool) -> str:
+    if spec.kind == "timestamps":
+        return "startingOffsetsByTimestamp" if starting else "endingOffsetsByTimestamp"
+    return "startingOffsets" if starting else "endingOffsets"
+
+
+def _listed_partitions(listed: Mapping[str, Mapping[int, int]]) -> list[TopicPartition]:
+    return sorted(TopicPartition(t, p) for t, ps in listed.items() for p in ps)
+
+
+def choose_partitions(dirs: list[PartitionDir], paths: Iterable[str], *, topics: Iterable[str] | None = None,
+                      topic_pattern: str | None = None,
+                      assign: Mapping[str, Mapping[int, int]] | None = None) -> list[PartitionDir] | None:
+    """The partitions of ``dirs`` that ``topics`` (each must exist), ``topic_pattern`` (a whole-name
+    match) or ``assign`` (each partition must exist) select; None when none of them is given."""
+    if topics is not None:
+        wanted = list(topics)
+        names = {p.topic_partition.topic for p in dirs}
+        missing = [t for t in wanted if t not in names]
+        if missing:
+            raise InvalidOptionError(f"no such topic in {', '.join(paths)}: {', '.join(missing)}; topics there: "
+                                     f"{', '.join(sorted(names)) or 'none'}")
+        return [p for p in dirs if p.topic_partition.topic in set(wanted)]
+    if topic_pattern is not None:
+        rx = re.compile(topic_pattern)
+        return [p for p in dirs if rx.fullmatch(p.topic_partition.topic)]
+    if assign is not None:
+        _require_existing(dirs, assign, "assign", paths)
+        chosen = set(_listed_partitions(assign))
+        return [p for p in dirs if p.topic_partition in chosen]
+    return None
+
+
+def select_partitions(opts: ReadOptions, *, streaming: bool = False) -> list[PartitionDir]:
+    """The partitions a read selects, sorted: ``topics`` (each must exist), ``topicPattern``,
+    ``assign`` (each partition must exist), else the partitions a JSON ``startingOffsets``/
+    ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
+    are read too), else every partition. Only directories with segments count."""
+    dirs = [p for p in find_partitions(opts.paths) if _with_segments(p)]
+    chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
+                               assign=opts.assign)
+    if chosen is not None:
+        return chosen
+    for spec, starting in ((opts.starting, True), (opts.ending, False)):
+        if spec.listed is not None:
+            if streaming:
+                return [p for p in dirs if p.topic_partition.topic in spec.listed]
+            _require_existing(dirs, spec.listed, _spec_name(spec, starting), opts.paths)
+            wanted = set(_listed_partitions(spec.listed))
+            return [p for p in dirs if p.topic_partition in wanted]
+    return dirs
+
+
+def _require_existing(dirs: list[PartitionDir], listed: Mapping[str, Mapping[int, int]], what: str,
+                      paths: Iterable[str]) -> None:
+    have = {p.topic_partition for p in dirs}
+    missing = [tp for tp in _listed_partitions(listed) if tp not in have]
+    if missing:
+        raise InvalidOptionError(f"option {what} names partitions that do not exist: {', '.join(map(str, missing))} "
+                                 f"({_what_exists(dirs, {tp.topic for tp in missing}, paths)})")
+
+
+def _what_exists(dirs: list[PartitionDir], topics: set[str], paths: Iterable[str]) -> str:
+    """``orders has partitions 0, 1`` for each of ``topics``, said of the log dirs ``paths``."""
+    said = []
+    for t in sorted(topics):
+        ps = sorted(p.topic_partition.partition for p in dirs if p.topic_partition.topic == t)
+        said.append(f"{t} has partitions {', '.join(map(str, ps))}" if ps else f"no topic {t}")
+    return f"in {', '.join(paths)}: {'; '.join(said)}"
+
+
+def check_listed(opts: ReadOptions, selected: Iterable[PartitionDir], *, streaming: bool = False) -> None:
+    """A JSON ``startingOffsets``/``endingOffsets``/``...ByTimestamp`` must list exactly the partitions
+    read (Spark's Kafka source asserts the same): a partition it names that does not exist or is not
+    selected, or a selected partition it leaves out, is an error naming them. A stream checks only
+    its start (partitions created later start at their log start)."""
+    chosen = {pd.topic_partition for pd in selected}
+    specs = [(opts.starting, True)] if streaming else [(opts.starting, True), (opts.ending, False)]
+    for spec, starting in specs:
+        if spec.listed is None:
+            continue
+        name = _spec_name(spec, starting)
+        listed = _listed_partitions(spec.listed)
+        extra = [tp for tp in listed if tp not in chosen]
+        if extra:
+            dirs = [p for p in find_partitions(opts.paths) if _with_segments(p)]
+            existing = {p.topic_partition for p in dirs}
+            gone = [tp for tp in extra if tp not in existing]
+            if gone:
+                raise InvalidOptionError(f"option {name} names partitions that do not exist: "
+                                         f"{', '.join(map(str, gone))} "
+                                         f"({_what_exists(dirs, {tp.topic for tp in gone}, opts.paths)})")
+            raise InvalidOptionError(f"option {name} names partitions the read does not select: "
+                                     f"{', '.join(map(str, extra))}; {_selector(opts)}")
+        left_out = [str(tp) for tp in sorted(chosen) if tp not in set(listed)]
+        if left_out:
+            raise InvalidOptionError(f"option {name} does not list {', '.join(left_out)}; list every partition read "
+                                     "(-2 earliest, -1 latest)" if spec.kind == "offsets" else
+                                     f"option {name} does not list {', '.join(left_out)}; list every partition read")
+
+
+def _selector(opts: ReadOptions) -> str:
+    if opts.topics is not None:
+        return f"topics={','.join(opts.topics)}"
+    if opts.topic_pattern is not None:
+        return f"topicPattern={opts.topic_pattern}"
+    if opts.assign is not None:
+        return "assign selects " + ", ".join(map(str, _listed_partitions(opts.assign)))
+    return "no topics, topicPattern or assign option"
+
+
+# --- opening --------------------------------------------------------------------------------------
+
+def open_tail(pd: PartitionDir) -> Log:
+    """A partition opened to follow it: read-only, no recovery scan, the files trusted as they are.
+
+    A batch read's open recovers (in memory) from the recovery point when the log dir was not
+    shut down cleanly, which is what a log being appended to looks like: every trigger would
+    re-read the whole log. A stream only needs the segments, their indexes and the end of the
+    active segment (from its last index entry: a few KiB); every batch's CRC is checked when a
+    micro-batch reads it, so damage fails that micro-batch (or is skipped and logged with
+    failOnDataLoss=false) with its file and position.
+    """
+    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
+    return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
+
+
+@contextmanager
+def _opened(logs: list[Log]) -> Iterator[list[Log]]:
+    try:
+        yield logs
+    finally:
+        for lg in logs:
+            lg.close()
+
+
+# --- range resolution -----------------------------------------------------------------------------
+
+def latest_offset(lg: Log, read_committed: bool) -> int:
+    """Where ``latest`` is: the last stable offset under read_committed, else the log end offset."""
+    return lg.last_stable_offset if read_committed else lg.log_end_offset
+
+
+def offset_for(spec: OffsetSpec, tp: TopicPartition, lg: Log, latest: int, *, starting: bool,
+               strategy: str) -> int:
+    """The offset ``spec`` names for ``tp`` (not yet checked against the log's bounds)."""
+    if spec.kind == "earliest":
+        return lg.log_start_offset
+    if spec.kind == "latest":
+        return latest
+    if spec.kind == "offset":
+        assert spec.offset is not None
+        return spec.offset
+    if spec.kind == "offsets":
+        v = _listed(spec, tp, starting)
+        return lg.log_start_offset if v == EARLIEST else latest if v == LATEST else v
+    ts = spec.timestamp if spec.kind == "timestamp" else _listed(spec, tp, starting)
+    assert ts is not None
+    found = lg.offset_for_timestamp(ts)
+    if found is not None:
+        return min(max(found.offset, lg.log_start_offset), latest)
+    if starting and strategy == "error":
+        raise InvalidOptionError(f"no record at or after timestamp {ts} in {tp} (startingOffsetsByTimestampStrategy="
+                                 "error); use startingOffsetsByTimestampStrategy=latest to start at the end instead")
+    return latest
+
+
+def _listed(spec: OffsetSpec, tp: TopicPartition, starting: bool) -> int:
+    assert spec.offsets is not None
+    parts = spec.offsets.get(tp.topic)
+    if parts is None or tp.partition not in parts:
+        raise InvalidOptionError(f"option {_spec_name(spec, starting)} does not list {tp}; list every partition read "
+                                 "(-2 earliest, -1 latest)")
+    return parts[tp.partition]
+
+
+def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log) -> PartitionRange:
+    """``[start, end)`` of one partition for a bounded read, by the Kafka source's rules: a start
+    below the log start offset or past the end is data loss (an error, or with failOnDataLoss=false
+    moved to the nearest offset that exists, with a warning); an end past the end reads to the end."""
+    tp = pd.topic_partition
+    latest = latest_offset(lg, opts.read_committed)
+    strategy = opts.starting_timestamp_strategy
+    start = offset_for(opts.starting, tp, lg, latest, starting=True, strategy=strategy)
+    end = offset_for(opts.ending, tp, lg, latest, starting=False, strategy=strategy)
+    if start < lg.log_start_offset:
+        if opts.fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{tp}: starting offset {start} is below the log start offset {lg.log_start_offset} (offsets "
+                f"{start}..{lg.log_start_offset - 1} were deleted); set failOnDataLoss=false to start at "
+                f"{lg.log_start_offset}")
+        log.warning("%s: offsets %d..%d are gone; reading from %d", tp, start, lg.log_start_offset - 1,
+                    lg.log_start_offset)
+        start = lg.log_start_offset
+    if start > latest:
+        if opts.fail_on_data_loss:
+            raise OffsetOutOfRangeError(f"{tp}: starting offset {start} is past the end of the log ({latest}"
+                                        f"{', its last stable offset' if opts.read_committed else ''}); expected "
+                                        f"an offset in [{lg.log_start_offset}, {latest}]")
+        start = latest
+    if end > latest:
+        log.warning("%s: ending offset %d is past the end of the log; reading up to %d", tp, end, latest)
+        end = latest
+    return PartitionRange(tp, str(pd.path), start, max(start, end), tuple(lg.recovery_notes))
+
+
+def _prune(rng: PartitionRange, lg: Log, pruning: Pruning) -> PartitionRange:
+    start, end = rng.start, rng.end
+    if pruning.offset_min is not None:
+        start = max(start, pruning.offset_min)
+    if pruning.offset_end is not None:
+        end = min(end, pruning.offset_end)
+    if pruning.timestamp_min_ms is not None and start < end:
+        found = lg.offset_for_timestamp(pruning.timestamp_min_ms)
+        start = max(start, found.offset if found is not None else end)
+    return dataclasses.replace(rng, start=min(start, end), end=end)
+
+
+def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log) -> None:
+    """A log whose read-only open had to stop before the end of its data (a corrupt batch in a dir
+    that was not shut down cleanly) fails the read, or with failOnDataLoss=false is read up to the
+    damage with a warning; it is never silently shorter. A torn tail is not a loss."""
+    lost = lost_data_notes(lg)
+    if not lost:
+        return
+    if opts.fail_on_data_loss:
+        more = f" (and {len(lost) - 1} more problems)" if len(lost) > 1 else ""
+        raise CorruptRecordError(f"data in the middle of {pd.path} is unreadable: {lost[0]}{more}; 'klog verify' "
+                                 "lists every problem (a read with failOnDataLoss=false reads the records before it)")
+    log.warning("%s: reading only up to the damage (failOnDataLoss=false): %s", pd.topic_partition, "; ".join(lost))
+
+
+# --- pieces ---------------------------------------------------------------------------------------
+
+def _slices(lg: Log, rng: PartitionRange) -> list[Piece]:
+    """Byte slices of the segments holding ``[start, end)``, one per segment."""
+    out: list[Piece] = []
+    if rng.end <= rng.start:
+        return out
+    tp = rng.topic_partition
+    segs = lg.segments
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= rng.start:
+            continue
+        if seg.base_offset >= rng.end:
+            break
+        first = seg.translate_offset(rng.start) if rng.start > seg.base_offset else None
+        start_pos = first.position if first is not None else 0
+        last = seg.translate_offset(rng.end)
+        end_pos = seg.size_in_bytes
+        if last is not None:
+            # the batch holding `end` starts at last.position: stop before it unless it holds offsets < end
+            end_pos = last.position + last.size if _batch_base(seg, last.position) < rng.end else last.position
+        if end_pos <= start_pos:
+            continue
+        est_first = max(rng.start, seg.base_offset)
+        est_last = min(rng.end, nxt if nxt is not None else rng.end)
+        out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, rng.start, rng.end, None,
+                         max(0, est_last - est_first), seg.file_identity))
+    return out
+
+
+def _batch_base(seg: LogSegment, position: int) -> int:
+    for batch in seg.batches(position):
+        return batch.base_offset
+    return seg.base_offset
+
+
+def _cut(seg: LogSegment, piece: Piece, parts: int) -> list[Piece]:
+    """Cut a piece into about ``parts`` pieces of equal bytes at offset-index entries."""
+    if parts <= 1:
+        return [piece]
+    entries = [e for e in seg.offset_index.all_entries() if piece.start_position < e.position < piece.end_position]
+    if not entries:
+        return [piece]
+    step = piece.nbytes / parts
+    cuts: list[tuple[int, int]] = []  # (position, offset at about that position)
+    target = piece.start_position + step
+    for e in entries:
+        if e.position >= target and (not cuts or e.position > cuts[-1][0]):
+            cuts.append((e.position, e.offset))
+            target = e.position + step
+    bounds: list[tuple[int, int | None]] = [(piece.start_position, max(piece.min_offset, seg.base_offset))] + cuts + [(piece.end_position, None)]
+    out = []
+    for (p0, o0), (p1, o1) in zip(bounds, bounds[1:], strict=False):
+        assert o0 is not None  # only the last bound has no offset
+        est = (o1 if o1 is not None else min(piece.end_offset, o0 + piece.est_records)) - o0
+        out.append(dataclasses.replace(piece, start_position=p0, end_position=p1, est_records=max(0, est)))
+    return out
+
+
+def _first_offset_at(piece: Piece) -> int:
+    """The first offset a piece can hold: the range's start, or the offset field of the batch at the
+    piece's start position when that is later (a v2 batch's base offset; a legacy message's own
+    offset, which no transaction marker can fall inside)."""
+    with open(piece.log_path, "rb") as f:
+        f.seek(piece.start_position)
+        head = f.read(8)
+    at = int.from_bytes(head, "big", signed=True) if len(head) == 8 else piece.min_offset
+    return max(piece.min_offset, at)
+
+
+def aborted_for(lg: Log, piece: Piece) -> tuple[AbortedTxn, ...]:
+    """Kafka's fetch rule for one piece: the aborted transactions whose ABORT marker is at or after
+    the piece's first offset and whose first offset is before its end, by first offset."""
+    return tuple(lg.aborted_transactions(_first_offset_at(piece), piece.end_offset))
+
+
+def pieces_of(parts: list[tuple[Log, PartitionRange]], opts: ReadOptions) -> list[Piece]:
+    """The pieces reading ``parts`` (their logs still open): slices, cut by ``maxBytesPerPartition``,
+    ``maxRecordsPerPartition`` and ``minPartitions`` at offset-index entries, each with its own
+    aborted transactions under read_committed."""
+    raw = [(lg, p) for lg, rng in parts for p in _slices(lg, rng)]
+    total_records = sum(p.est_records for _, p in raw) or 1
+    out: list[Piece] = []
+    for lg, p in raw:
+        n = math.ceil(p.nbytes / opts.max_bytes_per_partition)
+        if opts.max_records_per_partition:
+            n = max(n, math.ceil(p.est_records / opts.max_records_per_partition))
+        if opts.min_partitions and opts.min_partitions > len(raw):
+            n = max(n, round(p.est_records / total_records * opts.min_partitions))
+        seg = next(s for s in lg.segments if str(s.log_path) == p.log_path)
+        for q in _cut(seg, p, n):
+            out.append(dataclasses.replace(q, aborted=aborted_for(lg, q)) if opts.read_committed else q)
+    return out
+
+
+def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
+    """Plan a bounded read: select, check the JSON specs, resolve each partition's range (raising
+    before anything is read when an option does not fit the log), and cut it into pieces."""
+    selected = select_partitions(opts)
+    check_listed(opts, selected)
+    ranges: list[PartitionRange] = []
+    parts: list[tuple[Log, PartitionRange]] = []
+    with _opened([]) as logs:
+        for pd in selected:
+            if not pruning.keeps(pd.topic_partition):
+                continue
+            try:
+                lg = open_log_read_only(pd)
+            except PendingCommitError:
+                continue  # a new partition whose first commit is still being applied: empty for now
+            logs.append(lg)
+            check_lost_data(opts, pd, lg)
+            rng = _prune(resolve(opts, pd, lg), lg, pruning)
+            ranges.append(rng)
+            parts.append((lg, rng))
+        pieces = pieces_of(parts, opts)
+    return ReadPlan(tuple(ranges), tuple(pieces))
+
