@@ -17,6 +17,7 @@ import base64
 import json
 import os
 import random
+import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -345,6 +346,40 @@ def test_export_parquet_is_what_kafka_reads(corpora: dict[int, kc.Corpus], chunk
             if msg:
                 failures.append(msg)
     _fail_if(failures, "exports")
+
+
+@pytest.mark.parametrize("broker_state", ["clean-shutdown", "recovery-point"])
+def test_read_committed_of_a_log_dir_copied_without_its_index_files(
+        corpora: dict[int, kc.Corpus], broker_state: str, tmp_path: Path) -> None:
+    """A broker's log dir copied without its index files keeps ``.kafka_cleanshutdown`` or a
+    ``recovery-point-offset-checkpoint`` at the log end. Kafka recovers every segment whose ``.index``
+    is missing wherever it sits (``LogLoader.loadSegmentFiles``: ``sanityCheck`` fails, then
+    ``recoverSegment``), rebuilding its aborted transactions; a read_committed read must still
+    leave out aborted transactions."""
+    failures = []
+    with_aborts = [c for c in map(corpora.__getitem__, SEEDS)
+                   if any(x.status == "aborted" for t in c.partitions.values() for x in t.txns)][:20]
+    for c in with_aborts:
+        root = tmp_path / str(c.seed)
+        shutil.copytree(c.root, root)
+        if broker_state == "clean-shutdown":
+            (root / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
+        else:
+            entries = [f"{t.topic} {t.partition} {t.log_end_offset}" for t in c.partitions.values()]
+            (root / "recovery-point-offset-checkpoint").write_text("\n".join(["0", str(len(entries)), *entries, ""]))
+        for t in c.partitions.values():
+            pd = PartitionDir(TopicPartition(t.topic, t.partition), root / t.dir.name, root)
+            try:
+                with open_log_read_only(pd) as lg:
+                    got = kc.rows_of(decode_batches(lg.batches(read_committed=True), t.topic, t.partition,
+                                                    include_headers=True, min_offset=lg.log_start_offset))
+            except Exception as e:  # noqa: BLE001 - any failure of the read is a finding
+                failures.append(f"{t.label} ({broker_state}): {type(e).__name__}: {e}")
+                continue
+            msg = kc.diff_rows(got, kc.expected_rows(t, read_committed=True), f"{t.label} ({broker_state})")
+            if msg:
+                failures.append(msg)
+    _fail_if(failures, "read_committed reads")
 
 
 # --- (b) and Spark ------------------------------------------------------------------------------------
