@@ -44,6 +44,7 @@ SOURCE = Path(__file__).resolve().parent / "oracle" / "KafkaCorpus.java"
 MAIN_CLASS = "KafkaCorpus"
 #: C1 only and the serial collector: the generator runs a few seconds, too short for C2 to pay off
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss4m", "-Dslf4j.internal.verbosity=ERROR")
+TRUTH_T0 = 1_700_000_000_000  # the generator's clock starts here (its T0)
 STAMP = ".generator"  # in a corpus root: the sha256 of the generator that wrote the corpora there
 
 Row = dict[str, Any]
@@ -80,6 +81,7 @@ class Marker:
     producer_id: int
     type: str  # "COMMIT" or "ABORT"
     stray: bool  # no transaction of its producer was open (it ends nothing)
+    timestamp: int  # of its control record (CreateTime)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class SegmentInfo:
     base: int  # the file name's offset (at or below its first batch's base offset)
     bytes: int
     batches: int
+    max_timestamp: int  # the largest batch max timestamp in it (LogSegment.largestTimestamp), -1 if none
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,11 @@ def load(root: Path, seed: int) -> Corpus:
             seed=seed, topic=topic, partition=partition, dir=root / f"{topic}-{partition}",
             log_start_offset=head["log_start_offset"], log_end_offset=head["log_end_offset"],
             last_stable_offset=head["last_stable_offset"],
-            segments=tuple(SegmentInfo(s["base"], s["bytes"], s["batches"]) for s in head["segments"]),
+            segments=tuple(SegmentInfo(s["base"], s["bytes"], s["batches"], s["max_timestamp"])
+                           for s in head["segments"]),
             txns=tuple(Txn(t["producer_id"], t["first_offset"], t["marker_offset"], t["status"]) for t in head["txns"]),
-            markers=tuple(Marker(m["offset"], m["producer_id"], m["type"], m["stray"]) for m in head["markers"]),
+            markers=tuple(Marker(m["offset"], m["producer_id"], m["type"], m["stray"], m["timestamp"])
+                          for m in head["markers"]),
             empty_batches=tuple((a, b) for a, b in head["empty_batches"]),
             batches=head["batches"], records=records)
         if len(records) != head["records"]:
@@ -240,6 +245,31 @@ def expected_rows(truth: PartitionTruth, *, read_committed: bool, start: int | N
             row["headers"] = list(r.headers) or None
         out.append(row)
     return out
+
+
+def expected_offset_for_timestamp(truth: PartitionTruth, timestamp: int) -> tuple[int, int] | None:
+    """ListOffsets for ``timestamp`` (>= 0): ``(timestamp, offset)`` of the first record, data or
+    control, at or after the log start offset whose timestamp is at or after it, or None.
+
+    As ``UnifiedLog.fetchOffsetByTimestamp``: only the first segment whose largest timestamp reaches
+    ``timestamp`` is searched (``LogSegment.findOffsetByTimestamp`` from the log start offset on), so a
+    match found only in a later segment is no match (that segment's largest timestamp may come from
+    an empty batch, records below the log start offset, or its mtime when it has no timestamps).
+    """
+    # LogSegment.largestTimestamp: the file's mtime when no batch has a timestamp (only magic 0, or
+    # empty): later than any timestamp the generator writes
+    seg = next((i for i, s in enumerate(truth.segments) if s.max_timestamp < 0 or s.max_timestamp >= timestamp),
+               None)
+    if seg is None:
+        return None
+    lo = max(truth.segments[seg].base, truth.log_start_offset)
+    hi = truth.segments[seg + 1].base if seg + 1 < len(truth.segments) else truth.log_end_offset
+    found = [(r.offset, r.timestamp) for r in truth.records if lo <= r.offset < hi and r.timestamp >= timestamp]
+    found += [(m.offset, m.timestamp) for m in truth.markers if lo <= m.offset < hi and m.timestamp >= timestamp]
+    if not found:
+        return None
+    offset, ts = min(found)
+    return ts, offset
 
 
 # --- what klog returned ----------------------------------------------------------------------------

@@ -267,6 +267,34 @@ def test_offsets_are_kafkas(corpora: dict[int, kc.Corpus]) -> None:
     _fail_if(failures, "partitions' offsets")
 
 
+def _timestamps(t: kc.PartitionTruth) -> list[int]:
+    """Timestamps to look up: records' own, one more and one less, and beyond every one."""
+    stamps = sorted({r.timestamp for r in t.records if r.timestamp >= 0} | {m.timestamp for m in t.markers})
+    if not stamps:
+        return [0, kc.TRUTH_T0]
+    rng = random.Random(f"{t.seed}/{t.topic}/{t.partition}/timestamps")
+    picked = rng.sample(stamps, min(4, len(stamps)))
+    return sorted({0, stamps[0] - 1, stamps[-1], stamps[-1] + 1, *picked, *(x + 1 for x in picked),
+                   *(x - 1 for x in picked if x > 0)})
+
+
+def test_offset_for_timestamp_is_kafkas(corpora: dict[int, kc.Corpus]) -> None:
+    """``Log.offset_for_timestamp`` (ListOffsets; what startingTimestamp, endingTimestamp and export's
+    time bounds resolve with) gives Kafka's (timestamp, offset), or nothing where Kafka finds nothing."""
+    failures = []
+    for c in corpora.values():
+        for t in c.partitions.values():
+            with open_log_read_only(_partition_dir(c, t)) as lg:
+                for ts in _timestamps(t):
+                    found = lg.offset_for_timestamp(ts)
+                    got = None if found is None else (found.timestamp, found.offset)
+                    want = kc.expected_offset_for_timestamp(t, ts)
+                    if got != want:
+                        failures.append(f"{t.label}: timestamp {ts}: klog (timestamp, offset) {got}, Kafka {want}")
+                        break
+    _fail_if(failures, "ListOffsets lookups")
+
+
 def _log_batches_rows(lg: Log, t: kc.PartitionTruth, read_committed: bool, start: int | None, end: int | None,
                       native: bool | None) -> list[kc.Row]:
     lo = lg.log_start_offset if start is None else start

@@ -8,8 +8,8 @@
 // with 1-3 topics x 1-3 partitions (<topic>-<p>/<20-digit base offset>.log, no index files), sometimes a
 // log-start-offset-checkpoint, and beside the partition dirs one <topic>-<p>.truth.jsonl per partition:
 //   line 1: {"topic","partition","log_start_offset","log_end_offset","last_stable_offset","segments":[{"base",
-//            "bytes","batches"}],"txns":[{"producer_id","first_offset","marker_offset","status"}],
-//            "markers":[{"offset","producer_id","type","stray"}],"empty_batches":[[base,last]],"batches","records"}
+//            "bytes","batches","max_timestamp"}],"txns":[{"producer_id","first_offset","marker_offset","status"}],
+//            "markers":[{"offset","producer_id","type","stray","timestamp"}],"empty_batches":[[base,last]],"batches","records"}
 //   then one line per data record in offset order: {"offset","key","value" (base64 or null),"timestamp"
 //   (as a consumer sees it),"timestamp_type" (0 CreateTime, 1 LogAppendTime, -1 none),"headers":[[key,
 //   base64|null]],"producer_id","transactional","txn" ("committed"|"aborted"|"open"|null),"magic","codec"}
@@ -158,6 +158,7 @@ public class KafkaCorpus {
         final long base;
         final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         int batches;
+        long maxTimestamp = RecordBatch.NO_TIMESTAMP;  // of its batches: LogSegment.largestTimestamp
         Segment(long base) { this.base = base; }
     }
 
@@ -311,7 +312,7 @@ public class KafkaCorpus {
             MemoryRecords m = b.build();
             if (!p.kind.equals("plain")) p.seq += (int) (last - base + 1);
             records.addAll(recs);
-            append(m, base, last);
+            append(m, base, last, maxTimestamp(recs));
         }
 
         void emptyBatch(Producer p) {
@@ -326,7 +327,7 @@ public class KafkaCorpus {
             buf.position(0);
             if (!p.kind.equals("plain")) p.seq += (int) (last - base + 1);
             empties.add(new long[]{base, last});
-            append(MemoryRecords.readableRecords(buf), base, last);
+            append(MemoryRecords.readableRecords(buf), base, last, clock);
         }
 
         void marker(Producer p, boolean abort) {
@@ -341,8 +342,8 @@ public class KafkaCorpus {
                 p.open = null;
             }
             markers.add("{\"offset\":" + off + ",\"producer_id\":" + p.pid + ",\"type\":\"" + type.name()
-                    + "\",\"stray\":" + stray + "}");
-            append(m, off, off);
+                    + "\",\"stray\":" + stray + ",\"timestamp\":" + clock + "}");
+            append(m, off, off, clock);
             if (r.nextInt(4) == 0) p.epoch++;  // transaction version 2 bumps the epoch at each end
         }
 
@@ -376,11 +377,19 @@ public class KafkaCorpus {
             }
             MemoryRecords m = b.build();
             records.addAll(recs);
-            append(m, base, off);
+            append(m, base, off, maxTimestamp(recs));
         }
 
-        /** Appends whole batches [base, last], rolling a new segment before them at random. */
-        void append(MemoryRecords m, long base, long last) {
+        /** The largest timestamp of a batch of these records (what MemoryRecordsBuilder tracks). */
+        static long maxTimestamp(List<Rec> recs) {
+            long max = RecordBatch.NO_TIMESTAMP;
+            for (Rec rec : recs) max = Math.max(max, rec.timestamp);
+            return max;
+        }
+
+        /** Appends whole batches [base, last] whose largest timestamp is maxTs, rolling a new segment
+         * before them at random. */
+        void append(MemoryRecords m, long base, long last, long maxTs) {
             if (segments.isEmpty() || (segments.get(segments.size() - 1).batches > 0 && r.nextDouble() < rollChance)) {
                 // a segment is named at or below its first batch (a cleaned segment keeps the name of the first
                 // segment it replaced), above every offset of the segment before it
@@ -396,6 +405,7 @@ public class KafkaCorpus {
             int n = 0;
             for (RecordBatch ignored : m.batches()) n++;  // uncompressed legacy messages are one "batch" each
             s.batches += n;
+            s.maxTimestamp = Math.max(s.maxTimestamp, maxTs);
             batches += n;
             next = last + 1;
             prevNext = next;
@@ -467,7 +477,8 @@ public class KafkaCorpus {
                 Segment s = segments.get(i);
                 if (i > 0) sb.append(',');
                 sb.append("{\"base\":").append(s.base).append(",\"bytes\":").append(s.bytes.size())
-                        .append(",\"batches\":").append(s.batches).append('}');
+                        .append(",\"batches\":").append(s.batches).append(",\"max_timestamp\":")
+                        .append(s.maxTimestamp).append('}');
             }
             sb.append("],\"txns\":[");
             for (int i = 0; i < txns.size(); i++) {
