@@ -100,11 +100,12 @@ def _check_against_kafka(c: kc.Corpus, truth: kc.PartitionTruth, dumps: dict[str
         errs.append(f"segment files {[p.name for p in segs]} are not {truth.segments}")
         return errs
     data, controls, empties, batches = [], [], [], []
-    for path, seg in zip(segs, truth.segments, strict=True):
+    for i, (path, seg) in enumerate(zip(segs, truth.segments, strict=True)):
         res = dumps[str(path)]
         if res.error or res.valid_bytes != res.size_in_bytes or res.size_in_bytes != seg.bytes:
             errs.append(f"{path.name}: Kafka read {res.valid_bytes} of {res.size_in_bytes} bytes ({res.error})")
         seg_batches = []
+        seg_max_ts = -1
         for line in res.lines:
             o = json.loads(line)
             b = (o["batch_base_offset"], o["batch_last_offset"])
@@ -112,10 +113,16 @@ def _check_against_kafka(c: kc.Corpus, truth: kc.PartitionTruth, dumps: dict[str
                 seg_batches.append(b)
             if o["offset"] is None:
                 empties.append(b)
-            elif o["is_control"]:
-                controls.append((o["offset"], o["producer_id"], o["control_type"]))
+                continue
+            seg_max_ts = max(seg_max_ts, o["timestamp"])
+            if o["is_control"]:
+                controls.append((o["offset"], o["producer_id"], o["control_type"], o["timestamp"]))
             else:
                 data.append(o)
+        has_empty = any(seg.base <= a and (i + 1 == len(truth.segments) or a < truth.segments[i + 1].base)
+                        for a, _ in truth.empty_batches)
+        if seg_max_ts > seg.max_timestamp or (not has_empty and seg_max_ts != seg.max_timestamp):
+            errs.append(f"{path.name}: largest record timestamp {seg_max_ts}, the truth says {seg.max_timestamp}")
         if len(seg_batches) != seg.batches:
             errs.append(f"{path.name}: {len(seg_batches)} batches, the truth says {seg.batches}")
         if seg_batches and seg_batches[0][0] < seg.base:
@@ -127,7 +134,7 @@ def _check_against_kafka(c: kc.Corpus, truth: kc.PartitionTruth, dumps: dict[str
     leo = max(leo, truth.segments[-1].base)  # an empty active segment rolled at the end
     if leo != truth.log_end_offset:
         errs.append(f"log end offset {leo} per Kafka's decoding, the truth says {truth.log_end_offset}")
-    if controls != [(m.offset, m.producer_id, m.type) for m in truth.markers]:
+    if controls != [(m.offset, m.producer_id, m.type, m.timestamp) for m in truth.markers]:
         errs.append(f"control records {controls[:5]}... are not the truth's markers {truth.markers[:5]}...")
     if empties != list(truth.empty_batches):
         errs.append(f"empty batches {empties} are not {truth.empty_batches}")
