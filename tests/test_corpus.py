@@ -420,6 +420,14 @@ def test_read_committed_of_a_log_dir_copied_without_its_index_files(
 # --- (b) and Spark ------------------------------------------------------------------------------------
 
 
+def _require_case(found: list[kc.Corpus], what: str) -> None:
+    """The full seed set must hold the case a regression test needs; a few seeds may not."""
+    if not found:
+        if len(SEEDS) < 100:
+            pytest.skip(f"none of the {len(SEEDS)} seeds has {what}")
+        pytest.fail(f"none of the {len(SEEDS)} corpora has {what}: the generator no longer makes it")
+
+
 def _spark_rows(spark: object, root: Path, read_committed: bool, options: dict[str, str] | None = None) -> list[kc.Row]:
     reader = spark.read.format("klog").option("includeHeaders", "true")  # type: ignore[attr-defined]
     if read_committed:
@@ -457,7 +465,7 @@ def test_spark_read_committed_keeps_commits_after_an_abort_in_an_earlier_segment
     with_case = [c for c in map(corpora.__getitem__, SEEDS)
                  if any(map(_abort_then_commit_in_a_later_segment, c.partitions.values()))
                  and not any(map(_open_below_log_start, c.partitions.values()))][:4]
-    assert with_case, "no corpus has an aborted transaction followed by a committed one in a later segment"
+    _require_case(with_case, "an aborted transaction followed by a committed one in a later segment")
 
     def note(t: kc.PartitionTruth) -> str:
         case = _abort_then_commit_in_a_later_segment(t)
@@ -481,7 +489,7 @@ def test_spark_read_committed_when_an_open_transaction_began_below_the_log_start
     with_case = [c for c in map(corpora.__getitem__, SEEDS)
                  if any(map(_open_below_log_start, c.partitions.values()))
                  and not any(map(_abort_then_commit_in_a_later_segment, c.partitions.values()))][:2]
-    assert with_case, "no corpus has an open transaction that began below the log start offset"
+    _require_case(with_case, "an open transaction that began below the log start offset")
     _fail_if(_spark_failures(spark, with_case, True), "Spark read_committed reads")
 
 
