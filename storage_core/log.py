@@ -352,7 +352,9 @@ class Log:
         """Producer state covering every batch below ``offset``: the newest usable snapshot at or
         below it, then a replay of the batches in between."""
         state = ProducerStateManager()
-        start = self.log_start_offset if hasattr(self, "log_start_offset") else self.segments[0].base_offset
+        # every batch still in the files counts, those below the log start offset too: a transaction
+        # that began there and is still open holds the last stable offset at the log start
+        start = self.segments[0].base_offset
         for snap_offset, path in reversed(snapshot_files(self.dir)):
             if snap_offset <= offset and snap_offset >= self.segments[0].base_offset:
                 try:
@@ -402,9 +404,10 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """First offset of the oldest ongoing transaction, or the log end offset."""
+        """First offset of the oldest ongoing transaction (never below the log start offset, as
+        ``UnifiedLog.updateFirstUnstableOffset``), or the log end offset."""
         first = self.producer_state.first_unstable_offset()
-        return self.log_end_offset if first is None else first
+        return self.log_end_offset if first is None else max(first, self.log_start_offset)
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start_offset, end_offset)`` (``collectAbortedTxns``)."""
@@ -494,11 +497,12 @@ class Log:
         if timestamp == MAX_TIMESTAMP:
             best = max((s.max_timestamp_so_far for s in self.segments), key=lambda t: t.timestamp)
             return best if best.timestamp >= 0 else None
+        # Kafka searches only the first segment whose largest timestamp reaches the target
+        # (UnifiedLog.fetchOffsetByTimestamp); a segment whose late timestamp is an empty batch's
+        # (emptied by compaction) answers nothing, and so does klog
         for seg in self.segments:
             if seg.largest_timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
+                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
     # -- writing

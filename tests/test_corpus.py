@@ -29,6 +29,7 @@ import pytest
 
 from storage_core.checkpoint import OffsetCheckpointFile
 from storage_core.columnar import decode_batches
+from storage_core.errors import OffsetOutOfRangeError
 from storage_core.export import ExportRequest, export_parquet, plan_export
 from storage_core.log import Log
 from storage_core.manager import PartitionDir, open_log_read_only
@@ -306,8 +307,10 @@ def _log_batches_rows(lg: Log, t: kc.PartitionTruth, read_committed: bool, start
                       native: bool | None) -> list[kc.Row]:
     lo = lg.log_start_offset if start is None else start
     batches = lg.batches(start, end, read_committed=read_committed)
+    # Log.batches gives whole batches: the one holding the end (the LSO) may run past it
+    hi = lg.last_stable_offset if read_committed else I64_MAX
     table = decode_batches(batches, t.topic, t.partition, include_headers=True, min_offset=lo,
-                           end_offset=I64_MAX if end is None else end, native=native)
+                           end_offset=min(hi, I64_MAX if end is None else end), native=native)
     return kc.rows_of(table)
 
 
@@ -371,6 +374,14 @@ def test_export_parquet_is_what_kafka_reads(corpora: dict[int, kc.Corpus], chunk
             want = [r for (tp, _), t in sorted(c.partitions.items()) if tp == topic
                     for r in kc.expected_rows(t, read_committed=read_committed, start=start, end=end)]
             label = f"seed {seed} topic {topic} [{start}, {end})"
+            parts = [t for (tp, _), t in c.partitions.items() if tp == topic]
+            latest = [t.last_stable_offset if read_committed else t.log_end_offset for t in parts]
+            if start is not None and (start > min(latest) or start < max(t.log_start_offset for t in parts)):
+                # as Spark's startingOffsets: an offset that does not exist in some partition fails
+                # the export before anything is written (failOnDataLoss)
+                with pytest.raises(OffsetOutOfRangeError):
+                    plan_export(req)
+                continue
             try:
                 export_parquet(req, plan_export(req), out, overwrite=True, compression="none")
                 got = kc.rows_of(pq.read_table(out))
@@ -407,7 +418,8 @@ def test_read_committed_of_a_log_dir_copied_without_its_index_files(
             try:
                 with open_log_read_only(pd) as lg:
                     got = kc.rows_of(decode_batches(lg.batches(read_committed=True), t.topic, t.partition,
-                                                    include_headers=True, min_offset=lg.log_start_offset))
+                                                    include_headers=True, min_offset=lg.log_start_offset,
+                                                    end_offset=lg.last_stable_offset))
             except Exception as e:  # noqa: BLE001 - any failure of the read is a finding
                 failures.append(f"{t.label} ({broker_state}): {type(e).__name__}: {e}")
                 continue

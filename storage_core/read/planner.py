@@ -389,6 +389,8 @@ def _slices(lg: Log, rng: PartitionRange) -> list[Piece]:
         if seg.base_offset >= rng.end:
             break
         first = seg.translate_offset(rng.start) if rng.start > seg.base_offset else None
+        if rng.start > seg.base_offset and first is None:
+            continue  # the segment ends before the range starts (an offset gap up to the next segment)
         start_pos = first.position if first is not None else 0
         last = seg.translate_offset(rng.end)
         end_pos = seg.size_in_bytes
