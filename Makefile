@@ -8,7 +8,7 @@ STAMP := $(VENV)/.klog-installed
 
 .PHONY: quickstart test bench lint clean
 
-$(STAMP): pyproject.toml setup.py storage_core/_kernel.c
+$(STAMP): pyproject.toml setup.py storage_core/record/_kernel.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[spark,dev]' --config-settings editable_mode=compat
@@ -28,4 +28,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info storage_core/*.so klog-data
+	rm -rf $(VENV) build *.egg-info storage_core/record/*.so klog-data

@@ -34,7 +34,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from storage_core.columnar import kafka_schema
+from storage_core.record.columnar import kafka_schema
 
 from .options import ReadOptions, parse_read_options
 from .planning import NO_PRUNING, Pruning

@@ -17,7 +17,7 @@ The driver-side reader lives in one long-lived Python process per query run; exe
 with another instance, so :meth:`KlogStreamReader.read` uses only its input partition.
 
 **Sink** (:class:`KlogStreamWriter`). Each micro-batch runs the batch writer's protocol
-(:mod:`storage_core.commit`): tasks stage segments, ``commit(messages, batchId)`` makes them
+(:mod:`storage_core.log.commit`): tasks stage segments, ``commit(messages, batchId)`` makes them
 visible atomically. Spark replays a failed micro-batch with the same ``batchId``; the commit
 records the last batch id per query in the log dir (``.klog-sink-<query id>.json``, in the
 same journaled step as the data), so a replayed batch is not written twice. The query id is
@@ -46,13 +46,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from storage_core.columnar import kafka_schema
-from storage_core.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.log import Log
-from storage_core.manager import PartitionDir, find_partitions
-from storage_core.topic_partition import TopicPartition
+from storage_core.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.log.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir, find_partitions
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.columnar import kafka_schema
 
 from .options import OffsetSpec, ReadOptions, StreamOptions
 from .planning import (

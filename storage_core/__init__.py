@@ -7,8 +7,7 @@ No Spark in here. Layers, bottom up: :mod:`errors`, :mod:`varint`, :mod:`compres
 
 from __future__ import annotations
 
-from .compression import CompressionType
-from .errors import (
+from storage_core.errors import (
     CompressionError,
     CorruptIndexError,
     CorruptRecordError,
@@ -20,7 +19,8 @@ from .errors import (
     RecordTooLargeError,
     UnsupportedCodecError,
 )
-from .records import Header, Record, TimestampType
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import Header, Record, TimestampType
 
 __version__ = "0.1.0"
 

@@ -12,7 +12,7 @@ Points (see ``tests/crash_matrix.md`` for what each kill leaves and how reopenin
 ``segment-flush-log-synced``, ``log-flushed``, ``checkpoint-tmp-written``, ``checkpoint-replaced``,
 ``retention-file-renamed``, ``retention-segment-gone``, ``retention-snapshots-removed``, and the
 cleaner's ``cleaner-*`` points (``storage_core/cleaner/__init__.py``). The commit protocol counts
-its steps instead (``KLOG_CRASH_AT``, ``storage_core/commit.py``).
+its steps instead (``KLOG_CRASH_AT``, ``storage_core/log/commit.py``).
 """
 
 from __future__ import annotations

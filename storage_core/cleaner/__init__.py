@@ -83,7 +83,7 @@ index in its pass) or ``partition`` (the partition directory's name).
    are removed after step 2.
 6. After every group, ``[cleaner-checkpoint]``, then the checkpoint is written.
 
-Reopening (:class:`storage_core.log.Log`, writable, as ``LogLoader``): ``*.cleaned`` and
+Reopening (:class:`storage_core.log.log.Log`, writable, as ``LogLoader``): ``*.cleaned`` and
 ``*.deleted`` files are removed, with any ``*.swap`` at or after a ``*.cleaned`` (a crash in
 steps 1-3 leaves the old segments untouched); each remaining ``*.log.swap`` is completed: the
 segments whose base offsets lie in ``[B, next offset of the swap)`` are removed and the
@@ -100,8 +100,8 @@ can miss the offsets of the group being replaced until a writable open completes
 
 from __future__ import annotations
 
-from .cleaned_segment import CleanedSegment
-from .cleaner import (
+from storage_core.cleaner.cleaned_segment import CleanedSegment
+from storage_core.cleaner.cleaner import (
     CleanableRange,
     CleanerStats,
     CleanResult,
@@ -114,15 +114,15 @@ from .cleaner import (
     read_cleaner_offset,
     write_cleaner_offset,
 )
-from .offset_map import (
+from storage_core.cleaner.offset_map import (
     DEFAULT_MEMORY_BYTES,
     HASH_ALGORITHM,
     OFFSET_MAP_ENTRY_BYTES,
     OFFSET_MAP_LOAD_FACTOR,
     SkimpyOffsetMap,
 )
-from .records_view import RecordsView, decode_views
-from .transactions import CleanedTransactionMetadata
+from storage_core.cleaner.records_view import RecordsView, decode_views
+from storage_core.cleaner.transactions import CleanedTransactionMetadata
 
 __all__ = [
     "DEFAULT_MEMORY_BYTES",

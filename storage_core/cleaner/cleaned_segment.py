@@ -6,11 +6,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..compression import CompressionType
-from ..errors import KlogError
-from ..log import CLEANED_SUFFIX
-from ..offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
-from ..records import (
+from storage_core.errors import KlogError
+from storage_core.log.log import CLEANED_SUFFIX
+from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
+from storage_core.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    _maybe_append_time,
+    filename_prefix,
+)
+from storage_core.log.time_index import TIME_INDEX_ENTRY, TimestampOffset
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
@@ -20,9 +30,6 @@ from ..records import (
     build_batch,
     write_batch_header,
 )
-from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, _maybe_append_time, filename_prefix
-from ..time_index import TIME_INDEX_ENTRY, TimestampOffset
-from ..txn_index import AbortedTxn
 
 INT32_MAX = (1 << 31) - 1
 FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from ..columnar import _I64_MAX, _I64_MIN, _arrays_from_buffers, native_kernel, new_builder
-from ..errors import InvalidRecordError, KlogError
-from ..file_records import AnyBatch
-from ..records import DefaultRecordBatch, Header, Record, TimestampType
+from storage_core.errors import InvalidRecordError, KlogError
+from storage_core.record.columnar import _I64_MAX, _I64_MIN, _arrays_from_buffers, native_kernel, new_builder
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.records import DefaultRecordBatch, Header, Record, TimestampType
 
 #: Batches decoded per call of the native kernel.
 DECODE_CHUNK_BATCHES = 512

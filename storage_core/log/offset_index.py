@@ -6,7 +6,7 @@ Layout: :data:`OFFSET_INDEX_ENTRY`, 8 bytes, big-endian::
     int32 position         byte position of a batch start in the .log
 
 An entry ``(O, P)`` says: the batch starting at byte ``P`` has *last* offset ``O``. Entries are
-sparse (one per ``index.interval.bytes`` of log, see :func:`storage_core.segment.scan_segment`)
+sparse (one per ``index.interval.bytes`` of log, see :func:`storage_core.log.segment.scan_segment`)
 and strictly increasing. :meth:`OffsetIndex.lookup` returns the largest entry with offset <=
 target, or ``(base offset, 0)``; the segment is then scanned from that position.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .index import AbstractIndex
+from storage_core.log.index import AbstractIndex
 
 #: relative offset int32, position int32
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")

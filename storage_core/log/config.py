@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from .compression import CompressionType
-from .errors import LogConfigError
-from .records import LOG_OVERHEAD
+from storage_core.errors import LogConfigError
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import LOG_OVERHEAD
 
 __all__ = [
     "LogConfig",

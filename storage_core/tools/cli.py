@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import (
+from storage_core.errors import (
     InvalidOptionError,
     InvalidTopicError,
     KlogError,
@@ -108,7 +108,7 @@ DUMP_EXAMPLES = """examples:
 def _cmd_dump(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .dump import dump_jsonl, dump_text
+    from storage_core.tools.dump import dump_jsonl, dump_text
 
     missing = [p for p in args.files if not Path(p).is_file()]
     if missing:
@@ -120,7 +120,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.files:
         if path.endswith((".index", ".timeindex", ".txnindex")):
-            from .dump import dump_index
+            from storage_core.tools.dump import dump_index
 
             if dump_index(path, out, sys.stderr, sanity_only=args.index_sanity_check,
                           verify_only=args.verify_index_only):
@@ -162,7 +162,7 @@ def _log_dirs(arg: str) -> list[str]:
 
 
 def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .manager import find_partitions
+    from storage_core.log.manager import find_partitions
 
     parts = find_partitions(_log_dirs(args.dir))
     if args.topic:
@@ -192,7 +192,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from .report import describe_partition
+    from storage_core.tools.report import describe_partition
 
     parts = _partitions(args)
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
@@ -223,7 +223,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .report import verify_partition
+    from storage_core.tools.report import verify_partition
 
     status = EXIT_OK
     parts = _partitions(args)
@@ -263,7 +263,7 @@ exit codes: 0 ok, 1 a corrupt batch in the range (nothing is written), 2 usage e
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .export import ExportRequest, export_parquet, parse_time, plan_export
+    from storage_core.tools.export import ExportRequest, export_parquet, parse_time, plan_export
 
     req = ExportRequest(
         log_dirs=tuple(_log_dirs(args.dir)), topic=args.topic,
@@ -301,7 +301,7 @@ RETENTION_EXAMPLES = """examples:
 
 
 def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
-    from .config import LogConfig
+    from storage_core.log.config import LogConfig
 
     props = {}
     for pair in pairs or []:
@@ -313,7 +313,7 @@ def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
-    from .manager import LogManager, find_partitions
+    from storage_core.log.manager import LogManager, find_partitions
 
     dirs = _log_dirs(args.dir)
     total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
@@ -340,7 +340,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
 
 def _cmd_retention(args: argparse.Namespace) -> int:
-    from .manager import LogManager
+    from storage_core.log.manager import LogManager
 
     cfg = _configs(args.config)
     lm = LogManager(_log_dirs(args.dir), writable=True, config=cfg)
@@ -429,7 +429,7 @@ class _Progress:
 
 def _topic_name(text: str) -> str:
     """``--topic``: a name Kafka accepts (no ``..``, ``/``, NUL, at most 249 characters)."""
-    from .topic_partition import validate_topic_name
+    from storage_core.log.topic_partition import validate_topic_name
 
     try:
         validate_topic_name(text)
@@ -459,8 +459,8 @@ _partition_number = _bounded_int("a partition number", 0, (1 << 31) - 1)
 def _cmd_compact(args: argparse.Namespace) -> int:
     import json
 
-    from .cleaner import LogCleaner
-    from .manager import LogManager
+    from storage_core.cleaner import LogCleaner
+    from storage_core.log.manager import LogManager
 
     cleaner_results = []
     lm = LogManager(_log_dirs(args.dir), writable=True)
@@ -618,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, or a file system that is full or read-only
     (exit 2), as opposed to bad data found (exit 1)."""
-    from .manager import LogDirLockedError
+    from storage_core.log.manager import LogDirLockedError
 
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
                         UnsafePathError)):

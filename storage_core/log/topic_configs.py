@@ -13,7 +13,7 @@ files it does not know (as it ignores ``.lock`` or ``meta.properties``)::
     }
 
 Values are Kafka-named topic configs, strings as in ``kafka-configs --add-config`` (numbers and
-booleans are accepted too); they are validated by :class:`~storage_core.config.LogConfig` when
+booleans are accepted too); they are validated by :class:`~storage_core.log.config.LogConfig` when
 read and when written. The file is replaced atomically (temp file + fsync + rename + fsync of the
 dir), so readers see the old or the new file, never a torn one.
 
@@ -29,9 +29,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import LogConfig
-from .errors import CorruptTopicConfigsError, KlogError, LogConfigError
-from .topic_partition import validate_topic_name
+from storage_core.errors import CorruptTopicConfigsError, KlogError, LogConfigError
+from storage_core.log.config import LogConfig
+from storage_core.log.topic_partition import validate_topic_name
 
 TOPIC_CONFIGS_FILE = "klog-topic-configs.json"
 TMP_SUFFIX = ".tmp"

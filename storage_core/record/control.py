@@ -15,7 +15,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from .errors import InvalidRecordError
+from storage_core.errors import InvalidRecordError
 
 #: Control record key: int16 version, int16 type.
 CONTROL_KEY = struct.Struct(">hh")

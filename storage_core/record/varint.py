@@ -11,7 +11,7 @@ columnar path; the native kernel has its own copy of the same loops.
 
 from __future__ import annotations
 
-from .errors import InvalidRecordError
+from storage_core.errors import InvalidRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10

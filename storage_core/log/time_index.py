@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .index import AbstractIndex
+from storage_core.log.index import AbstractIndex
 
 #: timestamp int64, relative offset int32
 TIME_INDEX_ENTRY = struct.Struct(">qi")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-from .errors import CorruptIndexError, KlogError
+from storage_core.errors import CorruptIndexError, KlogError
 
 #: Bytes of the file's tail that lookups try first (``AbstractIndex`` warm section).
 WARM_SECTION_BYTES = 8192

@@ -1,15 +1,15 @@
 """A byte range of a record-set file, decoded into Arrow: the bulk path of every read.
 
 :func:`decode_file_range` reads the range in large chunks into one reusable buffer and hands
-each chunk to :meth:`ArrowDecoder.add_run <storage_core.columnar.ArrowDecoder.add_run>`, which
+each chunk to :meth:`ArrowDecoder.add_run <storage_core.record.columnar.ArrowDecoder.add_run>`, which
 decodes run after run of whole v2 batches in one kernel call (CRC checked, control batches and
 batches outside the offset range skipped, codecs called back in Python). Whatever the kernel
 does not take - a legacy batch, a corrupt header or CRC, a codec error, a record it refuses -
-goes through the object path (:mod:`storage_core.file_records`, :meth:`ArrowDecoder.add`) one
+goes through the object path (:mod:`storage_core.record.file_records`, :meth:`ArrowDecoder.add`) one
 batch at a time, which decodes it or raises its error with the file and position. So the two
 paths give the same rows and the same errors; the tests compare them on every fixture.
 
-Memory is bounded by the chunk (:data:`~storage_core.file_records.READ_CHUNK_BYTES`, or one
+Memory is bounded by the chunk (:data:`~storage_core.record.file_records.READ_CHUNK_BYTES`, or one
 batch if a batch is larger) plus what the decoder buffers before the caller's flush limits.
 """
 
@@ -19,11 +19,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
-from .errors import KlogError
-from .file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
-from .legacy_records import RECORD_OVERHEAD_V0
-from .records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+from storage_core.errors import KlogError
+from storage_core.record.columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
+from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
+from storage_core.record.legacy_records import RECORD_OVERHEAD_V0
+from storage_core.record.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 
 __all__ = ["decode_file_range", "decode_view"]
 

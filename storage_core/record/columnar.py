@@ -1,7 +1,7 @@
 """Record batches to Arrow and back, in bulk: the hot path of every read and write.
 
 Decoding fills Arrow buffers straight from the records (no per-record Python objects) through
-the native kernel ``storage_core._kernel``; :class:`PyRecordsBuilder` is the same builder in
+the native kernel ``storage_core.record._kernel``; :class:`PyRecordsBuilder` is the same builder in
 pure Python, the reference the tests compare the kernel with and the fallback where the kernel
 is not built (a one-time warning says so).
 
@@ -27,11 +27,11 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from .compression import CompressionType, compress, v2_decompressors
-from .control import ControlRecordType
-from .errors import KlogError
-from .file_records import AnyBatch
-from .records import (
+from storage_core.errors import KlogError
+from storage_core.record.compression import CompressionType, compress, v2_decompressors
+from storage_core.record.control import ControlRecordType
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.records import (
     COMPRESSION_CODEC_MASK,
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_FLAG_MASK,
@@ -113,7 +113,7 @@ class RecordsBuilderProtocol(Protocol):
 
 def _check_timestamp(offset: int, timestamp: int) -> None:
     if not -_MAX_MS <= timestamp <= _MAX_MS:
-        from .errors import InvalidRecordError
+        from storage_core.errors import InvalidRecordError
 
         raise InvalidRecordError(f"Record at offset {offset} has timestamp {timestamp} ms, outside what a microsecond "
                                  "timestamp can hold (Spark's Kafka source fails here too)")
@@ -143,7 +143,7 @@ class PyRecordsBuilder:
 
     def add_v2(self, data: Any, count: int, base_offset: int, base_timestamp: int,
                log_append_time: int | None, min_offset: int, end_offset: int) -> int:
-        from .errors import InvalidRecordError
+        from storage_core.errors import InvalidRecordError
 
         view = memoryview(data)
         if count < 0:
@@ -205,7 +205,7 @@ def native_kernel() -> Any | None:
     if os.environ.get("KLOG_PURE_PYTHON") == "1":
         return None
     try:
-        from . import _kernel  # type: ignore[attr-defined]
+        from storage_core.record import _kernel  # type: ignore[attr-defined]
     except ImportError as exc:
         if not _KERNEL_WARNED:
             _KERNEL_WARNED = True
@@ -273,7 +273,7 @@ _I64_MAX = (1 << 63) - 1
 _MAX_MS = _I64_MAX // 1000
 
 
-#: One row per batch that added records (the kernel's ``BatchInfo``, storage_core/_kernel.c).
+#: One row per batch that added records (the kernel's ``BatchInfo``, storage_core/record/_kernel.c).
 BATCH_INFO_DTYPE = np.dtype([
     ("base_offset", "<i8"),
     ("last_offset", "<i8"),
@@ -678,7 +678,7 @@ def murmur2_partitions(keys: pa.Array, num_partitions: int) -> np.ndarray:
     """Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % n``.
 
     Null keys get -1 (the caller spreads them). Uses the kernel; the pure-Python twin is
-    :func:`storage_core.columnar.murmur2`.
+    :func:`storage_core.record.columnar.murmur2`.
     """
     keys = _as_binary(keys, "key")
     kernel = native_kernel()

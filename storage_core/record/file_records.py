@@ -22,9 +22,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CorruptRecordError, KlogError
-from .legacy_records import RECORD_OVERHEAD_V0, LegacyRecordBatch
-from .records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_VALUE_V2, DefaultRecordBatch
+from storage_core.errors import CorruptRecordError, KlogError
+from storage_core.record.legacy_records import RECORD_OVERHEAD_V0, LegacyRecordBatch
+from storage_core.record.records import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    DefaultRecordBatch,
+)
 
 __all__ = ["AnyBatch", "BatchWalk", "FileRecords", "PartialTail", "batch_from_bytes", "iter_batches",
            "READ_CHUNK_BYTES"]

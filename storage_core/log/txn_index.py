@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import CorruptIndexError
+from storage_core.errors import CorruptIndexError
 
 if TYPE_CHECKING:
-    from .file_records import AnyBatch
+    from storage_core.record.file_records import AnyBatch
 
 #: version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64
 ABORTED_TXN = struct.Struct(">hqqqq")
@@ -102,7 +102,7 @@ def filter_read_committed(batches: Iterable[AnyBatch], aborted: list[AbortedTxn]
     marker is one the cleaner kept after removing every batch of its transaction (Kafka drops
     the index entry then and keeps the marker until its delete horizon): nothing to skip.
     """
-    from .control import ControlRecordType
+    from storage_core.record.control import ControlRecordType
 
     pending = sorted(aborted, key=lambda t: (t.first_offset, t.last_offset))
     markers = {t.last_offset for t in pending}

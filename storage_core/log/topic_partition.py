@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import InvalidTopicError
+from storage_core.errors import InvalidTopicError
 
 __all__ = [
     "DELETE_DIR_SUFFIX",

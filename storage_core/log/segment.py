@@ -29,12 +29,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import KlogError, SegmentGoneError, storage_error
-from .faults import maybe_crash
-from .file_records import BatchWalk, FileRecords, PartialTail
-from .offset_index import OffsetIndex, OffsetPosition
-from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from .txn_index import AbortedTxn
+from storage_core.errors import KlogError, SegmentGoneError, storage_error
+from storage_core.faults import maybe_crash
+from storage_core.log.offset_index import OffsetIndex, OffsetPosition
+from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.record.file_records import BatchWalk, FileRecords, PartialTail
 
 #: Kafka's default ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -199,7 +199,7 @@ class LogSegment:
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
                  max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = False,
                  rolling_jitter_ms: int = 0) -> None:
-        from .txn_index import TransactionIndex
+        from storage_core.log.txn_index import TransactionIndex
 
         self.dir = Path(directory)
         self.base_offset = base_offset
@@ -251,7 +251,7 @@ class LogSegment:
         when a writer renamed the segment for deletion)."""
         if self.writable or self.current_log_path() == self.log_path:
             return self.txn_index.read()
-        from .txn_index import TransactionIndex
+        from storage_core.log.txn_index import TransactionIndex
 
         path = self.txn_index.path
         return TransactionIndex(path.with_name(path.name + DELETED_SUFFIX), self.base_offset).read()
@@ -300,8 +300,8 @@ class LogSegment:
         return self._in_memory_indexes(scan)
 
     def _in_memory_indexes(self, scan: SegmentScan) -> tuple[OffsetIndex, TimeIndex]:
-        from .offset_index import OFFSET_INDEX_ENTRY
-        from .time_index import TIME_INDEX_ENTRY
+        from storage_core.log.offset_index import OFFSET_INDEX_ENTRY
+        from storage_core.log.time_index import TIME_INDEX_ENTRY
 
         self.rebuilt_in_memory = True
         prefix = filename_prefix(self.base_offset)

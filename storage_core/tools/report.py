@@ -15,15 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from .errors import KlogError
-from .file_records import FileRecords
-from .log import Log
-from .manager import PartitionDir
-from .offset_index import OffsetIndex
-from .records import DefaultRecordBatch
-from .segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, base_offset_of, scan_segment
-from .time_index import TimeIndex
+from storage_core.errors import KlogError
+from storage_core.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir
+from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, base_offset_of, scan_segment
+from storage_core.log.time_index import TimeIndex
+from storage_core.record.file_records import FileRecords
+from storage_core.record.records import DefaultRecordBatch
 
 
 @dataclass

@@ -27,10 +27,10 @@ import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .control import ControlRecordType
-from .errors import CorruptIndexError, storage_error
-from .file_records import AnyBatch
-from .records import NO_SEQUENCE, crc32c
+from storage_core.errors import CorruptIndexError, storage_error
+from storage_core.record.control import ControlRecordType
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.records import NO_SEQUENCE, crc32c
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -134,7 +134,7 @@ class ProducerStateManager:
 
     # -- snapshots
     def write_snapshot(self, directory: str | os.PathLike[str], offset: int) -> Path:
-        from .segment import filename_prefix
+        from storage_core.log.segment import filename_prefix
 
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in sorted(self.producers.values(), key=lambda x: x.producer_id):
@@ -178,7 +178,7 @@ class ProducerStateManager:
         for i in range(count):
             e = ProducerStateEntry(*SNAPSHOT_ENTRY.unpack_from(data, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size))
             state.producers[e.producer_id] = e
-        from .segment import base_offset_of
+        from storage_core.log.segment import base_offset_of
 
         state.map_end_offset = base_offset_of(p)
         return state

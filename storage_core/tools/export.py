@@ -1,7 +1,7 @@
 """``klog export``: a topic, or an offset or time range of it, to one Parquet file (no Spark).
 
 The rows are those ``spark.read.format("klog")`` returns for the same range, in the same
-Arrow schema (:func:`storage_core.columnar.kafka_schema`): ranges are resolved with the same
+Arrow schema (:func:`storage_core.record.columnar.kafka_schema`): ranges are resolved with the same
 rules as the Spark source's ``startingOffsets``/``endingOffsets``/``startingTimestamp``/
 ``endingTimestamp`` (a start time gives the first offset whose record has a timestamp at or
 after it, an end time is exclusive and, when no record is that late, means the end of the
@@ -24,12 +24,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .columnar import ArrowDecoder, kafka_schema
-from .errors import CorruptRecordError, InvalidOptionError, PendingCommitError
-from .log import Log
-from .manager import PartitionDir, find_partitions, open_log_read_only
-from .report import lost_data_notes
-from .topic_partition import TopicPartition
+from storage_core.errors import CorruptRecordError, InvalidOptionError, PendingCommitError
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.columnar import ArrowDecoder, kafka_schema
+from storage_core.tools.report import lost_data_notes
 
 #: Write a row group once this many bytes of keys/values are buffered (bounds memory).
 FLUSH_BYTES = 64 << 20

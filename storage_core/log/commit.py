@@ -43,21 +43,28 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .checkpoint import (
+from storage_core.errors import CorruptCheckpointError, KlogError, storage_error
+from storage_core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     CleanShutdownFile,
     OffsetCheckpointFile,
     fsync_dir,
 )
-from .columnar import encode_arrow
-from .compression import CompressionType
-from .config import LogConfig
-from .errors import CorruptCheckpointError, KlogError, storage_error
-from .file_records import FileRecords, iter_batches
-from .log import DELETED_SUFFIX, Log
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, RollParams, filename_prefix
-from .topic_partition import TopicPartition
+from storage_core.log.config import LogConfig
+from storage_core.log.log import DELETED_SUFFIX, Log
+from storage_core.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    RollParams,
+    filename_prefix,
+)
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.columnar import encode_arrow
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import FileRecords, iter_batches
 
 STAGING_PREFIX = ".klog-staging-"
 JOURNAL_PREFIX = ".klog-commit-"
@@ -271,7 +278,7 @@ class StagingWriter:
         for raw in batches:
             (batch,) = list(iter_batches(raw))
             if batch.size_in_bytes > self.config.max_message_bytes:
-                from .errors import RecordTooLargeError
+                from storage_core.errors import RecordTooLargeError
 
                 raise RecordTooLargeError(f"a record batch of {batch.size_in_bytes} bytes is larger than "
                                           f"max.message.bytes ({self.config.max_message_bytes})")

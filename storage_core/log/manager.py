@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .checkpoint import (
+from storage_core.errors import InvalidTopicError, KlogError, storage_error
+from storage_core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     CleanShutdownFile,
     OffsetCheckpointFile,
 )
-from .config import LogConfig
-from .errors import InvalidTopicError, KlogError, storage_error
-from .log import Log
-from .topic_configs import config_for_topic, load_topic_configs
-from .topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.topic_configs import config_for_topic, load_topic_configs
+from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 _SKIPPED_SUFFIXES = ("-delete", "-future", "-stray")
 
@@ -117,7 +117,7 @@ class LogManager:
                 self.stored_topic_configs.setdefault(topic, {}).update(props)
         try:
             if writable:
-                from .commit import recover_commits
+                from storage_core.log.commit import recover_commits
 
                 for d in self.log_dirs:
                     self._lock(d)

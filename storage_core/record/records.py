@@ -19,14 +19,14 @@ Byte layout of a batch (all fixed-width fields big-endian), :data:`BATCH_HEADER`
       57     4    recordsCount          never compressed
       61     -    records               raw, or one compressed stream of all of them
 
-A record (varints are zigzag LEB128, see :mod:`storage_core.varint`)::
+A record (varints are zigzag LEB128, see :mod:`storage_core.record.varint`)::
 
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
     keyLength varint (-1 null) | key | valueLength varint (-1 null) | value |
     headerCount varint | (headerKeyLength varint | key utf-8 | headerValueLength varint (-1 null) | value)*
 
 The classes here are the per-record API (for tests, tools and small uses); bulk decoding into
-Arrow lives in :mod:`storage_core.columnar`.
+Arrow lives in :mod:`storage_core.record.columnar`.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c
 
-from .compression import CompressionType, compress, decompress
-from .control import ControlRecordType, EndTransactionMarker
-from .errors import CorruptRecordError, InvalidRecordError, KlogError
-from .varint import encode_varint, encode_varlong, read_varint, read_varlong
+from storage_core.errors import CorruptRecordError, InvalidRecordError, KlogError
+from storage_core.record.compression import CompressionType, compress, decompress
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.varint import encode_varint, encode_varlong, read_varint, read_varlong
 
 # --- sizes and offsets (DefaultRecordBatch.java, Records.java) ----------------------------------
 

@@ -56,9 +56,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, storage_error
-from .faults import maybe_crash
-from .topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
+from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, storage_error
+from storage_core.faults import maybe_crash
+from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",

@@ -21,9 +21,9 @@ from __future__ import annotations
 import struct
 import zlib
 
-from .compression import CompressionType, decompress
-from .errors import CorruptRecordError, InvalidRecordError, KlogError, UnsupportedCodecError
-from .records import (
+from storage_core.errors import CorruptRecordError, InvalidRecordError, KlogError, UnsupportedCodecError
+from storage_core.record.compression import CompressionType, decompress
+from storage_core.record.records import (
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,

@@ -25,7 +25,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from .errors import CompressionError, UnsupportedCodecError
+from storage_core.errors import CompressionError, UnsupportedCodecError
 
 __all__ = ["CompressionType", "compress", "decompress", "v2_decompressors", "MAX_DECOMPRESSED_BYTES"]
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .control import ControlRecordType, EndTransactionMarker
-from .errors import KlogError
-from .file_records import AnyBatch, BatchWalk, FileRecords
-from .records import MAGIC_VALUE_V2, Record
+from storage_core.errors import KlogError
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords
+from storage_core.record.records import MAGIC_VALUE_V2, Record
 
 JSONL_KEYS = (
     "batch_base_offset", "batch_last_offset", "magic", "compression", "timestamp_type", "is_transactional",
@@ -230,10 +230,10 @@ def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sani
     """Print an ``.index``/``.timeindex``/``.txnindex`` like kafka-dump-log; returns mismatches found."""
     from pathlib import Path
 
-    from .offset_index import OffsetIndex
-    from .segment import base_offset_of
-    from .time_index import TimeIndex
-    from .txn_index import TransactionIndex
+    from storage_core.log.offset_index import OffsetIndex
+    from storage_core.log.segment import base_offset_of
+    from storage_core.log.time_index import TimeIndex
+    from storage_core.log.txn_index import TransactionIndex
 
     p = Path(path)
     base = base_offset_of(p)

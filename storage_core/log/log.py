@@ -33,8 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .config import LogConfig, MessageTimestampType
-from .errors import (
+from storage_core.errors import (
     CorruptRecordError,
     KlogError,
     OffsetOutOfRangeError,
@@ -44,19 +43,10 @@ from .errors import (
     UnsafePathError,
     storage_error,
 )
-from .faults import maybe_crash
-from .file_records import AnyBatch, iter_batches
-from .producer_state import ProducerStateManager, snapshot_files
-from .records import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    MAGIC_VALUE_V2,
-    TIMESTAMP_TYPE_MASK,
-    DefaultRecordBatch,
-    crc32c,
-    set_base_offset,
-)
-from .segment import (
+from storage_core.faults import maybe_crash
+from storage_core.log.config import LogConfig, MessageTimestampType
+from storage_core.log.producer_state import ProducerStateManager, snapshot_files
+from storage_core.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -67,8 +57,18 @@ from .segment import (
     base_offset_of,
     scan_segment,
 )
-from .time_index import TimestampOffset
-from .txn_index import AbortedTxn, filter_read_committed
+from storage_core.log.time_index import TimestampOffset
+from storage_core.log.txn_index import AbortedTxn, filter_read_committed
+from storage_core.record.file_records import AnyBatch, iter_batches
+from storage_core.record.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    MAGIC_VALUE_V2,
+    TIMESTAMP_TYPE_MASK,
+    DefaultRecordBatch,
+    crc32c,
+    set_base_offset,
+)
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -86,10 +86,10 @@ def _now_ms() -> int:
 
 def _stored_config(partition_dir: Path) -> LogConfig:
     """The config of a partition opened without one: Kafka's defaults, the internal-topic configs
-    and the log dir's ``klog-topic-configs.json`` (:mod:`storage_core.topic_configs`)."""
-    from .errors import InvalidTopicError
-    from .topic_configs import config_for_topic, load_topic_configs
-    from .topic_partition import TopicPartition
+    and the log dir's ``klog-topic-configs.json`` (:mod:`storage_core.log.topic_configs`)."""
+    from storage_core.errors import InvalidTopicError
+    from storage_core.log.topic_configs import config_for_topic, load_topic_configs
+    from storage_core.log.topic_partition import TopicPartition
 
     try:
         topic = TopicPartition.parse_dir_name(partition_dir.name).topic
@@ -200,7 +200,7 @@ class Log:
         logs = sorted(base_offset_of(n) for n in os.listdir(self.dir)
                       if n.endswith(LOG_SUFFIX) and n.split(".", 1)[0].isdigit())
         if not self.writable:
-            from .commit import pending_journal_offsets
+            from storage_core.log.commit import pending_journal_offsets
 
             hidden_from = pending_journal_offsets(self.dir.parent).get(str(self.dir))
             if hidden_from is not None:  # an unfinished commit: none of it is visible yet
@@ -214,7 +214,7 @@ class Log:
             if not self.writable:
                 raise KlogError(f"no segments in {self.dir}")
             logs = [0]
-        from .segment import filename_prefix
+        from storage_core.log.segment import filename_prefix
 
         missing_index = {b for b in logs if not (self.dir / (filename_prefix(b) + INDEX_SUFFIX)).exists()}
         for i, base in enumerate(logs):

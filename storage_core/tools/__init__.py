@@ -1,0 +1,1 @@
+"""The klog command line and its commands."""
