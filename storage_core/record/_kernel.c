@@ -1,5 +1,5 @@
 /*
- * storage_core._kernel: the record hot loop of klog, in C.
+ * storage_core.record._kernel: the record hot loop of klog, in C.
  *
  * It only moves bytes. Python keeps all of the logic (batch headers, CRCs, codecs, ranges);
  * this module walks the records of one decompressed v2 records area and appends them to
@@ -14,7 +14,7 @@
  *   hk_*         utf-8 header keys   (string, never null)
  *   hv_*         header values       (binary, nullable)
  *
- * The record grammar and the checks are DefaultRecord.readFrom's; storage_core/records.py
+ * The record grammar and the checks are DefaultRecord.readFrom's; storage_core/record/records.py
  * holds the same loop in Python, the reference that the tests compare this against.
  * Every read is bounded by the end of the record; any violation raises
  * storage_core.errors.InvalidRecordError. Buffers are handed to pyarrow without copies
@@ -196,7 +196,7 @@ static PySequenceMethods OwnedBuffer_as_sequence = {
 
 static PyTypeObject OwnedBufferType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "storage_core._kernel.OwnedBuffer",
+    .tp_name = "storage_core.record._kernel.OwnedBuffer",
     .tp_basicsize = sizeof(OwnedBuffer),
     .tp_dealloc = (destructor)OwnedBuffer_dealloc,
     .tp_as_buffer = &OwnedBuffer_as_buffer,
@@ -936,7 +936,7 @@ static PyGetSetDef RecordsBuilder_getset[] = {
 
 static PyTypeObject RecordsBuilderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "storage_core._kernel.RecordsBuilder",
+    .tp_name = "storage_core.record._kernel.RecordsBuilder",
     .tp_basicsize = sizeof(RecordsBuilder),
     .tp_dealloc = (destructor)RecordsBuilder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1394,7 +1394,7 @@ static PyMethodDef kernel_functions[] = {
 };
 
 static struct PyModuleDef kernel_module = {
-    PyModuleDef_HEAD_INIT, "storage_core._kernel", "klog's native record kernel.", -1, kernel_functions,
+    PyModuleDef_HEAD_INIT, "storage_core.record._kernel", "klog's native record kernel.", -1, kernel_functions,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
