@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.errors import InvalidTopicError, KlogError
+from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import LogConfig
-from storage_core.log.manager import LogDirLockedError, LogManager
+from storage_core.log.manager import LogManager
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.records import Record, build_batch
 

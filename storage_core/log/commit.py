@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from storage_core.errors import CorruptCheckpointError, KlogError, storage_error
+from storage_core.errors import CommitError, CorruptCheckpointError, KlogError, storage_error
 from storage_core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -182,10 +182,6 @@ def load_journal(path: str | os.PathLike[str]) -> dict[str, object]:
         if prev is not None and (not isinstance(prev, dict) or not _is_int(prev.get("batch"))):
             raise _bad_journal(p, f"sink previous mark {str(prev)[:120]} is not {{batch: id, job: name}}")
     return journal
-
-
-class CommitError(KlogError):
-    """A commit that cannot proceed (lock held too long, a staged file missing or damaged)."""
 
 
 @dataclass(frozen=True)

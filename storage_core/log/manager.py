@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from storage_core.errors import InvalidTopicError, KlogError, storage_error
+from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, storage_error
 from storage_core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -79,10 +79,6 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDi
 # --- LogManager ---------------------------------------------------------------------------------
 
 LOCK_FILE = ".lock"
-
-
-class LogDirLockedError(KlogError):
-    """Another process holds the log dir's ``.lock`` (a broker, or another klog writer)."""
 
 
 class LogManager:

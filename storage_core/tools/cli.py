@@ -17,6 +17,7 @@ from storage_core.errors import (
     InvalidTopicError,
     KlogError,
     LogConfigError,
+    LogDirLockedError,
     PendingCommitError,
     StorageError,
     UnsafePathError,
@@ -618,8 +619,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, or a file system that is full or read-only
     (exit 2), as opposed to bad data found (exit 1)."""
-    from storage_core.log.manager import LogDirLockedError
-
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
                         UnsafePathError)):
         return True
