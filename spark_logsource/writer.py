@@ -26,6 +26,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
 
 from storage_core.errors import InvalidOptionError, KlogError
+from storage_core.limits import INT32_MAX, INT64_MAX
 from storage_core.log.commit import STAGING_PREFIX, StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
@@ -74,7 +75,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic is not None:
         validate_topic_name(topic)
 
-    def positive(key: str, default: int, maximum: int = (1 << 31) - 1) -> int:
+    def positive(key: str, default: int, maximum: int = INT32_MAX) -> int:
         raw = opts.get(key)
         if raw is None:
             return default
@@ -89,7 +90,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     config = LogConfig.from_properties(config_props)
     codec = CompressionType.from_name(opts.get("compression", "none"))
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
-                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, (1 << 63) - 1) / 1000)
+                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000)
 
 
 def validate_schema(schema: StructType, opts: WriteOptions) -> None:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from storage_core.errors import KlogError
+from storage_core.limits import INT32_MAX
 from storage_core.log.log import CLEANED_SUFFIX
 from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
 from storage_core.log.segment import (
@@ -31,7 +32,6 @@ from storage_core.record.records import (
     write_batch_header,
 )
 
-INT32_MAX = (1 << 31) - 1
 FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 

@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage_core.cleaner.cleaned_segment import INT32_MAX, CleanedSegment, empty_header, rebuild_batch
+from storage_core.cleaner.cleaned_segment import CleanedSegment, empty_header, rebuild_batch
 from storage_core.cleaner.offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
 from storage_core.cleaner.records_view import RecordsView, chunks, decode_views
 from storage_core.cleaner.transactions import CleanedTransactionMetadata, aborted_between, all_aborted
 from storage_core.errors import KlogError, storage_error
 from storage_core.faults import maybe_crash
+from storage_core.limits import INT32_MAX
 from storage_core.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, fsync_dir
 from storage_core.log.log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
 from storage_core.log.segment import (

@@ -58,6 +58,7 @@ from typing import TypeVar
 
 from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, storage_error
 from storage_core.faults import maybe_crash
+from storage_core.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 __all__ = [
@@ -110,9 +111,6 @@ PARTITION_METADATA_VERSION = 0  # PartitionMetadataFile.CURRENT_VERSION
 CLEAN_SHUTDOWN_VERSION = 0  # CleanShutdownFileHandler.CURRENT_VERSION
 
 # --- Java number and text rules ---------------------------------------------------------------
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # BufferedReader.readLine
 _TEXT_LINE_BREAK = re.compile(r"\r\n|\r|\n")

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from storage_core.errors import CommitError, CorruptCheckpointError, KlogError, storage_error
+from storage_core.limits import INT64_MAX
 from storage_core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -104,7 +105,7 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
             continue  # the commit finished (and removed it) since the listing
         for e in journal["entries"]:  # type: ignore[attr-defined]
             pdir = str(e["partition_dir"])
-            out[pdir] = min(out.get(pdir, 1 << 63), int(e["final_base"]))
+            out[pdir] = min(out.get(pdir, INT64_MAX), int(e["final_base"]))
     return out
 
 
@@ -116,7 +117,7 @@ def _bad_journal(path: Path, why: str) -> CorruptCheckpointError:
 
 
 def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT64_MAX
 
 
 def load_journal(path: str | os.PathLike[str]) -> dict[str, object]:

@@ -49,6 +49,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from storage_core.errors import LogConfigError
+from storage_core.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import LOG_OVERHEAD
 
@@ -74,11 +75,6 @@ __all__ = [
 ]
 
 # --- limits ------------------------------------------------------------------------------------
-
-INT_MIN = -(1 << 31)
-INT_MAX = (1 << 31) - 1
-LONG_MIN = -(1 << 63)
-LONG_MAX = (1 << 63) - 1  # Java's Long.MAX_VALUE: "never" for flush.*, max.compaction.lag.ms, ...
 
 #: ``segment.bytes``' minimum in klog: Kafka 3.x's ``LegacyRecord.RECORD_OVERHEAD_V0``.
 SEGMENT_BYTES_MIN = 14
@@ -285,7 +281,7 @@ class ThrottledReplicaList:
                 seen_empty = True
             elif seen_empty or not _REPLICA.fullmatch(replica):
                 return False
-            elif any(int(part) > INT_MAX for part in replica.split(":")):
+            elif any(int(part) > INT32_MAX for part in replica.split(":")):
                 return False
         return True
 
@@ -314,7 +310,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DOUBLE_SYNTAX = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)")
 # ConfigDef.COMMA_WITH_WHITESPACE; Java's \s is [ \t\n\x0B\f\r].
 _LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
-_INT_RANGES = {ConfigType.INT: (INT_MIN, INT_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX)}
+_INT_RANGES = {ConfigType.INT: (INT32_MIN, INT32_MAX), ConfigType.LONG: (INT64_MIN, INT64_MAX)}
 
 
 def _java_trim(text: str) -> str:
@@ -557,11 +553,11 @@ class LogConfig:
         doc="Size the offset and time indexes are preallocated to; a full index rolls the segment.",
     )
     flush_messages: int = _key(
-        "flush.messages", LONG_MAX, _LONG, _at_least(1), broker="log.flush.interval.messages",
+        "flush.messages", INT64_MAX, _LONG, _at_least(1), broker="log.flush.interval.messages",
         doc="fsync after this many messages (default: leave it to the OS).",
     )
     flush_ms: int = _key(
-        "flush.ms", LONG_MAX, _LONG, _at_least(0), broker="log.flush.interval.ms",
+        "flush.ms", INT64_MAX, _LONG, _at_least(0), broker="log.flush.interval.ms",
         doc="fsync when data has been unflushed this long (default: leave it to the OS).",
     )
     # No validator in Kafka: any negative value means "no size limit".
@@ -590,7 +586,7 @@ class LogConfig:
         doc="Records younger than this are not compacted.",
     )
     max_compaction_lag_ms: int = _key(
-        "max.compaction.lag.ms", LONG_MAX, _LONG, _at_least(1), broker="log.cleaner.max.compaction.lag.ms",
+        "max.compaction.lag.ms", INT64_MAX, _LONG, _at_least(1), broker="log.cleaner.max.compaction.lag.ms",
         doc="Records older than this make the log eligible for compaction whatever its dirty ratio.",
     )
     file_delete_delay_ms: int = _key(
@@ -642,7 +638,7 @@ class LogConfig:
         doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.",
     )
     message_timestamp_before_max_ms: int = _key(
-        "message.timestamp.before.max.ms", LONG_MAX, _LONG, _at_least(0),
+        "message.timestamp.before.max.ms", INT64_MAX, _LONG, _at_least(0),
         broker="log.message.timestamp.before.max.ms", broker_only=True,
         doc="How far in the past a CreateTime timestamp may be.",
     )

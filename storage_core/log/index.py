@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 from storage_core.errors import CorruptIndexError, KlogError
+from storage_core.limits import INT32_MAX
 
 #: Bytes of the file's tail that lookups try first (``AbstractIndex`` warm section).
 WARM_SECTION_BYTES = 8192
@@ -172,7 +173,7 @@ class AbstractIndex(Generic[E]):
 
     def relative(self, offset: int) -> int:
         rel = offset - self.base_offset
-        if not 0 <= rel <= 0x7FFFFFFF:
+        if not 0 <= rel <= INT32_MAX:
             raise KlogError(f"offset {offset} cannot be stored relative to base offset {self.base_offset} "
                             f"in {self.path}")
         return rel

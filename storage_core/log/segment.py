@@ -31,6 +31,7 @@ from pathlib import Path
 
 from storage_core.errors import KlogError, SegmentGoneError, storage_error
 from storage_core.faults import maybe_crash
+from storage_core.limits import INT32_MAX
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage_core.log.txn_index import AbortedTxn
@@ -119,7 +120,7 @@ def scan_segment(log_path: str | os.PathLike[str], *, index_interval_bytes: int 
         for batch in walk:
             batch.ensure_valid()
             last = batch.last_offset
-            if last - base > 0x7FFFFFFF or last < base:
+            if last - base > INT32_MAX or last < base:
                 raise KlogError(f"Batch with last offset {last} cannot be in a segment based at {base}",
                                 path=str(log_path), position=batch.position)
             if batch.max_timestamp > max_ts:
@@ -155,7 +156,6 @@ def _maybe_append_time(entries: list[TimestampOffset], timestamp: int, offset: i
 
 #: Kafka's default ``segment.index.bytes``.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
-_INT32_MAX = 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,7 +428,7 @@ class LogSegment:
         if not records:
             return
         position = self.size_in_bytes
-        if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise KlogError(f"Largest offset {largest_offset} cannot be stored relative to base offset "
                             f"{self.base_offset} in {self.log_path}")
         oi_entries, ti_entries = self.offset_index.entries, self.time_index.entries
@@ -542,7 +542,7 @@ class LogSegment:
         return (self.size_in_bytes > p.max_segment_bytes - p.messages_size
                 or (self.size_in_bytes > 0 and reached_roll_ms)
                 or self.offset_index.is_full() or self.time_index.is_full()
-                or not 0 <= p.max_offset_in_messages - self.base_offset <= _INT32_MAX)
+                or not 0 <= p.max_offset_in_messages - self.base_offset <= INT32_MAX)
 
     def on_become_inactive_segment(self) -> None:
         """On roll: the closing time-index entry, then trim both indexes."""

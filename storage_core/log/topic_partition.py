@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from storage_core.errors import InvalidTopicError
+from storage_core.limits import INT32_MAX
 
 __all__ = [
     "DELETE_DIR_SUFFIX",
@@ -48,7 +49,7 @@ MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(LEGAL_TOPIC_CHARS + "+", re.ASCII)
 
 #: Partitions are Java ints and never negative.
-MAX_PARTITION = 2**31 - 1
+MAX_PARTITION = INT32_MAX
 
 # --- LocalLog.scala ---------------------------------------------------------------------------
 

@@ -28,6 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 from storage_core.errors import KlogError
+from storage_core.limits import INT32_MAX
+from storage_core.limits import INT64_MAX as _I64_MAX
+from storage_core.limits import INT64_MIN as _I64_MIN
 from storage_core.record.compression import CompressionType, compress, v2_decompressors
 from storage_core.record.control import ControlRecordType
 from storage_core.record.file_records import AnyBatch
@@ -267,8 +270,6 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
 
 # --- decoding ---------------------------------------------------------------------------------
 
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
 #: The largest |timestamp| in ms whose microseconds fit an int64.
 _MAX_MS = _I64_MAX // 1000
 
@@ -582,7 +583,7 @@ def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) ->
 
 
 #: The largest records area of one batch: its size must fit batchLength (int32, from byte 12).
-MAX_RECORDS_AREA = (1 << 31) - 1 - RECORD_BATCH_OVERHEAD
+MAX_RECORDS_AREA = INT32_MAX - RECORD_BATCH_OVERHEAD
 
 
 def _py_encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int,

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 
 from storage_core.errors import CorruptRecordError, InvalidRecordError, KlogError
+from storage_core.limits import INT32_MAX
 from storage_core.record.compression import CompressionType, compress, decompress
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.varint import encode_varint, encode_varlong, read_varint, read_varlong
@@ -81,8 +82,6 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
-
-_INT32_MAX = (1 << 31) - 1
 
 
 def wrap_int64(value: int) -> int:
@@ -216,8 +215,8 @@ def decode_record(
     timestamp = log_append_time if log_append_time is not None else wrap_int64(base_timestamp + ts_delta)
     if base_sequence >= 0:
         sequence = base_sequence + offset_delta
-        if sequence > _INT32_MAX:
-            sequence -= _INT32_MAX + 1
+        if sequence > INT32_MAX:
+            sequence -= INT32_MAX + 1
     else:
         sequence = NO_SEQUENCE
     return Record(wrap_int64(base_offset + offset_delta), timestamp, key, value, tuple(headers), sequence), pos
@@ -319,7 +318,7 @@ class DefaultRecordBatch:
         if self.header.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         seq = self.header.base_sequence + self.header.last_offset_delta
-        return seq - (_INT32_MAX + 1) if seq > _INT32_MAX else seq
+        return seq - (INT32_MAX + 1) if seq > INT32_MAX else seq
 
     @property
     def partition_leader_epoch(self) -> int:
@@ -521,7 +520,7 @@ def build_batch(
             raise ValueError(f"record offsets must increase within a batch: {r.offset} after {prev}")
         prev = r.offset
         delta = r.offset - base_offset
-        if not 0 <= delta <= _INT32_MAX:
+        if not 0 <= delta <= INT32_MAX:
             raise ValueError(f"offset {r.offset} does not fit a batch based at {base_offset}")
         body += encode_record(delta, wrap_int64(r.timestamp - base_ts), r.key, r.value, r.headers)
     payload = compress(compression, bytes(body), compression_level) if compression != CompressionType.NONE else body

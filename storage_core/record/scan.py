@@ -20,6 +20,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from storage_core.errors import KlogError
+from storage_core.limits import INT64_MAX as _I64_MAX
+from storage_core.limits import INT64_MIN as _I64_MIN
 from storage_core.record.columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
 from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
 from storage_core.record.legacy_records import RECORD_OVERHEAD_V0
@@ -27,8 +29,6 @@ from storage_core.record.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 
 __all__ = ["decode_file_range", "decode_view"]
 
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
 
 
 class _ChunkReader:

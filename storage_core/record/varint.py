@@ -12,14 +12,10 @@ columnar path; the native kernel has its own copy of the same loops.
 from __future__ import annotations
 
 from storage_core.errors import InvalidRecordError
+from storage_core.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
-
-_INT32_MIN = -(1 << 31)
-_INT32_MAX = (1 << 31) - 1
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
 
 
 def _read_unsigned(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
@@ -64,14 +60,14 @@ def _write_unsigned(value: int) -> bytes:
 
 def encode_varint(value: int) -> bytes:
     """Encode an int32 as a zigzag varint."""
-    if not _INT32_MIN <= value <= _INT32_MAX:
+    if not INT32_MIN <= value <= INT32_MAX:
         raise ValueError(f"varint out of int32 range: {value}")
     return _write_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """Encode an int64 as a zigzag varlong."""
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"varlong out of int64 range: {value}")
     return _write_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 

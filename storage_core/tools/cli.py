@@ -22,6 +22,7 @@ from storage_core.errors import (
     StorageError,
     UnsafePathError,
 )
+from storage_core.limits import INT32_MAX, INT64_MAX
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -452,9 +453,8 @@ def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-_LONG_MAX = (1 << 63) - 1
-_epoch_ms = _bounded_int("a time in epoch milliseconds", 0, _LONG_MAX)
-_partition_number = _bounded_int("a partition number", 0, (1 << 31) - 1)
+_epoch_ms = _bounded_int("a time in epoch milliseconds", 0, INT64_MAX)
+_partition_number = _bounded_int("a partition number", 0, INT32_MAX)
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
