@@ -17,8 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from storage_core.errors import KlogError
+from storage_core.files import base_offset_of
 from storage_core.log.offset_index import OffsetIndex
-from storage_core.log.segment import base_offset_of, resolve_segment_file
+from storage_core.log.segment import resolve_segment_file
 from storage_core.log.txn_index import filter_read_committed
 from storage_core.record.columnar import ArrowDecoder
 from storage_core.record.file_records import AnyBatch, FileRecords

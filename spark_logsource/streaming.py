@@ -47,8 +47,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from storage_core.log.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
+from storage_core.files import LOG_START_OFFSET_CHECKPOINT, STAGING_PREFIX
+from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.log.commit import SinkBatch, collect_staging, commit_job
 from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir, find_partitions
 from storage_core.log.topic_partition import TopicPartition

@@ -26,8 +26,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
 
 from storage_core.errors import InvalidOptionError, KlogError
+from storage_core.files import journal_name, staging_prefix
 from storage_core.limits import INT32_MAX, INT64_MAX
-from storage_core.log.commit import STAGING_PREFIX, StagedPartition, StagingWriter, collect_staging, commit_job
+from storage_core.log.commit import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
@@ -239,7 +240,7 @@ class KlogWriter(DataSourceArrowWriter):
                 update_topic_configs(d, topic, self.opts.config_props)
 
     def _staging_name(self, task: int, attempt: int) -> str:
-        return f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
+        return f"{staging_prefix(self.job_id)}{task:05d}-{attempt}"
 
     def _groups(self, batch: pa.RecordBatch, topics: list[str] | None,
                 parts: np.ndarray) -> Iterator[tuple[str, int, pa.RecordBatch]]:
@@ -331,7 +332,7 @@ class KlogWriter(DataSourceArrowWriter):
         from storage_core.log.commit import LogDirLock, recover_commits
 
         for d in {Path(pd).parent for parts in existing_topics(self.opts.paths).values() for pd in parts.values()}:
-            if any(d.glob(f".klog-commit-{self.job_id}.json")):  # our commit died half-way: undo it
+            if (d / journal_name(self.job_id)).exists():  # our commit died half-way: undo it
                 lock = LogDirLock(d, self.opts.lock_timeout_s)
                 try:
                     recover_commits(d, self.job_id)

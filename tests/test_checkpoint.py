@@ -24,13 +24,15 @@ from pathlib import Path
 import pytest
 
 from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, KlogError, StorageError
-from storage_core.log.checkpoint import (
+from storage_core.files import (
     CLEAN_SHUTDOWN_FILE,
     LEADER_EPOCH_CHECKPOINT,
     META_PROPERTIES_FILE,
     OFFSET_CHECKPOINT_FILES,
     PARTITION_METADATA_FILE,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+)
+from storage_core.log.checkpoint import (
     CleanShutdownFile,
     EpochEntry,
     LeaderEpochCheckpointFile,

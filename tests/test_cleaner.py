@@ -25,7 +25,8 @@ from storage_core.cleaner import (
     read_cleaner_offset,
 )
 from storage_core.errors import KlogError
-from storage_core.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.files import CLEANER_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.segment import scan_segment

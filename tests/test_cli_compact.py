@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from storage_core.errors import LogConfigError
+from storage_core.files import TOPIC_CONFIGS_FILE
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
 from storage_core.log.topic_configs import (
-    TOPIC_CONFIGS_FILE,
     CorruptTopicConfigsError,
     config_for_topic,
     load_topic_configs,

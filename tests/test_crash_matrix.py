@@ -34,12 +34,8 @@ import pyarrow as pa
 import pytest
 
 from storage_core.cleaner import LogCleaner
-from storage_core.log.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
-)
+from storage_core.files import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.commit import SinkBatch, StagingWriter, commit_job, read_sink_mark
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log

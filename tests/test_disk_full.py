@@ -20,7 +20,8 @@ import pytest
 
 from storage_core.cleaner import LogCleaner
 from storage_core.errors import StorageError
-from storage_core.log.checkpoint import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.commit import StagingWriter, collect_staging, commit_job
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log

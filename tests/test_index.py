@@ -9,8 +9,9 @@ import pytest
 import shared_fixtures as sf
 
 from storage_core.errors import CorruptIndexError, KlogError
+from storage_core.files import base_offset_of
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
-from storage_core.log.segment import base_offset_of, scan_segment
+from storage_core.log.segment import scan_segment
 from storage_core.log.time_index import TimeIndex, TimestampOffset
 from storage_core.log.txn_index import ABORTED_TXN, AbortedTxn, TransactionIndex
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import shared_fixtures as sf
 
-from storage_core.log.segment import LogSegment, RollParams, base_offset_of, scan_segment
+from storage_core.files import base_offset_of
+from storage_core.log.segment import LogSegment, RollParams, scan_segment
 from storage_core.record.columnar import encode_arrow
 from storage_core.record.compression import CompressionType
 from storage_core.record.file_records import iter_batches

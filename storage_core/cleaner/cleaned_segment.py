@@ -7,17 +7,18 @@ import os
 from pathlib import Path
 
 from storage_core.errors import KlogError
-from storage_core.limits import INT32_MAX
-from storage_core.log.log import CLEANED_SUFFIX
-from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
-from storage_core.log.segment import (
+from storage_core.files import (
+    CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    _maybe_append_time,
     filename_prefix,
 )
+from storage_core.limits import INT32_MAX
+from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
+from storage_core.log.segment import _maybe_append_time
 from storage_core.log.time_index import TIME_INDEX_ENTRY, TimestampOffset
 from storage_core.log.txn_index import AbortedTxn
 from storage_core.record.compression import CompressionType
@@ -31,9 +32,6 @@ from storage_core.record.records import (
     build_batch,
     write_batch_header,
 )
-
-FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-
 
 
 class CleanedSegment:
@@ -99,7 +97,7 @@ class CleanedSegment:
     def discard(self) -> None:
         if not self._file.closed:
             self._file.close()
-        for suffix in FILE_SUFFIXES:
+        for suffix in SEGMENT_SUFFIXES:
             self.path(suffix, CLEANED_SUFFIX).unlink(missing_ok=True)
 
 

@@ -58,20 +58,17 @@ from typing import TypeVar
 
 from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, storage_error
 from storage_core.faults import maybe_crash
+from storage_core.files import (
+    CLEAN_SHUTDOWN_FILE,
+    LEADER_EPOCH_CHECKPOINT,
+    META_PROPERTIES_FILE,
+    PARTITION_METADATA_FILE,
+    TMP_SUFFIX,
+)
 from storage_core.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 __all__ = [
-    "CLEANER_OFFSET_CHECKPOINT",
-    "CLEAN_SHUTDOWN_FILE",
-    "LEADER_EPOCH_CHECKPOINT",
-    "LOG_START_OFFSET_CHECKPOINT",
-    "META_PROPERTIES_FILE",
-    "OFFSET_CHECKPOINT_FILES",
-    "PARTITION_METADATA_FILE",
-    "RECOVERY_POINT_OFFSET_CHECKPOINT",
-    "REPLICATION_OFFSET_CHECKPOINT",
-    "TMP_SUFFIX",
     "CleanShutdownFile",
     "EpochEntry",
     "LeaderEpochCheckpointFile",
@@ -82,26 +79,6 @@ __all__ = [
     "uuid_from_base64",
     "uuid_to_base64",
 ]
-
-# --- file names (LogManager.scala, ReplicaManager.scala, LogCleanerManager.scala, ...) --------
-
-RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-#: The four log-dir level checkpoints, all read and written by :class:`OffsetCheckpointFile`.
-OFFSET_CHECKPOINT_FILES = (
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    CLEANER_OFFSET_CHECKPOINT,
-)
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_METADATA_FILE = "partition.metadata"
-META_PROPERTIES_FILE = "meta.properties"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-#: What a write goes to before the atomic rename (``CheckpointFile.tempPath``).
-TMP_SUFFIX = ".tmp"
 
 # --- versions ---------------------------------------------------------------------------------
 

@@ -44,33 +44,37 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from storage_core.errors import CommitError, CorruptCheckpointError, KlogError, storage_error
-from storage_core.limits import INT64_MAX
-from storage_core.log.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
-    fsync_dir,
-)
-from storage_core.log.config import LogConfig
-from storage_core.log.log import DELETED_SUFFIX, Log
-from storage_core.log.segment import (
+from storage_core.files import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
+    JOURNAL_PREFIX,
+    JSON_SUFFIX,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    SEGMENT_SUFFIXES,
+    SNAPSHOT_SUFFIX,
+    STAGING_PREFIX,
     TIME_INDEX_SUFFIX,
-    LogSegment,
-    RollParams,
+    TMP_SUFFIX,
+    base_offset_of,
     filename_prefix,
+    is_offset_named,
+    journal_name,
+    sink_mark_name,
+    staging_prefix,
 )
+from storage_core.limits import INT64_MAX
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile, fsync_dir
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.segment import LogSegment, RollParams
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.columnar import encode_arrow
 from storage_core.record.compression import CompressionType
 from storage_core.record.file_records import FileRecords, iter_batches
 
-STAGING_PREFIX = ".klog-staging-"
-JOURNAL_PREFIX = ".klog-commit-"
-SINK_MARK_PREFIX = ".klog-sink-"
-LOCK_FILE = ".lock"
 #: Staged batches carry offsets from here; patched ones are below it.
 STAGED_ORIGIN = 1 << 62
 _BASE_OFFSET = struct.Struct(">q")
@@ -98,7 +102,7 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
     """Partition dir → the first offset an unfinished commit is adding there. Readers hide
     segments from that offset on, so a job is visible all at once or not at all."""
     out: dict[str, int] = {}
-    for j in Path(log_dir).glob(JOURNAL_PREFIX + "*.json"):
+    for j in Path(log_dir).glob(JOURNAL_PREFIX + "*" + JSON_SUFFIX):
         try:
             journal = load_journal(j)
         except FileNotFoundError:
@@ -364,11 +368,11 @@ def _apply(entry: JournalEntry) -> None:
 
 
 def _journal_path(log_dir: Path, job_id: str) -> Path:
-    return log_dir / f"{JOURNAL_PREFIX}{job_id}.json"
+    return log_dir / journal_name(job_id)
 
 
 def _write_json(path: Path, obj: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "w") as f:
         json.dump(obj, f)
         f.flush()
@@ -386,7 +390,7 @@ class SinkBatch:
 
 
 def sink_mark_path(log_dir: str | os.PathLike[str], sink_id: str) -> Path:
-    return Path(log_dir) / f"{SINK_MARK_PREFIX}{sink_id}.json"
+    return Path(log_dir) / sink_mark_name(sink_id)
 
 
 def read_sink_mark(log_dir: str | os.PathLike[str], sink_id: str) -> dict[str, object] | None:
@@ -428,9 +432,8 @@ def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
         _step()
     for pdir, new_start in overwrite.items():
         for p in Path(pdir).iterdir():
-            stem = p.name.split(".", 1)[0]
-            if p.is_file() and stem.isdigit() and int(stem) < new_start and not p.name.endswith(DELETED_SUFFIX) \
-                    and p.suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex", ".snapshot"):
+            if p.is_file() and is_offset_named(p.name) and base_offset_of(p) < new_start \
+                    and not p.name.endswith(DELETED_SUFFIX) and p.suffix in (*SEGMENT_SUFFIXES, SNAPSHOT_SUFFIX):
                 p.unlink()
         if not any(Path(pdir).glob("*" + LOG_SUFFIX)):  # nothing new for it: an empty segment keeps its offsets
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
@@ -499,7 +502,7 @@ def recover_commits(log_dir: str | os.PathLike[str], job_id: str | None = None) 
     """
     d = Path(log_dir)
     done = []
-    for j in sorted(d.glob(JOURNAL_PREFIX + "*.json")):
+    for j in sorted(d.glob(JOURNAL_PREFIX + "*" + JSON_SUFFIX)):
         journal = load_journal(j)
         if job_id is not None and journal.get("job") != job_id:
             continue
@@ -611,7 +614,7 @@ def collect_staging(partition_dirs: Iterable[str | os.PathLike[str]], *, job_id:
     now = time.time()
     for pdir in partition_dirs:
         for s in Path(pdir).glob(STAGING_PREFIX + "*"):
-            mine = job_id is not None and s.name.startswith(f"{STAGING_PREFIX}{job_id}-")
+            mine = job_id is not None and s.name.startswith(staging_prefix(job_id))
             old = older_than_s is not None and now - s.stat().st_mtime > older_than_s
             if mine or old:
                 shutil.rmtree(s, ignore_errors=True)

@@ -44,19 +44,22 @@ from storage_core.errors import (
     storage_error,
 )
 from storage_core.faults import maybe_crash
+from storage_core.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
+    base_offset_of,
+    is_log_file,
+    is_offset_named,
+    segment_file,
+)
 from storage_core.log.config import LogConfig, MessageTimestampType
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
-from storage_core.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    FetchData,
-    LogSegment,
-    RollParams,
-    base_offset_of,
-    scan_segment,
-)
+from storage_core.log.segment import FetchData, LogSegment, RollParams, scan_segment
 from storage_core.log.time_index import TimestampOffset
 from storage_core.log.txn_index import AbortedTxn, filter_read_committed
 from storage_core.record.file_records import AnyBatch, iter_batches
@@ -69,10 +72,6 @@ from storage_core.record.records import (
     crc32c,
     set_base_offset,
 )
-
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 
 #: ListOffsets special timestamps (``ListOffsetsRequest``).
 EARLIEST_TIMESTAMP = -2
@@ -180,25 +179,24 @@ class Log:
         if self.writable:
             # KAFKA-6264: a .swap at or after the first .cleaned file belongs to a replacement that
             # was not complete when it was interrupted (files still being renamed from .cleaned)
-            cleaned = [base_offset_of(n) for n in names if n.endswith(CLEANED_SUFFIX) and n.split(".", 1)[0].isdigit()]
+            cleaned = [base_offset_of(n) for n in names if n.endswith(CLEANED_SUFFIX) and is_offset_named(n)]
             min_cleaned = min(cleaned) if cleaned else None
             for name in names:
                 if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
                     (self.dir / name).unlink()
-                elif (name.endswith(SWAP_SUFFIX) and min_cleaned is not None and name.split(".", 1)[0].isdigit()
+                elif (name.endswith(SWAP_SUFFIX) and min_cleaned is not None and is_offset_named(name)
                       and base_offset_of(name) >= min_cleaned):
                     (self.dir / name).unlink()
             for name in sorted(n for n in os.listdir(self.dir) if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
                 self._complete_swap(name)
             for name in sorted(os.listdir(self.dir)):  # index .swap files whose .log was renamed already
-                if name.endswith(SWAP_SUFFIX) and name.split(".", 1)[0].isdigit():
+                if name.endswith(SWAP_SUFFIX) and is_offset_named(name):
                     os.replace(self.dir / name, self.dir / name[: -len(SWAP_SUFFIX)])
             for name in os.listdir(self.dir):
-                if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+                if name.endswith(INDEX_SUFFIXES):
                     if not (self.dir / (name.split(".", 1)[0] + LOG_SUFFIX)).exists():
                         (self.dir / name).unlink()
-        logs = sorted(base_offset_of(n) for n in os.listdir(self.dir)
-                      if n.endswith(LOG_SUFFIX) and n.split(".", 1)[0].isdigit())
+        logs = sorted(base_offset_of(n) for n in os.listdir(self.dir) if is_log_file(n))
         if not self.writable:
             from storage_core.log.commit import pending_journal_offsets
 
@@ -214,9 +212,7 @@ class Log:
             if not self.writable:
                 raise KlogError(f"no segments in {self.dir}")
             logs = [0]
-        from storage_core.log.segment import filename_prefix
-
-        missing_index = {b for b in logs if not (self.dir / (filename_prefix(b) + INDEX_SUFFIX)).exists()}
+        missing_index = {b for b in logs if not segment_file(self.dir, b, INDEX_SUFFIX).exists()}
         for i, base in enumerate(logs):
             active = i == len(logs) - 1
             self.segments.append(self._segment(base, self.writable and active))
@@ -258,15 +254,15 @@ class Log:
         base = base_offset_of(swap_name)
         end = scan_segment(swap_log, base_offset=base).next_offset
         for name in os.listdir(self.dir):
-            if name.endswith(LOG_SUFFIX) and name.split(".", 1)[0].isdigit():
+            if is_log_file(name):
                 b = base_offset_of(name)
                 if base <= b < end:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                    for suffix in SEGMENT_SUFFIXES:
                         p = self.dir / (name.split(".", 1)[0] + suffix)
                         if p.exists():
                             p.unlink()
         prefix = swap_name.split(".", 1)[0]
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             p = self.dir / (prefix + suffix + SWAP_SUFFIX)
             if p.exists():
                 os.replace(p, self.dir / (prefix + suffix))
@@ -293,8 +289,8 @@ class Log:
                     for later in self.segments[i + 1:]:
                         later.close()
                         self.recovery_notes.append(f"{later.log_path}: deleted, it followed a truncated segment")
-                        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                            p = later.dir / (later.log_path.name.split(".", 1)[0] + suffix)
+                        for suffix in SEGMENT_SUFFIXES:
+                            p = segment_file(later.dir, later.base_offset, suffix)
                             if p.exists():
                                 p.unlink()
                     del self.segments[i + 1:]
@@ -620,8 +616,8 @@ class Log:
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             seg = self.segments.pop()
             seg.close()
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                p = self.dir / (seg.log_path.name.split(".", 1)[0] + suffix)
+            for suffix in SEGMENT_SUFFIXES:
+                p = segment_file(self.dir, seg.base_offset, suffix)
                 if p.exists():
                     p.unlink()
         seg = self.segments[-1]
@@ -680,11 +676,10 @@ class Log:
         bases = []
         for seg in doomed:
             seg.close()
-            prefix = seg.log_path.name.split(".", 1)[0]
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                p = self.dir / (prefix + suffix)
+            for suffix in SEGMENT_SUFFIXES:
+                p = segment_file(self.dir, seg.base_offset, suffix)
                 if p.exists():
-                    os.replace(p, self.dir / (prefix + suffix + DELETED_SUFFIX))
+                    os.replace(p, segment_file(self.dir, seg.base_offset, suffix, DELETED_SUFFIX))
                     maybe_crash("retention-file-renamed", partition=self.dir.name, suffix=suffix)
             self.segments.remove(seg)
             bases.append(seg.base_offset)

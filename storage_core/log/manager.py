@@ -16,18 +16,19 @@ from pathlib import Path
 from typing import IO
 
 from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, storage_error
-from storage_core.log.checkpoint import (
+from storage_core.files import (
+    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
+    MARKED_DIR_SUFFIXES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
+    delete_dir_name,
+    has_log_files,
 )
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
-
-_SKIPPED_SUFFIXES = ("-delete", "-future", "-stray")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +36,6 @@ class PartitionDir:
     topic_partition: TopicPartition
     path: Path
     log_dir: Path
-
-
-def _is_partition_dir(path: Path) -> bool:
-    return any(n.endswith(".log") for n in os.listdir(path))
 
 
 def open_log_read_only(pd: PartitionDir) -> Log:
@@ -60,9 +57,9 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDi
             raise KlogError(f"no such log directory: {root}")
         if not root.is_dir():
             raise KlogError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
-        candidates = [root] if _is_partition_dir(root) else sorted(p for p in root.iterdir() if p.is_dir())
+        candidates = [root] if has_log_files(root) else sorted(p for p in root.iterdir() if p.is_dir())
         for d in candidates:
-            if d.name.endswith(_SKIPPED_SUFFIXES):
+            if d.name.endswith(MARKED_DIR_SUFFIXES):
                 continue
             try:
                 tp = TopicPartition.parse_dir_name(d.name)
@@ -77,9 +74,6 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDi
 
 
 # --- LogManager ---------------------------------------------------------------------------------
-
-LOCK_FILE = ".lock"
-
 
 class LogManager:
     """One or more log dirs: partitions, checkpoints, the clean-shutdown marker, a writer's lock.
@@ -127,7 +121,7 @@ class LogManager:
                 if full_recovery:
                     recovery = {}
                 for pd in find_partitions([d]):
-                    if not any(pd.path.glob("*.log")) and not writable:
+                    if not has_log_files(pd.path) and not writable:
                         continue
                     tp = pd.topic_partition
                     self.logs[tp] = Log(pd.path, self.config_for(tp.topic), writable=writable,
@@ -205,7 +199,7 @@ class LogManager:
         if log is None:
             raise KlogError(f"no such partition: {tp}")
         log.close()
-        doomed = log.dir.with_name(f"{tp.dir_name}.{uuid.uuid4().hex}-delete")
+        doomed = log.dir.with_name(delete_dir_name(tp.dir_name, uuid.uuid4().hex))
         os.replace(log.dir, doomed)
         del self._dir_of[tp]
         self.checkpoint()

@@ -28,11 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from storage_core.errors import CorruptIndexError, storage_error
+from storage_core.files import SNAPSHOT_SUFFIX, TMP_SUFFIX, base_offset_of, filename_prefix, is_offset_named
 from storage_core.record.control import ControlRecordType
 from storage_core.record.file_records import AnyBatch
 from storage_core.record.records import NO_SEQUENCE, crc32c
 
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 #: version int16, crc uint32, count int32
 SNAPSHOT_HEADER = struct.Struct(">hIi")
@@ -134,15 +134,13 @@ class ProducerStateManager:
 
     # -- snapshots
     def write_snapshot(self, directory: str | os.PathLike[str], offset: int) -> Path:
-        from storage_core.log.segment import filename_prefix
-
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in sorted(self.producers.values(), key=lambda x: x.producer_id):
             body += SNAPSHOT_ENTRY.pack(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta,
                                         e.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
         data = struct.pack(">h", SNAPSHOT_VERSION) + _CRC_FIELD.pack(crc32c(bytes(body))) + bytes(body)
         path = Path(directory) / (filename_prefix(offset) + SNAPSHOT_SUFFIX)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + TMP_SUFFIX)
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -178,8 +176,6 @@ class ProducerStateManager:
         for i in range(count):
             e = ProducerStateEntry(*SNAPSHOT_ENTRY.unpack_from(data, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size))
             state.producers[e.producer_id] = e
-        from storage_core.log.segment import base_offset_of
-
         state.map_end_offset = base_offset_of(p)
         return state
 
@@ -188,7 +184,6 @@ def snapshot_files(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     """``(offset, path)`` of every ``<offset>.snapshot`` in a partition dir, ascending."""
     out = []
     for p in Path(directory).glob("*" + SNAPSHOT_SUFFIX):
-        stem = p.name.split(".", 1)[0]
-        if stem.isdigit():
-            out.append((int(stem), p))
+        if is_offset_named(p.name):
+            out.append((base_offset_of(p), p))
     return sorted(out)

@@ -31,6 +31,15 @@ from pathlib import Path
 
 from storage_core.errors import KlogError, SegmentGoneError, storage_error
 from storage_core.faults import maybe_crash
+from storage_core.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    base_offset_of,
+    filename_prefix,
+)
 from storage_core.limits import INT32_MAX
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
@@ -39,13 +48,6 @@ from storage_core.record.file_records import BatchWalk, FileRecords, PartialTail
 
 #: Kafka's default ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-#: A segment file renamed for deletion (retention, a compaction swap), removed after ``file.delete.delay.ms``.
-DELETED_SUFFIX = ".deleted"
 
 
 def resolve_segment_file(log_path: str | os.PathLike[str], identity: int) -> Path:
@@ -64,20 +66,6 @@ def resolve_segment_file(log_path: str | os.PathLike[str], identity: int) -> Pat
     raise SegmentGoneError(f"segment {path.name} was deleted or replaced (retention or compaction by a writer) since "
                            "the log was opened or the read was planned; reopen the log (rerun the query) to read its "
                            "current segments", path=path)
-
-
-def filename_prefix(offset: int) -> str:
-    """``LogFileUtils.filenamePrefixFromOffset``: the base offset zero-padded to 20 digits."""
-    return f"{offset:020d}"
-
-
-def base_offset_of(path: str | os.PathLike[str]) -> int:
-    """The base offset in a segment file's name (``00000000000000000042.log`` → 42)."""
-    name = Path(path).name
-    stem = name.split(".", 1)[0]
-    if not stem.isdigit():
-        raise KlogError(f"not a segment file name: {name!r}; expected <20-digit base offset>.log")
-    return int(stem)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 A broker keeps topic configs in its metadata (KRaft's ``__cluster_metadata`` or ZooKeeper), not
 in the log dir. A log dir that klog writes on its own (the Spark writer, ``klog`` commands, tests)
 has no broker, so klog keeps the overrides of its topics in one JSON **file** in the log dir,
-:data:`TOPIC_CONFIGS_FILE`. It is a file and not a directory on purpose: a broker loading the log
+:data:`~storage_core.files.TOPIC_CONFIGS_FILE`. It is a file and not a directory on purpose: a broker loading the log
 dir treats every directory as a partition and fails on names it cannot parse, but it ignores
 files it does not know (as it ignores ``.lock`` or ``meta.properties``)::
 
@@ -30,11 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from storage_core.errors import CorruptTopicConfigsError, KlogError, LogConfigError
+from storage_core.files import TMP_SUFFIX, TOPIC_CONFIGS_FILE
 from storage_core.log.config import LogConfig
 from storage_core.log.topic_partition import validate_topic_name
-
-TOPIC_CONFIGS_FILE = "klog-topic-configs.json"
-TMP_SUFFIX = ".tmp"
 
 #: Kafka's internal topics are created by the broker with ``cleanup.policy=compact``
 #: (``GroupCoordinator``/``TransactionStateManager``/``ShareCoordinator`` topic configs).
@@ -46,7 +44,7 @@ INTERNAL_TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
 
 TopicConfigMap = dict[str, dict[str, str]]
 
-__all__ = ["TOPIC_CONFIGS_FILE", "INTERNAL_TOPIC_CONFIGS", "CorruptTopicConfigsError", "config_for_topic",
+__all__ = ["INTERNAL_TOPIC_CONFIGS", "CorruptTopicConfigsError", "config_for_topic",
            "load_topic_configs", "save_topic_configs", "topic_configs_path", "update_topic_configs"]
 
 

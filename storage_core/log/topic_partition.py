@@ -27,15 +27,13 @@ import re
 from dataclasses import dataclass
 
 from storage_core.errors import InvalidTopicError
+from storage_core.files import MARKED_DIR_SUFFIXES
 from storage_core.limits import INT32_MAX
 
 __all__ = [
-    "DELETE_DIR_SUFFIX",
-    "FUTURE_DIR_SUFFIX",
     "LEGAL_TOPIC_CHARS",
     "MAX_PARTITION",
     "MAX_TOPIC_NAME_LENGTH",
-    "STRAY_DIR_SUFFIX",
     "TopicPartition",
     "validate_topic_name",
 ]
@@ -53,13 +51,9 @@ MAX_PARTITION = INT32_MAX
 
 # --- LocalLog.scala ---------------------------------------------------------------------------
 
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-STRAY_DIR_SUFFIX = "-stray"
-_SUFFIXES = (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
 #: ``DeleteDirPattern`` / ``FutureDirPattern`` / ``StrayDirPattern``: ``^(\S+)-(\S+)\.(\S+)<suffix>``,
 #: with Java's ASCII ``\S``.
-_SUFFIX_DIR_PATTERNS = {suffix: re.compile(r"(\S+)-(\S+)\.(\S+)" + re.escape(suffix), re.ASCII) for suffix in _SUFFIXES}
+_SUFFIX_DIR_PATTERNS = {suffix: re.compile(r"(\S+)-(\S+)\.(\S+)" + re.escape(suffix), re.ASCII) for suffix in MARKED_DIR_SUFFIXES}
 _PARTITION_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 
 _DIR_FORM = "<topic>-<partition> or <topic>-<partition>.<uuid>-delete (or -future, -stray)"
@@ -122,7 +116,7 @@ class TopicPartition:
         if not name or "-" not in name:
             raise _not_a_partition_dir(name, "it has no '-'")
         base = name
-        for suffix in _SUFFIXES:
+        for suffix in MARKED_DIR_SUFFIXES:
             if name.endswith(suffix):
                 if _SUFFIX_DIR_PATTERNS[suffix].fullmatch(name) is None:
                     raise _not_a_partition_dir(name, f"it ends in {suffix!r} but not in '.<uuid>{suffix}'")

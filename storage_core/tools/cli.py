@@ -22,6 +22,7 @@ from storage_core.errors import (
     StorageError,
     UnsafePathError,
 )
+from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
 from storage_core.limits import INT32_MAX, INT64_MAX
 
 EXIT_OK = 0
@@ -121,7 +122,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     out = sys.stdout
     status = EXIT_OK
     for path in args.files:
-        if path.endswith((".index", ".timeindex", ".txnindex")):
+        if path.endswith(INDEX_SUFFIXES):
             from storage_core.tools.dump import dump_index
 
             if dump_index(path, out, sys.stderr, sanity_only=args.index_sanity_check,
@@ -179,7 +180,7 @@ def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _dir_bytes(path: Any) -> int:
-    return sum(f.stat().st_size for f in path.glob("*.log"))
+    return sum(f.stat().st_size for f in path.glob("*" + LOG_SUFFIX))
 
 
 def _fmt_ts(ms: int | None) -> str:

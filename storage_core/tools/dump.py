@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from storage_core.errors import KlogError
+from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_offset_named
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords
 from storage_core.record.records import MAGIC_VALUE_V2, Record
@@ -185,9 +186,8 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     deep = deep or print_data
     out.write(f"Dumping {path}\n")
-    stem = os.path.basename(os.fspath(path)).split(".")[0]
-    if stem.isdigit():
-        out.write(f"Log starting offset: {int(stem)}\n")
+    if is_offset_named(os.path.basename(os.fspath(path))):
+        out.write(f"Log starting offset: {base_offset_of(path)}\n")
     walk = fr.batches(end=max_bytes)
     last_offset: int | None = None
     non_consecutive = False
@@ -231,19 +231,18 @@ def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sani
     from pathlib import Path
 
     from storage_core.log.offset_index import OffsetIndex
-    from storage_core.log.segment import base_offset_of
     from storage_core.log.time_index import TimeIndex
     from storage_core.log.txn_index import TransactionIndex
 
     p = Path(path)
     base = base_offset_of(p)
     out.write(f"Dumping {p}\n")
-    if p.suffix == ".txnindex":
+    if p.suffix == TXN_INDEX_SUFFIX:
         for t in TransactionIndex(p, base).read():
             out.write(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
                       f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n")
         return 0
-    index: OffsetIndex | TimeIndex = OffsetIndex(p, base) if p.suffix == ".index" else TimeIndex(p, base)
+    index: OffsetIndex | TimeIndex = OffsetIndex(p, base) if p.suffix == INDEX_SUFFIX else TimeIndex(p, base)
     try:
         if index.entries == 0:
             out.write(f"{p} is empty.\n")
@@ -252,7 +251,7 @@ def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sani
             index.sanity_check()
             out.write(f"{p} passed sanity check.\n")
             return 0
-        log = p.with_suffix(".log")
+        log = p.with_suffix(LOG_SUFFIX)
         fr = FileRecords(log) if log.exists() else None
         mismatches: list[tuple[int, int | None]] = []
         for i in range(index.entries):

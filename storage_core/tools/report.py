@@ -16,11 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage_core.errors import KlogError
-from storage_core.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.files import (
+    INDEX_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    base_offset_of,
+    has_log_files,
+)
+from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir
 from storage_core.log.offset_index import OffsetIndex
-from storage_core.log.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, base_offset_of, scan_segment
+from storage_core.log.segment import scan_segment
 from storage_core.log.time_index import TimeIndex
 from storage_core.record.file_records import FileRecords
 from storage_core.record.records import DefaultRecordBatch
@@ -43,7 +51,7 @@ class PartitionSummary:
 
 def describe_partition(pd: PartitionDir) -> PartitionSummary:
     tp = pd.topic_partition
-    if not any(pd.path.glob("*.log")):  # only orphan indexes (Kafka deletes them and starts empty)
+    if not has_log_files(pd.path):  # only orphan indexes (Kafka deletes them and starts empty)
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), 0, 0, 0, 0, 0, None, None, [])
     # indexes are trusted (no recovery: describe reads no records), the log start offset is the
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
@@ -88,9 +96,9 @@ class VerifyReport:
 
 def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096) -> VerifyReport:
     rep = VerifyReport(str(pd.path))
-    logs = sorted(pd.path.glob("*.log"))
-    for orphan in sorted(pd.path.glob("*.index")) + sorted(pd.path.glob("*.timeindex")):
-        if not orphan.with_suffix(".log").exists():
+    logs = sorted(pd.path.glob("*" + LOG_SUFFIX))
+    for orphan in sorted(pd.path.glob("*" + INDEX_SUFFIX)) + sorted(pd.path.glob("*" + TIME_INDEX_SUFFIX)):
+        if not orphan.with_suffix(LOG_SUFFIX).exists():
             rep.warnings.append(f"{orphan}: index without its .log (Kafka deletes it)")
     for i, log_path in enumerate(logs):
         last = i == len(logs) - 1
