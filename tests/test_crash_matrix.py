@@ -2,7 +2,7 @@
 
 A real child process (``os.fork`` of the test process, so no import cost per kill) performs one
 operation and is killed by a real ``SIGKILL`` at a fault point (``storage_core/faults.py``,
-``"signal": "KILL"``), at a commit step (``KLOG_CRASH_AT``, ``storage_core/log/commit.py``: ends the
+``"signal": "KILL"``), at a commit step (``KLOG_CRASH_AT``, ``storage_core/faults.py``: ends the
 process with ``os._exit(137)``, which loses nothing more than a SIGKILL would), or by the parent
 at a random moment. The child reports what was acknowledged (an append that returned, a commit
 that returned) by writing to a file as soon as it is. Then the log dir is reopened as a restart

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from storage_core.errors import CommitError, CorruptCheckpointError, KlogError, storage_error
+from storage_core.faults import maybe_crash_at_step
 from storage_core.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -78,24 +79,6 @@ from storage_core.record.file_records import FileRecords, iter_batches
 #: Staged batches carry offsets from here; patched ones are below it.
 STAGED_ORIGIN = 1 << 62
 _BASE_OFFSET = struct.Struct(">q")
-
-
-#: Fault injection for the crash tests: ``KLOG_CRASH_AT=<n>`` (or the number in the file named by
-#: ``KLOG_CRASH_FILE``) ends the process at the n-th step of a commit.
-_CRASH_ENV = "KLOG_CRASH_AT"
-_steps = 0
-
-
-def _step() -> None:
-    global _steps
-    target = os.environ.get(_CRASH_ENV)
-    crash_file = os.environ.get("KLOG_CRASH_FILE")  # for processes whose environment is fixed early
-    if target is None and crash_file and os.path.exists(crash_file):
-        target = Path(crash_file).read_text().strip() or None
-    if target is not None:
-        _steps += 1
-        if _steps >= int(target):
-            os._exit(137)
 
 
 def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
@@ -346,7 +329,7 @@ def _patch_offsets(path: Path, staged_base: int, final_base: int) -> None:
 
 
 def _apply(entry: JournalEntry) -> None:
-    _step()
+    maybe_crash_at_step()
     part = Path(entry.partition_dir)
     staging = part / entry.staging_dir
     src = filename_prefix(entry.staged_base)
@@ -358,12 +341,12 @@ def _apply(entry: JournalEntry) -> None:
     if not log_src.exists():
         raise CommitError(f"staged segment {log_src} is missing; the commit cannot complete")
     _patch_offsets(log_src, entry.staged_base, entry.final_base)
-    _step()
+    maybe_crash_at_step()
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         s = staging / (src + suffix)
         if s.exists():
             os.replace(s, part / (dst + suffix))
-    _step()
+    maybe_crash_at_step()
     os.replace(log_src, log_dst)
 
 
@@ -429,7 +412,7 @@ def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
         # from here on the old data goes: a crash must complete the commit, not undo it
         journal["phase"] = "replacing"
         _write_json(jpath, journal)
-        _step()
+        maybe_crash_at_step()
     for pdir, new_start in overwrite.items():
         for p in Path(pdir).iterdir():
             if p.is_file() and is_offset_named(p.name) and base_offset_of(p) < new_start \
@@ -453,7 +436,7 @@ def _finish(log_dir: Path, journal: dict[str, object], jpath: Path) -> None:
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         _write_json(sink_mark_path(log_dir, str(sink["id"])), {"batch": sink["batch"], "job": journal["job"]})
-        _step()
+        maybe_crash_at_step()
     for e in entries:
         staging = Path(e.partition_dir) / e.staging_dir
         if staging.exists() and not any(staging.glob("*" + LOG_SUFFIX)):
@@ -583,11 +566,11 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
             if sink is not None:
                 journal["sink"] = {"id": sink.sink_id, "batch": sink.batch_id, "previous": previous_mark}
             jpath = _journal_path(log_dir, job_id)
-            _step()
+            maybe_crash_at_step()
             _write_json(jpath, journal)
-            _step()
+            maybe_crash_at_step()
             _finish(log_dir, journal, jpath)
-            _step()
+            maybe_crash_at_step()
             jpath.unlink()
             fsync_dir(log_dir)
             CleanShutdownFile.in_dir(log_dir).write(None)
