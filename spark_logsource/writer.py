@@ -329,15 +329,13 @@ class KlogWriter(DataSourceArrowWriter):
         self._collect(older_than_s=STALE_STAGING_S)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from storage_core.log.commit import LogDirLock, recover_commits
+        from storage_core.log.commit import recover_commits
+        from storage_core.log.lock import LogDirLock
 
         for d in {Path(pd).parent for parts in existing_topics(self.opts.paths).values() for pd in parts.values()}:
             if (d / journal_name(self.job_id)).exists():  # our commit died half-way: undo it
-                lock = LogDirLock(d, self.opts.lock_timeout_s)
-                try:
+                with LogDirLock(d, self.opts.lock_timeout_s):
                     recover_commits(d, self.job_id)
-                finally:
-                    lock.release()
         self._collect(older_than_s=None)
 
     def _collect(self, older_than_s: float | None) -> None:

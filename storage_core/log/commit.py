@@ -31,7 +31,6 @@ Protocol (what a Spark job, or any batch writer, does):
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
@@ -43,14 +42,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from storage_core.errors import CommitError, CorruptCheckpointError, KlogError, storage_error
+from storage_core.errors import CommitError, CorruptCheckpointError, KlogError, LogDirLockedError, storage_error
 from storage_core.faults import maybe_crash_at_step
 from storage_core.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     JOURNAL_PREFIX,
     JSON_SUFFIX,
-    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -69,6 +67,7 @@ from storage_core.files import (
 from storage_core.limits import INT64_MAX
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile, fsync_dir
 from storage_core.log.config import LogConfig
+from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, RollParams
 from storage_core.log.topic_partition import TopicPartition
@@ -294,28 +293,6 @@ class JournalEntry:
     final_base: int
 
 
-class LogDirLock:
-    """The log dir's ``.lock`` (a broker's lock too), waited for up to ``timeout_s``."""
-
-    def __init__(self, log_dir: Path, timeout_s: float) -> None:
-        self.path = log_dir / LOCK_FILE
-        self.f = open(self.path, "a+b")  # noqa: SIM115 - released in release()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(self.f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    self.f.close()
-                    raise CommitError(f"log dir {log_dir} stayed locked by another writer (a Kafka broker or another "
-                                      f"klog job) for {timeout_s:.0f} s; nothing was committed") from None
-                time.sleep(0.05)
-
-    def release(self) -> None:
-        self.f.close()
-
-
 def _patch_offsets(path: Path, staged_base: int, final_base: int) -> None:
     """Rebase every batch of a staged ``.log`` in place; idempotent (patched bases are < origin)."""
     with open(path, "r+b") as f:
@@ -528,7 +505,10 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
         by_dir.setdefault(d, [])
     result: dict[TopicPartition, tuple[int, int]] = {}
     for log_dir, parts in sorted(by_dir.items()):
-        lock = LogDirLock(log_dir, lock_timeout_s)
+        try:
+            lock = LogDirLock(log_dir, lock_timeout_s)
+        except LogDirLockedError as exc:
+            raise CommitError(f"{exc.detail}; nothing was committed") from None
         try:
             recover_commits(log_dir)
             previous_mark = read_sink_mark(log_dir, sink.sink_id) if sink is not None else None

@@ -13,11 +13,9 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, storage_error
 from storage_core.files import (
-    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     MARKED_DIR_SUFFIXES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -26,6 +24,7 @@ from storage_core.files import (
 )
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import LogConfig
+from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
@@ -93,7 +92,7 @@ class LogManager:
         self.writable = writable
         self.default_config = config or LogConfig()
         self.topic_configs = dict(topic_configs or {})
-        self._locks: list[IO[bytes]] = []
+        self._locks: list[LogDirLock] = []
         self.recovered_commits: list[str] = []
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -133,8 +132,8 @@ class LogManager:
                 if writable and marker.exists():
                     marker.delete()  # from now on a crash must lead to recovery
         except BaseException as exc:
-            for f in self._locks:  # a failed open holds nothing
-                f.close()
+            for lock in self._locks:  # a failed open holds nothing
+                lock.release()
             self._locks = []
             if isinstance(exc, OSError):
                 raise storage_error(exc, "opening the log dirs for writing" if writable else "opening the log dirs",
@@ -142,17 +141,11 @@ class LogManager:
             raise
 
     def _lock(self, d: Path) -> None:
-        import fcntl
-
-        f = open(d / LOCK_FILE, "a+b")  # noqa: SIM115 - held until close()
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.close()
+            self._locks.append(LogDirLock(d))
+        except LogDirLockedError:
             self.close()
-            raise LogDirLockedError(f"log dir {d} is locked by another process (a Kafka broker or another klog "
-                                    "writer); wait for it to finish or open the dir read-only") from None
-        self._locks.append(f)
+            raise
 
     def config_for(self, topic: str) -> LogConfig:
         """Explicit ``topic_configs`` given to the manager, else Kafka's defaults (or ``config``) <
@@ -242,8 +235,8 @@ class LogManager:
                 for d in self.log_dirs:
                     CleanShutdownFile.in_dir(d).write(None)
         finally:
-            for f in self._locks:
-                f.close()
+            for lock in self._locks:
+                lock.release()
             self._locks = []
 
     def __enter__(self) -> LogManager:
