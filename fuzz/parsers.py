@@ -46,8 +46,8 @@ from storage_core.log.checkpoint import (  # noqa: E402
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from storage_core.log.commit import pending_journal_offsets, read_sink_mark, recover_commits  # noqa: E402
 from storage_core.log.config import LogConfig  # noqa: E402
+from storage_core.log.journal import pending_journal_offsets, read_sink_mark, recover_commits  # noqa: E402
 from storage_core.log.log import Log  # noqa: E402
 from storage_core.log.offset_index import OffsetIndex  # noqa: E402
 from storage_core.log.producer_state import ProducerStateManager  # noqa: E402

@@ -6,7 +6,7 @@ or binary), ``headers`` (``array<struct<key: string, value: binary>>``), ``topic
 Other columns are ignored. Rows go to the given ``partition``, else to Kafka's default
 partitioner's choice (murmur2 of the key), else round-robin for null keys.
 
-The protocol is :mod:`storage_core.log.commit`: nothing a task writes is visible until the driver's
+The protocol is :mod:`storage_core.log.staged`: nothing a task writes is visible until the driver's
 ``commit`` assigns offsets and renames the staged segments in, with a journal that a crash rolls
 forward; ``abort``, failed and speculative attempts leave only staging, which is collected.
 """
@@ -28,9 +28,9 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 from storage_core.errors import InvalidOptionError, KlogError
 from storage_core.files import journal_name, staging_prefix
 from storage_core.limits import INT32_MAX, INT64_MAX
-from storage_core.log.commit import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
+from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
 from storage_core.record.compression import CompressionType
 
@@ -329,7 +329,7 @@ class KlogWriter(DataSourceArrowWriter):
         self._collect(older_than_s=STALE_STAGING_S)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from storage_core.log.commit import recover_commits
+        from storage_core.log.journal import recover_commits
         from storage_core.log.lock import LogDirLock
 
         for d in {Path(pd).parent for parts in existing_topics(self.opts.paths).values() for pd in parts.values()}:

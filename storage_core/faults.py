@@ -15,10 +15,11 @@ Points (see ``tests/crash_matrix.md`` for what each kill leaves and how reopenin
 ``retention-file-renamed``, ``retention-segment-gone``, ``retention-snapshots-removed``, and the
 cleaner's ``cleaner-*`` points (``storage_core/cleaner/__init__.py``).
 
-**Counted steps** (:func:`maybe_crash_at_step`). The commit protocol (``storage_core/log/commit.py``)
-counts its steps instead: ``KLOG_CRASH_AT=<n>``, or the number in the file named by
-``KLOG_CRASH_FILE`` (for processes whose environment is fixed early, such as Spark's Python
-workers), ends the process with ``os._exit(137)`` at the n-th step this process reaches.
+**Counted steps** (:func:`maybe_crash_at_step`). The commit protocol (``storage_core/log/staged.py``,
+``storage_core/log/journal.py``) counts its steps instead: ``KLOG_CRASH_AT=<n>``, or the number
+in the file named by ``KLOG_CRASH_FILE`` (for processes whose environment is fixed early, such as
+Spark's Python workers), ends the process with ``os._exit(137)`` at the n-th step this process
+reaches.
 """
 
 from __future__ import annotations

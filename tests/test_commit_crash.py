@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.log.commit import collect_staging
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.log.staged import collect_staging
 
 pytestmark = pytest.mark.fault
 
@@ -26,7 +26,7 @@ CFG = {"segment.bytes": "3000"}
 
 CHILD = textwrap.dedent("""
     import sys, pyarrow as pa
-    from storage_core.log.commit import StagingWriter, commit_job
+    from storage_core.log.staged import StagingWriter, commit_job
     from storage_core.record.compression import CompressionType
     from storage_core.log.config import LogConfig
     root, job, tag = sys.argv[1], sys.argv[2], sys.argv[3]

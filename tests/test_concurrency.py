@@ -24,10 +24,10 @@ import pytest
 
 from storage_core.cleaner import LogCleaner
 from storage_core.errors import CommitError, LogDirLockedError, SegmentGoneError
-from storage_core.log.commit import StagingWriter, commit_job
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.log.staged import StagingWriter, commit_job
 from storage_core.log.topic_configs import update_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.compression import CompressionType

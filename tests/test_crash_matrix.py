@@ -36,10 +36,11 @@ import pytest
 from storage_core.cleaner import LogCleaner
 from storage_core.files import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
-from storage_core.log.commit import SinkBatch, StagingWriter, commit_job, read_sink_mark
 from storage_core.log.config import LogConfig
+from storage_core.log.journal import SinkBatch, read_sink_mark
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.log.staged import StagingWriter, commit_job
 from storage_core.log.topic_configs import update_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.compression import CompressionType

@@ -22,10 +22,10 @@ from storage_core.cleaner import LogCleaner
 from storage_core.errors import StorageError
 from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT
 from storage_core.log.checkpoint import OffsetCheckpointFile
-from storage_core.log.commit import StagingWriter, collect_staging, commit_job
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.log.staged import StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_configs import update_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.compression import CompressionType

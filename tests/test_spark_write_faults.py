@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.log.commit import collect_staging
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.log.staged import collect_staging
 
 pytestmark = [pytest.mark.spark, pytest.mark.fault]
 

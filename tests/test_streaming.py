@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from storage_core.errors import InvalidOptionError
-from storage_core.log.commit import read_sink_mark
+from storage_core.log.journal import read_sink_mark
 from storage_core.log.topic_partition import TopicPartition
 
 REPO = Path(__file__).resolve().parent.parent

@@ -58,6 +58,7 @@ from storage_core.files import (
     segment_file,
 )
 from storage_core.log.config import LogConfig, MessageTimestampType
+from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
 from storage_core.log.segment import FetchData, LogSegment, RollParams, scan_segment
 from storage_core.log.time_index import TimestampOffset
@@ -198,8 +199,6 @@ class Log:
                         (self.dir / name).unlink()
         logs = sorted(base_offset_of(n) for n in os.listdir(self.dir) if is_log_file(n))
         if not self.writable:
-            from storage_core.log.commit import pending_journal_offsets
-
             hidden_from = pending_journal_offsets(self.dir.parent).get(str(self.dir))
             if hidden_from is not None:  # an unfinished commit: none of it is visible yet
                 logs = [b for b in logs if b < hidden_from]

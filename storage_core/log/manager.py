@@ -24,6 +24,7 @@ from storage_core.files import (
 )
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import LogConfig
+from storage_core.log.journal import recover_commits
 from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
@@ -106,8 +107,6 @@ class LogManager:
                 self.stored_topic_configs.setdefault(topic, {}).update(props)
         try:
             if writable:
-                from storage_core.log.commit import recover_commits
-
                 for d in self.log_dirs:
                     self._lock(d)
                     for what in recover_commits(d):  # settle a commit a crash interrupted
