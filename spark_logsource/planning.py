@@ -20,12 +20,11 @@ from pathlib import Path
 from pyspark.sql.datasource import InputPartition
 
 from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.log.log import Log
+from storage_core.log.log import Log, lost_data_notes
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import AbortedTxn
-from storage_core.tools.report import lost_data_notes
 
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 

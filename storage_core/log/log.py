@@ -1,27 +1,15 @@
-"""A partition's log: its segments by base offset (``LocalLog``, ``UnifiedLog``, ``LogLoader``).
+"""A partition's log: its segments by base offset, read and written (``LocalLog``, ``UnifiedLog``).
 
-Opening a partition directory follows ``LogLoader``:
-
-1. ``*.deleted`` and ``*.cleaned`` files are leftovers of an interrupted delete or cleaning:
-   removed (writable) or ignored (read-only).
-2. ``*.swap`` files are cleaned segments that were about to replace the originals. A ``.swap``
-   whose base offset is at or after that of a ``.cleaned`` file was still being renamed from
-   ``.cleaned`` (KAFKA-6264): it is removed with the ``.cleaned`` files (the old segments stay).
-   Every other ``.log.swap`` is completed: the segments whose base offsets lie in
-   ``[swap base, swap next offset)`` are removed, the swap's files renamed into place (an old
-   index of the same base that the swap lacks is removed); then any remaining ``.swap`` (an index
-   whose ``.log`` was renamed already) is renamed into place. A read-only open ignores them and
-   reads the ``.log`` files in place (the old contents), which is only complete while the
-   cleaner had not yet renamed any original to ``.deleted``. See :mod:`storage_core.cleaner`.
-3. Index files without their ``.log`` are removed (writable) or ignored.
-4. Unless the log dir says it was shut down cleanly, every segment from the one holding the
-   recovery point to the end is recovered (:meth:`LogSegment.recover`): a torn tail is
-   truncated and, if a segment lost bytes, every later segment is dropped. A read-only open
-   does this in memory: it only bounds what is read.
+Opening a partition directory is :mod:`storage_core.log.loader`'s (``LogLoader``): settling
+interrupted deletes, cleanings and swaps, recovery, rebuilding missing indexes; the log keeps what
+it found. From then on the log reads (by offset, seeking with the offset index; by timestamp;
+``read_committed`` up to the last stable offset without aborted transactions), appends, rolls,
+flushes, truncates and applies retention.
 
 Appends assign offsets from the log end offset (the base offset is outside the CRC, so it is
 patched in place) or, for producer-assigned offsets, check they only move forward; a batch larger
 than ``max.message.bytes`` is refused; the active segment is rolled by Kafka's conditions.
+Retention renames a segment's files ``*.deleted`` and removes them after ``file.delete.delay.ms``.
 """
 
 from __future__ import annotations
@@ -35,33 +23,33 @@ from typing import Any, TypeVar
 
 from storage_core.errors import (
     CorruptRecordError,
+    InvalidTopicError,
     KlogError,
     OffsetOutOfRangeError,
-    PendingCommitError,
     RecordTooLargeError,
     StorageError,
-    UnsafePathError,
     storage_error,
 )
 from storage_core.faults import maybe_crash
 from storage_core.files import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    INDEX_SUFFIXES,
-    LOG_SUFFIX,
     SEGMENT_SUFFIXES,
-    SWAP_SUFFIX,
-    base_offset_of,
-    is_log_file,
-    is_offset_named,
     segment_file,
 )
 from storage_core.log.config import LogConfig, MessageTimestampType
-from storage_core.log.journal import pending_journal_offsets
+from storage_core.log.loader import (
+    NOT_READ_NOTE,
+    STOPS_READING_NOTE,
+    LogLoader,
+    open_segment,
+    producer_state_at,
+    refuse_symlinks,
+)
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
-from storage_core.log.segment import FetchData, LogSegment, RollParams, scan_segment
+from storage_core.log.segment import FetchData, LogSegment, RollParams, batches_between, segment_index_for
 from storage_core.log.time_index import TimestampOffset
+from storage_core.log.topic_configs import config_for_topic, load_topic_configs
+from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import AbortedTxn, filter_read_committed
 from storage_core.record.file_records import AnyBatch, iter_batches
 from storage_core.record.records import (
@@ -87,10 +75,6 @@ def _now_ms() -> int:
 def _stored_config(partition_dir: Path) -> LogConfig:
     """The config of a partition opened without one: Kafka's defaults, the internal-topic configs
     and the log dir's ``klog-topic-configs.json`` (:mod:`storage_core.log.topic_configs`)."""
-    from storage_core.errors import InvalidTopicError
-    from storage_core.log.topic_configs import config_for_topic, load_topic_configs
-    from storage_core.log.topic_partition import TopicPartition
-
     try:
         topic = TopicPartition.parse_dir_name(partition_dir.name).topic
     except InvalidTopicError:
@@ -115,23 +99,6 @@ def _writes(doing: str) -> Callable[[_F], _F]:
     return deco
 
 
-def _refuse_symlinks(partition_dir: Path) -> None:
-    """Writes never go through a symlink out of a partition dir (see :class:`UnsafePathError`)."""
-    real = os.path.realpath(partition_dir)
-    if partition_dir.is_symlink() and os.path.dirname(real) != os.path.realpath(partition_dir.parent):
-        raise UnsafePathError(f"partition dir {partition_dir} is a symlink to {real}, outside its log dir; klog does not "
-                              "write through it (read-only opens follow it). Move the data into the log dir or open "
-                              "it read-only", path=partition_dir)
-    with os.scandir(partition_dir) as entries:
-        for e in entries:
-            if e.is_symlink():
-                raise UnsafePathError(f"{e.name} in {partition_dir} is a symlink (to {os.readlink(e.path)}); klog does "
-                                      "not write in a partition dir holding symlinks, since recovery, retention and "
-                                      "compaction would truncate or delete what it points to (read-only opens follow "
-                                      "it). Replace it with the file itself or open the log read-only",
-                                      path=e.path)
-
-
 class Log:
     """The segments of one partition directory, read-only by default."""
 
@@ -147,246 +114,38 @@ class Log:
             raise KlogError(f"no such partition directory: {self.dir}")
         if writable:
             try:
-                _refuse_symlinks(self.dir)
+                refuse_symlinks(self.dir)
             except OSError as exc:
                 raise storage_error(exc, "listing the partition dir", self.dir) from exc
         self.config = config if config is not None else _stored_config(self.dir)
         self.writable = writable
-        self.recovery_point = recovery_point
-        self.truncated_bytes = 0  # what recovery cut, for reporting
-        self.recovery_notes: list[str] = []  # one line per segment recovery changed or left out
         self._last_flush_ms = _now_ms()
         self._unflushed = 0
-        self.segments: list[LogSegment] = []
         self._leo: int | None = None
-        self._producer_state: ProducerStateManager | None = None
-        # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
-        self._memory_aborted: dict[int, list[AbortedTxn]] = {}
-        self._verify_tail = verify_tail or writable
         try:
-            self._load(had_clean_shutdown)
+            loaded = LogLoader(self.dir, self.config, writable=writable, recovery_point=recovery_point,
+                               had_clean_shutdown=had_clean_shutdown, verify_tail=verify_tail).load()
         except OSError as exc:
             raise storage_error(exc, "opening the log for writing" if writable else "opening the log", self.dir) from exc
+        self.segments: list[LogSegment] = loaded.segments
+        self.recovery_point = loaded.recovery_point
+        self.truncated_bytes = loaded.truncated_bytes  # what recovery cut, for reporting
+        self.recovery_notes: list[str] = loaded.recovery_notes  # one line per segment recovery changed or left out
+        # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
+        self._memory_aborted: dict[int, list[AbortedTxn]] = loaded.memory_aborted
+        self._producer_state: ProducerStateManager | None = loaded.producer_state
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
 
-    # -- loading
     def _segment(self, base: int, writable: bool) -> LogSegment:
-        return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
-                          max_index_size=self.config.segment_index_bytes, writable=writable)
-
-    def _load(self, had_clean_shutdown: bool) -> None:
-        names = sorted(os.listdir(self.dir))
-        if self.writable:
-            # KAFKA-6264: a .swap at or after the first .cleaned file belongs to a replacement that
-            # was not complete when it was interrupted (files still being renamed from .cleaned)
-            cleaned = [base_offset_of(n) for n in names if n.endswith(CLEANED_SUFFIX) and is_offset_named(n)]
-            min_cleaned = min(cleaned) if cleaned else None
-            for name in names:
-                if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
-                    (self.dir / name).unlink()
-                elif (name.endswith(SWAP_SUFFIX) and min_cleaned is not None and is_offset_named(name)
-                      and base_offset_of(name) >= min_cleaned):
-                    (self.dir / name).unlink()
-            for name in sorted(n for n in os.listdir(self.dir) if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
-                self._complete_swap(name)
-            for name in sorted(os.listdir(self.dir)):  # index .swap files whose .log was renamed already
-                if name.endswith(SWAP_SUFFIX) and is_offset_named(name):
-                    os.replace(self.dir / name, self.dir / name[: -len(SWAP_SUFFIX)])
-            for name in os.listdir(self.dir):
-                if name.endswith(INDEX_SUFFIXES):
-                    if not (self.dir / (name.split(".", 1)[0] + LOG_SUFFIX)).exists():
-                        (self.dir / name).unlink()
-        logs = sorted(base_offset_of(n) for n in os.listdir(self.dir) if is_log_file(n))
-        if not self.writable:
-            hidden_from = pending_journal_offsets(self.dir.parent).get(str(self.dir))
-            if hidden_from is not None:  # an unfinished commit: none of it is visible yet
-                logs = [b for b in logs if b < hidden_from]
-                if not logs:
-                    raise PendingCommitError(f"{self.dir} holds only data of an unfinished commit (from offset "
-                                             f"{hidden_from}); it is empty until the commit completes")
-                self.recovery_notes.append(f"{self.dir}: segments from offset {hidden_from} belong to an "
-                                           "unfinished commit and are not read")
-        if not logs:
-            if not self.writable:
-                raise KlogError(f"no segments in {self.dir}")
-            logs = [0]
-        missing_index = {b for b in logs if not segment_file(self.dir, b, INDEX_SUFFIX).exists()}
-        for i, base in enumerate(logs):
-            active = i == len(logs) - 1
-            self.segments.append(self._segment(base, self.writable and active))
-        if self.writable:
-            self._rebuild_missing_indexes(missing_index)
-        if not had_clean_shutdown:
-            self._recover()
-        elif not self.writable and self._verify_tail:
-            self._bound_active_in_memory()
-        self._leo = None
-
-    def _rebuild_missing_indexes(self, missing: set[int]) -> None:
-        """A segment without its ``.index`` is recovered wherever it sits (``LogSegment.sanityCheck``)."""
-        for i, seg in enumerate(self.segments):
-            if seg.base_offset not in missing:
-                continue
-            if seg.writable:  # the active segment: recover in place
-                self._note(seg, seg.recover(), "rebuilt a missing index")
-                continue
-            seg.close()
-            w = LogSegment(self.dir, seg.base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                           max_index_size=self.config.segment_index_bytes, writable=True)
-            cut = w.recover()
-            self._note(w, cut, "rebuilt a missing index")
-            w.on_become_inactive_segment()
-            w.close()
-            self.segments[i] = self._segment(seg.base_offset, False)
-
-    def _note(self, seg: LogSegment, cut: int, what: str) -> None:
-        self.truncated_bytes += cut
-        msg = f"{seg.log_path}: {what}"
-        if cut:
-            msg += f"; cut {cut} bytes after position {seg.size_in_bytes}"
-        self.recovery_notes.append(msg)
-
-    def _complete_swap(self, swap_name: str) -> None:
-        """Rename a cleaned ``.swap`` segment into place, replacing the segments it covers."""
-        swap_log = self.dir / swap_name
-        base = base_offset_of(swap_name)
-        end = scan_segment(swap_log, base_offset=base).next_offset
-        for name in os.listdir(self.dir):
-            if is_log_file(name):
-                b = base_offset_of(name)
-                if base <= b < end:
-                    for suffix in SEGMENT_SUFFIXES:
-                        p = self.dir / (name.split(".", 1)[0] + suffix)
-                        if p.exists():
-                            p.unlink()
-        prefix = swap_name.split(".", 1)[0]
-        for suffix in SEGMENT_SUFFIXES:
-            p = self.dir / (prefix + suffix + SWAP_SUFFIX)
-            if p.exists():
-                os.replace(p, self.dir / (prefix + suffix))
-            else:  # an old index of the same base offset must not pair with the new .log
-                (self.dir / (prefix + suffix)).unlink(missing_ok=True)
-
-    def _recover(self) -> None:
-        start = 0
-        for i, seg in enumerate(self.segments):
-            if seg.base_offset <= self.recovery_point:
-                start = i
-        if self.writable:
-            for i in range(start, len(self.segments)):
-                seg = self.segments[i]
-                if not seg.writable:
-                    seg.close()
-                    seg = LogSegment(self.dir, seg.base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                                     max_index_size=self.config.segment_index_bytes, writable=True)
-                    self.segments[i] = seg
-                cut = seg.recover()
-                if cut:
-                    self._note(seg, cut, "recovered")
-                if cut and i < len(self.segments) - 1:
-                    for later in self.segments[i + 1:]:
-                        later.close()
-                        self.recovery_notes.append(f"{later.log_path}: deleted, it followed a truncated segment")
-                        for suffix in SEGMENT_SUFFIXES:
-                            p = segment_file(later.dir, later.base_offset, suffix)
-                            if p.exists():
-                                p.unlink()
-                    del self.segments[i + 1:]
-                    break
-                if i < len(self.segments) - 1:  # only the active segment stays writable
-                    seg.on_become_inactive_segment()
-                    seg.close()
-                    self.segments[i] = self._segment(seg.base_offset, False)
-            self._leo = None
-            self._rebuild_transaction_state(start, write=True)
-            self.recovery_point = self.log_end_offset
-        else:
-            for i in range(start, len(self.segments)):
-                seg = self.segments[i]
-                scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
-                                    base_offset=seg.base_offset)
-                cut = seg.recover_in_memory(scan)  # indexes rebuilt in memory too, as recovery does
-                if cut:
-                    self._note(seg, cut, f"read-only: reading stops at the last valid batch ({scan.error or 'torn tail'})")
-                    for later in self.segments[i + 1:]:
-                        self.recovery_notes.append(f"{later.log_path}: not read, it follows a damaged segment")
-                        later.close()
-                    del self.segments[i + 1:]
-                    break
-            self._leo = None
-            self._rebuild_transaction_state(start, write=False)
-
-    def _bound_active_in_memory(self) -> None:
-        """After a clean shutdown Kafka trusts the files; a copy may still be torn by the copy
-        itself, so check the tail of the active segment (from its last index entry, a few KiB)
-        and fall back to a full in-memory recovery of that segment only if it is damaged."""
-        seg = self.segments[-1]
-        start = seg.offset_index.lookup(2**62).position
-        walk = seg.batches(start)
-        try:
-            for batch in walk:
-                batch.ensure_valid()
-            damaged = walk.partial_tail is not None
-        except KlogError:
-            damaged = True
-        if damaged:
-            scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
-                                base_offset=seg.base_offset)
-            cut = seg.recover_in_memory(scan)
-            self._note(seg, cut, f"read-only: reading stops at the last valid batch ({scan.error or 'torn tail'})")
+        return open_segment(self.dir, base, self.config, writable)
 
     # -- producer state and transactions
-    def _state_at(self, offset: int) -> ProducerStateManager:
-        """Producer state covering every batch below ``offset``: the newest usable snapshot at or
-        below it, then a replay of the batches in between."""
-        state = ProducerStateManager()
-        start = self.log_start_offset if hasattr(self, "log_start_offset") else self.segments[0].base_offset
-        for snap_offset, path in reversed(snapshot_files(self.dir)):
-            if snap_offset <= offset and snap_offset >= self.segments[0].base_offset:
-                try:
-                    state = ProducerStateManager.read_snapshot(path)
-                    start = snap_offset
-                    break
-                except KlogError as exc:
-                    self.recovery_notes.append(f"{path}: ignored ({exc.detail})")
-        if start < offset:
-            for batch in self._raw_batches(max(start, self.segments[0].base_offset), offset):
-                if batch.base_offset >= offset:
-                    break
-                state.update(batch)
-        state.map_end_offset = offset
-        return state
-
-    def _rebuild_transaction_state(self, first_segment: int, *, write: bool) -> None:
-        """Replay the recovered segments: their aborted transactions (``.txnindex``, or in memory
-        when read-only) and the producer state at the log end."""
-        if first_segment >= len(self.segments):
-            return
-        state = self._state_at(self.segments[first_segment].base_offset)
-        for seg in self.segments[first_segment:]:
-            aborted: list[AbortedTxn] = []
-            for batch in seg.batches():
-                done = state.update(batch)
-                if done is not None and done.is_aborted:
-                    aborted.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
-                                              state.last_stable_offset_for(done)))
-            if write:
-                seg.txn_index.path.unlink(missing_ok=True)
-                for t in aborted:
-                    seg.txn_index.append(t)
-            else:
-                self._memory_aborted[seg.base_offset] = aborted
-        self._producer_state = state
-        if write:
-            for snap_offset, path in snapshot_files(self.dir):
-                if snap_offset > self.log_end_offset:
-                    path.unlink()  # describes data recovery removed
-
     @property
     def producer_state(self) -> ProducerStateManager:
         if self._producer_state is None:
-            self._producer_state = self._state_at(self.log_end_offset)
+            self._producer_state = producer_state_at(self.segments, self.log_end_offset,
+                                                     log_start_offset=self.log_start_offset, notes=self.recovery_notes)
         return self._producer_state
 
     @property
@@ -422,11 +181,7 @@ class Log:
         return sum(s.size_in_bytes for s in self.segments)
 
     def _segment_for(self, offset: int) -> int:
-        idx = 0
-        for i, seg in enumerate(self.segments):
-            if seg.base_offset <= offset:
-                idx = i
-        return idx
+        return segment_index_for(self.segments, offset)
 
     # -- reading
     def batches(self, start_offset: int | None = None, end_offset: int | None = None, *,
@@ -451,16 +206,7 @@ class Log:
                                          where=str(self.dir))
 
     def _raw_batches(self, start: int, end: int) -> Iterator[AnyBatch]:
-        for seg in self.segments[self._segment_for(start):]:
-            if seg.base_offset >= end:
-                return
-            pos = seg.translate_offset(start)
-            if pos is None:
-                continue
-            for batch in seg.batches(pos.position):
-                if batch.base_offset >= end and isinstance(batch, DefaultRecordBatch):
-                    return
-                yield batch
+        return batches_between(self.segments, start, end)
 
     def read(self, start_offset: int, max_bytes: int = 1 << 20) -> FetchData | None:
         for seg in self.segments[self._segment_for(start_offset):]:
@@ -723,3 +469,16 @@ class Log:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def lost_data_notes(log: Log) -> list[str]:
+    """What a read-only open of ``log`` had to leave out that a reader must not drop silently.
+
+    Opening a partition that was not shut down cleanly recovers it in memory as a broker would
+    (:attr:`Log.recovery_notes`): a torn tail of the last segment (a write the broker never
+    acknowledged) just ends the data, which is no loss. A corrupt batch, or segments after a
+    damaged one, would end it too, and silently dropping acknowledged records is data loss:
+    those notes are returned.
+    """
+    return [n for n in log.recovery_notes
+            if f": {NOT_READ_NOTE}" in n or (STOPS_READING_NOTE in n and "(torn tail)" not in n)]

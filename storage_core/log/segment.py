@@ -26,6 +26,7 @@ same answer, since they resolve a time-index offset to the batch that contains i
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,8 @@ from storage_core.limits import INT32_MAX
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage_core.log.txn_index import AbortedTxn
-from storage_core.record.file_records import BatchWalk, FileRecords, PartialTail
+from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords, PartialTail
+from storage_core.record.records import DefaultRecordBatch
 
 #: Kafka's default ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -560,3 +562,30 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size_in_bytes}, writable={self.writable})"
+
+
+# --- a log's segments, oldest first (LogSegments) ---------------------------------------------
+
+
+def segment_index_for(segments: Sequence[LogSegment], offset: int) -> int:
+    """Index of the segment that holds ``offset``: the last one whose base offset is at or below it."""
+    idx = 0
+    for i, seg in enumerate(segments):
+        if seg.base_offset <= offset:
+            idx = i
+    return idx
+
+
+def batches_between(segments: Sequence[LogSegment], start: int, end: int) -> Iterator[AnyBatch]:
+    """Batches of consecutive segments from the one holding ``start``, sought with its offset
+    index, until the first v2 batch at or after ``end``."""
+    for seg in segments[segment_index_for(segments, start):]:
+        if seg.base_offset >= end:
+            return
+        pos = seg.translate_offset(start)
+        if pos is None:
+            continue
+        for batch in seg.batches(pos.position):
+            if batch.base_offset >= end and isinstance(batch, DefaultRecordBatch):
+                return
+            yield batch

@@ -25,11 +25,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage_core.errors import CorruptRecordError, InvalidOptionError, PendingCommitError
-from storage_core.log.log import Log
+from storage_core.log.log import Log, lost_data_notes
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.columnar import ArrowDecoder, kafka_schema
-from storage_core.tools.report import lost_data_notes
 
 #: Write a row group once this many bytes of keys/values are buffered (bounds memory).
 FLUSH_BYTES = 64 << 20

@@ -72,20 +72,6 @@ def describe_partition(pd: PartitionDir) -> PartitionSummary:
                                 max_ts if max_ts >= 0 else None, sorted(codecs))
 
 
-def lost_data_notes(log: Log) -> list[str]:
-    """What a read-only open of ``log`` had to leave out that a reader must not drop silently.
-
-    Opening a partition that was not shut down cleanly recovers it in memory as a broker would
-    (:attr:`Log.recovery_notes`): a torn tail of the last segment (a write the broker never
-    acknowledged) just ends the data, which is no loss. A corrupt batch, or segments after a
-    damaged one, would end it too, and silently dropping acknowledged records is data loss:
-    those notes are returned.
-    """
-    return [n for n in log.recovery_notes
-            if ": not read, it follows a damaged segment" in n
-            or ("reading stops at the last valid batch" in n and "(torn tail)" not in n)]
-
-
 @dataclass
 class VerifyReport:
     path: str
