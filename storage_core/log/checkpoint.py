@@ -40,7 +40,7 @@ Every write goes to ``<file>.tmp``, is flushed and fsynced, renamed over ``<file
 ``os.replace`` (atomic), and then the directory is fsynced, as ``CheckpointFile.write`` with
 ``Utils.atomicMoveWithFallback(..., needFlushParentDir=true)`` does. Reads never create files.
 A malformed file raises :class:`CorruptCheckpointError` naming the file, the line number and the
-byte position of that line.
+byte position of that line. The file names themselves are :mod:`storage_core.files`'.
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ class _TextFile:
 
 
 class OffsetCheckpointFile(_TextFile):
-    """One of the four log-dir checkpoints of ``<topic> <partition> <offset>`` (:data:`OFFSET_CHECKPOINT_FILES`)."""
+    """One of the four log-dir checkpoints of ``<topic> <partition> <offset>`` (:data:`~storage_core.files.OFFSET_CHECKPOINT_FILES`)."""
 
     __slots__ = ()
 

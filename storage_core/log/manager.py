@@ -1,10 +1,14 @@
-"""Log directories: finding the partitions in one or more log dirs (``LogManager``, first part).
+"""Log directories (``LogManager``): the partitions of one or more log dirs, opened together.
 
 A log dir holds one directory per partition, named ``<topic>-<partition>`` (the *last* ``-``
 splits it), plus the checkpoint files. Directories being deleted (``.<uuid>-delete``), moved
 (``-future``) or left over (``-stray``) are skipped, as is anything that is not a partition
 (``__cluster_metadata-0`` is a partition too: KRaft's metadata log). A path that is itself a
-partition directory (it holds ``.log`` files) is accepted as well.
+partition directory (it holds ``.log`` files) is accepted as well (:func:`find_partitions`).
+
+:class:`LogManager` opens every partition of its dirs with the dirs' checkpoints and clean-shutdown
+marker; writable, it holds each dir's lock (:mod:`storage_core.log.lock`), settles commits a crash
+interrupted (:mod:`storage_core.log.journal`) and writes the checkpoints back on close.
 """
 
 from __future__ import annotations

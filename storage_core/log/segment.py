@@ -21,6 +21,10 @@ timestamp, while a broker's append path may record the offset of the record insi
 that holds it. klog's append path follows recovery's rule (the batch's last offset): it needs no
 record decoding, it is what any broker writes after an unclean shutdown, and lookups give the
 same answer, since they resolve a time-index offset to the batch that contains it.
+
+The module ends with what a log does over its list of segments (Kafka's ``LogSegments``): find
+the segment holding an offset (:func:`segment_index_for`) and walk the batches of a range
+across segments (:func:`batches_between`).
 """
 
 from __future__ import annotations
