@@ -110,7 +110,7 @@ class TimestampType(enum.IntEnum):
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli), the checksum of v2 batches."""
-    return _crc32c.crc32c(data)  # type: ignore[no-any-return]
+    return _crc32c.crc32c(data)
 
 
 # --- values ------------------------------------------------------------------------------------

@@ -144,12 +144,12 @@ def _text(b: bytes | None) -> str:
 def batch_line(batch: AnyBatch) -> str:
     if batch.magic >= MAGIC_VALUE_V2:
         assert not hasattr(batch, "wrapper_timestamp")
-        head = (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.records_count} "  # type: ignore[union-attr]
+        head = (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.records_count} "
                 f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
                 f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
                 f"partitionLeaderEpoch: {batch.partition_leader_epoch} isTransactional: "
                 f"{str(batch.is_transactional).lower()} isControl: {str(batch.is_control).lower()} "
-                f"deleteHorizonMs: {_opt_long(batch.delete_horizon_ms)}")  # type: ignore[union-attr]
+                f"deleteHorizonMs: {_opt_long(batch.delete_horizon_ms)}")
     else:
         head = f"offset: {batch.last_offset}"
     codec = batch.attributes & 0x07
