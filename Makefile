@@ -1,6 +1,8 @@
-# The two commands of the README. Each sets up everything it needs on a fresh machine.
+# The two commands of the README, and what CI runs before the tests. Each sets up everything it
+# needs on a fresh machine.
 #   make quickstart   create .venv, install klog, run examples/quickstart.py
 #   make test         create .venv, install klog with its test tools, run the test suite
+#   make lint         create .venv, install klog with its test tools, ruff check + mypy
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
