@@ -1,6 +1,8 @@
-# The two commands of the README. Each sets up everything it needs on a fresh machine.
+# The two commands of the README, and what CI runs before the tests. Each sets up everything it
+# needs on a fresh machine.
 #   make quickstart   create .venv, install klog, run examples/quickstart.py
 #   make test         create .venv, install klog with its test tools, run the test suite
+#   make lint         create .venv, install klog with its test tools, ruff check + mypy
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +10,7 @@ STAMP := $(VENV)/.klog-installed
 
 .PHONY: quickstart test bench lint clean
 
-$(STAMP): pyproject.toml setup.py storage_core/_kernel.c
+$(STAMP): pyproject.toml setup.py storage_core/record/_kernel.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[spark,dev]' --config-settings editable_mode=compat
@@ -28,4 +30,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info storage_core/*.so klog-data
+	rm -rf $(VENV) build *.egg-info storage_core/record/*.so klog-data

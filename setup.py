@@ -1,4 +1,4 @@
-"""Builds the optional native kernel (storage_core._kernel) with the machine's C compiler.
+"""Builds the optional native kernel (storage_core.record._kernel) with the machine's C compiler.
 
 Everything else is declared in pyproject.toml. If the kernel cannot be compiled, the install
 still succeeds and klog uses its pure-Python path (with a one-time warning).
@@ -38,8 +38,8 @@ if os.environ.get("KLOG_ASAN"):
 setup(
     ext_modules=[
         Extension(
-            "storage_core._kernel",
-            sources=["storage_core/_kernel.c"],
+            "storage_core.record._kernel",
+            sources=["storage_core/record/_kernel.c"],
             extra_compile_args=cflags,
             extra_link_args=["-fsanitize=address,undefined"] if os.environ.get("KLOG_ASAN") else [],
         )

@@ -45,7 +45,7 @@ TEMPLATE_RECORDS = 200_000
 
 def _template() -> bytes:
     """200,000 records as v2 batches of at most 64 KiB, appended again and again."""
-    from storage_core.columnar import encode_arrow
+    from storage_core.record.columnar import encode_arrow
 
     rng = np.random.default_rng(11)
     values = rng.integers(65, 91, size=(TEMPLATE_RECORDS, 100), dtype=np.uint8)
@@ -59,9 +59,9 @@ def _template() -> bytes:
 
 def build(root: Path, gb: float) -> tuple[Path, int]:
     """The log dir and its record count."""
-    from storage_core.config import LogConfig
-    from storage_core.manager import LogManager
-    from storage_core.topic_partition import TopicPartition
+    from storage_core.log.config import LogConfig
+    from storage_core.log.manager import LogManager
+    from storage_core.log.topic_partition import TopicPartition
 
     logs = root / "logs"
     logs.mkdir(parents=True)
@@ -87,7 +87,7 @@ def scan_in_this_process(logs: str, starting: str | None) -> dict[str, Any]:
     from spark_logsource.options import parse_read_options
     from spark_logsource.planning import plan
     from spark_logsource.reader import read_partition
-    from storage_core.columnar import kafka_schema
+    from storage_core.record.columnar import kafka_schema
 
     schema = kafka_schema()
 

@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 
 from storage_core.cleaner import LogCleaner
-from storage_core.columnar import encode_arrow
-from storage_core.config import LogConfig
-from storage_core.log import Log
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.columnar import encode_arrow
 
 T0 = 1_700_000_000_000
 RECORDS_PER_CHUNK = 200_000

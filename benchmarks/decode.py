@@ -44,11 +44,11 @@ from kafka.record import MemoryRecords
 
 from benchmarks import _summary as summary
 from benchmarks._memory import peak_rss_bytes, reset_peak_rss
-from storage_core.columnar import ArrowDecoder, decode_batches, encode_arrow, native_kernel
-from storage_core.compression import CompressionType
-from storage_core.file_records import FileRecords
-from storage_core.records import RECORD_BATCH_OVERHEAD
-from storage_core.scan import decode_file_range
+from storage_core.record.columnar import ArrowDecoder, decode_batches, encode_arrow, native_kernel
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import FileRecords
+from storage_core.record.records import RECORD_BATCH_OVERHEAD
+from storage_core.record.scan import decode_file_range
 
 __all__ = ["CASES", "Measurement", "build_segment", "main", "make_table", "run"]
 

@@ -38,8 +38,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from benchmarks import _summary as summary
 from benchmarks import decode
 from benchmarks.decode import DEFAULT_SEED, MAX_BATCH_BYTES, VALUE_BYTES, Measurement, best_of, make_table
-from storage_core.columnar import decode_batches, encode_arrow, native_kernel
-from storage_core.file_records import iter_batches
+from storage_core.record.columnar import decode_batches, encode_arrow, native_kernel
+from storage_core.record.file_records import iter_batches
 
 __all__ = ["main", "run"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from storage_core.columnar import ArrowDecoder, encode_arrow
-from storage_core.config import LogConfig
-from storage_core.log import Log
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.columnar import ArrowDecoder, encode_arrow
 
 T0 = 1_700_000_000_000
 

@@ -30,7 +30,7 @@ SPARK_CORES = 2
 
 
 def _export(logs: Path, out: Path, compression: str) -> int:
-    from storage_core.export import ExportRequest, export_parquet, plan_export
+    from storage_core.tools.export import ExportRequest, export_parquet, plan_export
 
     req = ExportRequest(log_dirs=(str(logs),), topic="bench")
     return export_parquet(req, plan_export(req), out, compression=compression, overwrite=True).records

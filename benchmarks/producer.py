@@ -14,9 +14,9 @@ import argparse
 import sys
 import time
 
-from storage_core.manager import LogManager
-from storage_core.records import Record, build_batch
-from storage_core.topic_partition import TopicPartition
+from storage_core.log.manager import LogManager
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.records import Record, build_batch
 
 
 def produce(log_dir: str, topic: str, *, partitions: int, records: int, rate: float, per_append: int,

@@ -47,11 +47,11 @@ def _table(n: int, part: int) -> pa.Table:
 def build(root: Path, records: int, codec: str = "lz4") -> Path:
     """A 2-partition log dir as klog's writer leaves it: segments, indexes, checkpoints and the
     clean-shutdown marker (so reads trust it, as a broker does after a clean shutdown)."""
-    from storage_core.columnar import encode_arrow
-    from storage_core.compression import CompressionType
-    from storage_core.config import LogConfig
-    from storage_core.manager import LogManager
-    from storage_core.topic_partition import TopicPartition
+    from storage_core.log.config import LogConfig
+    from storage_core.log.manager import LogManager
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.record.columnar import encode_arrow
+    from storage_core.record.compression import CompressionType
 
     logs = root / "logs"
     logs.mkdir(parents=True)
@@ -105,7 +105,7 @@ def _memory_source():  # type: ignore[no-untyped-def]
 
 
 def _mem_batches(per: int, part: int) -> list[pa.RecordBatch]:
-    from storage_core.columnar import kafka_schema
+    from storage_core.record.columnar import kafka_schema
 
     t = _table(per, part)
     n = t.num_rows

@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from storage_core.log import Log
+from storage_core.log.log import Log
 
 
 def _ends(out: Path) -> dict[int, int]:

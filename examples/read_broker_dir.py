@@ -52,7 +52,7 @@ def build_sample(spark, d: Path) -> None:  # type: ignore[no-untyped-def]
 
 def select_topics(path: str, args: argparse.Namespace) -> list[str] | int:
     """The topics to read, or an exit code after printing why there are none."""
-    from storage_core.manager import find_partitions
+    from storage_core.log.manager import find_partitions
 
     parts = find_partitions(path.split(","))
     topics = sorted({p.topic_partition.topic for p in parts if any(p.path.glob("*.log"))})

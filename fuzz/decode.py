@@ -29,13 +29,13 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from storage_core import columnar
-from storage_core.columnar import HEADER_TYPE, ArrowDecoder
-from storage_core.compression import CompressionType
 from storage_core.errors import KlogError
-from storage_core.file_records import iter_batches
-from storage_core.records import DefaultRecordBatch, Header, Record, build_batch, crc32c
-from storage_core.scan import decode_view
+from storage_core.record import columnar
+from storage_core.record.columnar import HEADER_TYPE, ArrowDecoder
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import iter_batches
+from storage_core.record.records import DefaultRecordBatch, Header, Record, build_batch, crc32c
+from storage_core.record.scan import decode_view
 
 
 def seeds(rng: random.Random) -> list[bytes]:
@@ -129,7 +129,7 @@ def encode_one(rng: random.Random) -> str | None:
         for raw in outcomes[0][0]:
             DefaultRecordBatch(raw).ensure_valid()
     # the kernel alone, fed buffers that lie
-    from storage_core import _kernel  # type: ignore[attr-defined]
+    from storage_core.record import _kernel  # type: ignore[attr-defined]
 
     keys = columnar._bincol(cols.keys) if cols.keys is not None else None
     values = columnar._bincol(cols.values)

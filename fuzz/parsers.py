@@ -37,7 +37,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: the repository root is one level up
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storage_core.checkpoint import (  # noqa: E402
+from storage_core.errors import KlogError  # noqa: E402
+from storage_core.log.checkpoint import (  # noqa: E402
     CleanShutdownFile,
     EpochEntry,
     LeaderEpochCheckpointFile,
@@ -45,20 +46,19 @@ from storage_core.checkpoint import (  # noqa: E402
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from storage_core.columnar import ArrowDecoder  # noqa: E402
-from storage_core.commit import pending_journal_offsets, read_sink_mark, recover_commits  # noqa: E402
-from storage_core.compression import CompressionType, compress  # noqa: E402
-from storage_core.config import LogConfig  # noqa: E402
-from storage_core.control import ControlRecordType, EndTransactionMarker  # noqa: E402
-from storage_core.errors import KlogError  # noqa: E402
-from storage_core.file_records import iter_batches  # noqa: E402
-from storage_core.log import Log  # noqa: E402
-from storage_core.offset_index import OffsetIndex  # noqa: E402
-from storage_core.producer_state import ProducerStateManager  # noqa: E402
-from storage_core.records import Header, Record, build_batch, build_end_txn_marker, crc32c  # noqa: E402
-from storage_core.time_index import TimeIndex  # noqa: E402
-from storage_core.topic_configs import load_topic_configs  # noqa: E402
-from storage_core.txn_index import AbortedTxn, TransactionIndex  # noqa: E402
+from storage_core.log.config import LogConfig  # noqa: E402
+from storage_core.log.journal import pending_journal_offsets, read_sink_mark, recover_commits  # noqa: E402
+from storage_core.log.log import Log  # noqa: E402
+from storage_core.log.offset_index import OffsetIndex  # noqa: E402
+from storage_core.log.producer_state import ProducerStateManager  # noqa: E402
+from storage_core.log.time_index import TimeIndex  # noqa: E402
+from storage_core.log.topic_configs import load_topic_configs  # noqa: E402
+from storage_core.log.txn_index import AbortedTxn, TransactionIndex  # noqa: E402
+from storage_core.record.columnar import ArrowDecoder  # noqa: E402
+from storage_core.record.compression import CompressionType, compress  # noqa: E402
+from storage_core.record.control import ControlRecordType, EndTransactionMarker  # noqa: E402
+from storage_core.record.file_records import iter_batches  # noqa: E402
+from storage_core.record.records import Header, Record, build_batch, build_end_txn_marker, crc32c  # noqa: E402
 
 HANG_S = 5.0
 MEMORY_CAP = 6 << 30
@@ -120,7 +120,7 @@ def snapshot_seed(tmp: Path) -> bytes:
     seg = build_batch([Record(0, T0, b"k", b"v", ())], producer_id=5, producer_epoch=1, base_sequence=0)
     txn = build_batch([Record(1, T0, b"k", b"v", ())], producer_id=6, producer_epoch=0,
                       base_sequence=0, is_transactional=True)
-    from storage_core.file_records import batch_from_bytes
+    from storage_core.record.file_records import batch_from_bytes
 
     state = ProducerStateManager()
     for b in (seg, txn):

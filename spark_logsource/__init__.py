@@ -41,7 +41,7 @@ def with_kafka_partitions(df: Any, num_partitions: int, *, key_column: str = "ke
     def assign(batches):  # type: ignore[no-untyped-def]
         import numpy as np
 
-        from storage_core.columnar import murmur2_partitions
+        from storage_core.record.columnar import murmur2_partitions
 
         rr = 0
         for b in batches:

@@ -34,8 +34,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from storage_core.columnar import kafka_schema
 from storage_core.read.planner import NO_PRUNING, Pruning
+from storage_core.record.columnar import kafka_schema
 
 from .options import ReadOptions, parse_read_options
 

@@ -17,7 +17,7 @@ The driver-side reader lives in one long-lived Python process per query run; exe
 with another instance, so :meth:`KlogStreamReader.read` uses only its input partition.
 
 **Sink** (:class:`KlogStreamWriter`). Each micro-batch runs the batch writer's protocol
-(:mod:`storage_core.commit`): tasks stage segments, ``commit(messages, batchId)`` makes them
+(:mod:`storage_core.log.staged`): tasks stage segments, ``commit(messages, batchId)`` makes them
 visible atomically. Spark replays a failed micro-batch with the same ``batchId``; the commit
 records the last batch id per query in the log dir (``.klog-sink-<query id>.json``, in the
 same journaled step as the data), so a replayed batch is not written twice. The query id is
@@ -47,11 +47,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from storage_core.columnar import kafka_schema
-from storage_core.commit import STAGING_PREFIX, SinkBatch, collect_staging, commit_job
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.log import Log
-from storage_core.manager import PartitionDir, find_partitions
+from storage_core.files import STAGING_PREFIX
+from storage_core.log.journal import SinkBatch
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir, find_partitions
+from storage_core.log.staged import collect_staging, commit_job
+from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.planner import (
     PartitionRange,
     check_listed,
@@ -61,7 +63,7 @@ from storage_core.read.planner import (
     pieces_of,
     select_partitions,
 )
-from storage_core.topic_partition import TopicPartition
+from storage_core.record.columnar import kafka_schema
 
 from .options import ReadOptions, StreamOptions
 from .planning import KlogInputPartition, pack

@@ -6,7 +6,7 @@ or binary), ``headers`` (``array<struct<key: string, value: binary>>``), ``topic
 Other columns are ignored. Rows go to the given ``partition``, else to Kafka's default
 partitioner's choice (murmur2 of the key), else round-robin for null keys.
 
-The protocol is :mod:`storage_core.commit`: nothing a task writes is visible until the driver's
+The protocol is :mod:`storage_core.log.staged`: nothing a task writes is visible until the driver's
 ``commit`` assigns offsets and renames the staged segments in, with a journal that a crash rolls
 forward; ``abort``, failed and speculative attempts leave only staging, which is collected.
 """
@@ -25,12 +25,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
 
-from storage_core.commit import STAGING_PREFIX, StagedPartition, StagingWriter, collect_staging, commit_job
-from storage_core.compression import CompressionType
-from storage_core.config import CONFIG_KEYS, LogConfig
 from storage_core.errors import InvalidOptionError, KlogError
-from storage_core.manager import find_partitions
-from storage_core.topic_partition import TopicPartition, validate_topic_name
+from storage_core.files import journal_name, staging_prefix
+from storage_core.limits import INT32_MAX, INT64_MAX
+from storage_core.log.config import CONFIG_KEYS, LogConfig
+from storage_core.log.manager import find_partitions
+from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
+from storage_core.log.topic_partition import TopicPartition, validate_topic_name
+from storage_core.record.compression import CompressionType
 
 log = logging.getLogger("klog")
 
@@ -74,7 +76,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic is not None:
         validate_topic_name(topic)
 
-    def positive(key: str, default: int, maximum: int = (1 << 31) - 1) -> int:
+    def positive(key: str, default: int, maximum: int = INT32_MAX) -> int:
         raw = opts.get(key)
         if raw is None:
             return default
@@ -89,7 +91,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     config = LogConfig.from_properties(config_props)
     codec = CompressionType.from_name(opts.get("compression", "none"))
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
-                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, (1 << 63) - 1) / 1000)
+                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000)
 
 
 def validate_schema(schema: StructType, opts: WriteOptions) -> None:
@@ -160,7 +162,7 @@ class KlogWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job_id = uuid.uuid4().hex[:16]
         self.topics = existing_topics(opts.paths)
-        from storage_core.topic_configs import load_topic_configs
+        from storage_core.log.topic_configs import load_topic_configs
 
         self.stored_configs: dict[str, dict[str, str]] = {}
         for p in opts.paths:
@@ -221,7 +223,7 @@ class KlogWriter(DataSourceArrowWriter):
         """Kafka's defaults < the topic's configs in ``klog-topic-configs.json`` < this write's options."""
         cfg = self.configs.get(topic)
         if cfg is None:
-            from storage_core.topic_configs import config_for_topic
+            from storage_core.log.topic_configs import config_for_topic
 
             cfg = self.configs[topic] = config_for_topic(topic, self.stored_configs, overrides=self.opts.config_props)
         return cfg
@@ -230,7 +232,7 @@ class KlogWriter(DataSourceArrowWriter):
         """Topic configs given as options become the topics' own (as ``kafka-configs --alter``)."""
         if not self.opts.config_props:
             return
-        from storage_core.topic_configs import update_topic_configs
+        from storage_core.log.topic_configs import update_topic_configs
 
         for topic in sorted(topics):
             dirs = {Path(d).parent for d in existing_topics(self.opts.paths).get(topic, {}).values()}
@@ -238,7 +240,7 @@ class KlogWriter(DataSourceArrowWriter):
                 update_topic_configs(d, topic, self.opts.config_props)
 
     def _staging_name(self, task: int, attempt: int) -> str:
-        return f"{STAGING_PREFIX}{self.job_id}-{task:05d}-{attempt}"
+        return f"{staging_prefix(self.job_id)}{task:05d}-{attempt}"
 
     def _groups(self, batch: pa.RecordBatch, topics: list[str] | None,
                 parts: np.ndarray) -> Iterator[tuple[str, int, pa.RecordBatch]]:
@@ -280,7 +282,7 @@ class KlogWriter(DataSourceArrowWriter):
         return names
 
     def _partitions_of(self, batch: pa.RecordBatch, topics: list[str] | None, rr: int) -> tuple[np.ndarray, int]:
-        from storage_core.columnar import murmur2_partitions
+        from storage_core.record.columnar import murmur2_partitions
 
         n = batch.num_rows
         if topics is None:  # one topic: one partition count (not a Python object per row)
@@ -327,15 +329,13 @@ class KlogWriter(DataSourceArrowWriter):
         self._collect(older_than_s=STALE_STAGING_S)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from storage_core.commit import LogDirLock, recover_commits
+        from storage_core.log.journal import recover_commits
+        from storage_core.log.lock import LogDirLock
 
         for d in {Path(pd).parent for parts in existing_topics(self.opts.paths).values() for pd in parts.values()}:
-            if any(d.glob(f".klog-commit-{self.job_id}.json")):  # our commit died half-way: undo it
-                lock = LogDirLock(d, self.opts.lock_timeout_s)
-                try:
+            if (d / journal_name(self.job_id)).exists():  # our commit died half-way: undo it
+                with LogDirLock(d, self.opts.lock_timeout_s):
                     recover_commits(d, self.job_id)
-                finally:
-                    lock.release()
         self._collect(older_than_s=None)
 
     def _collect(self, older_than_s: float | None) -> None:

@@ -1,14 +1,25 @@
-"""storage_core: Apache Kafka's log storage format, read and written in Python.
+"""storage_core: Apache Kafka's log storage format, read and written in Python. No Spark in here.
 
-No Spark in here. Layers, bottom up: :mod:`errors`, :mod:`varint`, :mod:`compression`,
-:mod:`records` / :mod:`legacy_records` / :mod:`control` (batch formats), :mod:`file_records`
-(walking a ``.log``), :mod:`columnar` (batches to and from Arrow, the hot path).
+Packages and modules, bottom up (each imports only what is below it; see ARCHITECTURE.md):
+
+- :mod:`~storage_core.errors`, :mod:`~storage_core.limits`, :mod:`~storage_core.files`,
+  :mod:`~storage_core.faults`: the base every layer uses: klog's exceptions, Java's integer
+  limits, every file and directory name of a log dir, fault injection for the crash tests.
+- :mod:`storage_core.record`: record formats: batches, records, codecs, walking a ``.log``,
+  batches to and from Arrow (the hot path, with its native kernel).
+- :mod:`storage_core.log`: the log: indexes, segments, opening and recovering a partition, the
+  log itself, producer state, checkpoints, configs, log dirs and their lock, staged writes and
+  the journaled commit.
+- :mod:`storage_core.cleaner`: log compaction on top of the log.
+- :mod:`storage_core.tools`: the ``klog`` command line and its commands.
+
+This package hands on the names most callers need: the exceptions, :class:`CompressionType`,
+:class:`Record`, :class:`Header` and :class:`TimestampType`.
 """
 
 from __future__ import annotations
 
-from .compression import CompressionType
-from .errors import (
+from storage_core.errors import (
     CompressionError,
     CorruptIndexError,
     CorruptRecordError,
@@ -20,7 +31,8 @@ from .errors import (
     RecordTooLargeError,
     UnsupportedCodecError,
 )
-from .records import Header, Record, TimestampType
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import Header, Record, TimestampType
 
 __version__ = "0.1.0"
 
@@ -28,7 +40,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     """The read API (``read_arrow``, ``plan``), imported on first use: it pulls in the log layer."""
     if name in ("read_arrow", "plan"):
-        from . import read
+        from storage_core import read
 
         return getattr(read, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

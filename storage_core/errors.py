@@ -28,6 +28,8 @@ __all__ = [
     "CorruptCheckpointError",
     "InvalidTopicError",
     "PendingCommitError",
+    "CommitError",
+    "LogDirLockedError",
     "CorruptTopicConfigsError",
     "SegmentGoneError",
     "StorageError",
@@ -143,6 +145,14 @@ class PendingCommitError(KlogError):
     """A partition whose only data belongs to a commit that has not completed (not visible yet)."""
 
     kafka_exception = "KafkaException"
+
+
+class CommitError(KlogError):
+    """A commit that cannot proceed (lock held too long, a staged file missing or damaged)."""
+
+
+class LogDirLockedError(KlogError):
+    """Another process holds the log dir's ``.lock`` (a broker, or another klog writer)."""
 
 
 class CorruptTopicConfigsError(KlogError):

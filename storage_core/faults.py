@@ -1,24 +1,32 @@
-"""Fault injection points for klog's crash tests (inactive unless a test sets ``KLOG_FAULT_FILE``).
+"""Fault injection for klog's crash tests, the one mechanism every writer calls (inactive unless a
+test sets one of its environment variables; environment variables, so that they reach the
+processes Spark starts).
 
-A test writes a JSON object to the file named by ``KLOG_FAULT_FILE`` (an environment variable,
-so that it reaches processes Spark starts), e.g. ``{"point": "task-staged", "partition": 1,
-"attempt": 0}``; when code reaches :func:`maybe_crash` with that point and matching context, the
-process ends at once, as a SIGKILL would end it (``os._exit(137)``), or with a real SIGKILL sent to
-itself when the spec says ``"signal": "KILL"`` (the exit status is then -9). With ``"nth": N`` it
-fires the N-th time the point is reached with matching context (1-based), not the first.
+**Named points** (:func:`maybe_crash`). A test writes a JSON object to the file named by
+``KLOG_FAULT_FILE``, e.g. ``{"point": "task-staged", "partition": 1, "attempt": 0}``; when code
+reaches :func:`maybe_crash` with that point and matching context, the process ends at once, as a
+SIGKILL would end it (``os._exit(137)``), or with a real SIGKILL sent to itself when the spec says
+``"signal": "KILL"`` (the exit status is then -9). With ``"nth": N`` it fires the N-th time the
+point is reached with matching context (1-based), not the first.
 
 Points (see ``tests/crash_matrix.md`` for what each kill leaves and how reopening settles it):
 ``log-batch-written``, ``log-roll-old-closed``, ``log-roll-new-segment``, ``log-roll-snapshot``,
 ``segment-flush-log-synced``, ``log-flushed``, ``checkpoint-tmp-written``, ``checkpoint-replaced``,
 ``retention-file-renamed``, ``retention-segment-gone``, ``retention-snapshots-removed``, and the
-cleaner's ``cleaner-*`` points (``storage_core/cleaner/__init__.py``). The commit protocol counts
-its steps instead (``KLOG_CRASH_AT``, ``storage_core/commit.py``).
+cleaner's ``cleaner-*`` points (``storage_core/cleaner/__init__.py``).
+
+**Counted steps** (:func:`maybe_crash_at_step`). The commit protocol (``storage_core/log/staged.py``,
+``storage_core/log/journal.py``) counts its steps instead: ``KLOG_CRASH_AT=<n>``, or the number
+in the file named by ``KLOG_CRASH_FILE`` (for processes whose environment is fixed early, such as
+Spark's Python workers), ends the process with ``os._exit(137)`` at the n-th step this process
+reaches.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 _hits: dict[str, int] = {}
 
@@ -45,3 +53,23 @@ def maybe_crash(point: str, **context: object) -> None:
 
             os.kill(os.getpid(), signal.SIGKILL)
         os._exit(137)
+
+
+#: ``KLOG_CRASH_AT=<n>`` (or the number in the file named by ``KLOG_CRASH_FILE``): end the process at
+#: the n-th commit step.
+_CRASH_ENV = "KLOG_CRASH_AT"
+_CRASH_FILE_ENV = "KLOG_CRASH_FILE"
+_steps = 0
+
+
+def maybe_crash_at_step() -> None:
+    """One step of a commit: counted while a crash step is set, and the process ends at that step."""
+    global _steps
+    target = os.environ.get(_CRASH_ENV)
+    crash_file = os.environ.get(_CRASH_FILE_ENV)  # for processes whose environment is fixed early
+    if target is None and crash_file and os.path.exists(crash_file):
+        target = Path(crash_file).read_text().strip() or None
+    if target is not None:
+        _steps += 1
+        if _steps >= int(target):
+            os._exit(137)

@@ -318,7 +318,7 @@ _COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timest
 
 
 def rows_of(data: pa.Table | pa.RecordBatch | Sequence[Any]) -> list[Row]:
-    """klog's output (an Arrow table or batch in :func:`storage_core.columnar.kafka_schema`, or the
+    """klog's output (an Arrow table or batch in :func:`storage_core.record.columnar.kafka_schema`, or the
     ``Row`` objects of a Spark ``collect()``) as rows comparable with :func:`expected_rows`."""
     if isinstance(data, (pa.Table, pa.RecordBatch)):
         names = [n for n in _COLUMNS if n in data.schema.names]

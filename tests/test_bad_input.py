@@ -35,9 +35,6 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.columnar import ArrowDecoder, decode_batches
-from storage_core.compression import LZ4_FRAME_MAGIC, XERIAL_MAGIC, CompressionType, compress
-from storage_core.dump import DumpSummary, dump_jsonl
 from storage_core.errors import (
     CompressionError,
     CorruptRecordError,
@@ -45,8 +42,10 @@ from storage_core.errors import (
     KlogError,
     UnsupportedCodecError,
 )
-from storage_core.file_records import BatchWalk, FileRecords, iter_batches
-from storage_core.records import (
+from storage_core.record.columnar import ArrowDecoder, decode_batches
+from storage_core.record.compression import LZ4_FRAME_MAGIC, XERIAL_MAGIC, CompressionType, compress
+from storage_core.record.file_records import BatchWalk, FileRecords, iter_batches
+from storage_core.record.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     LOG_OVERHEAD,
@@ -59,8 +58,9 @@ from storage_core.records import (
     build_batch,
     crc32c,
 )
-from storage_core.scan import decode_file_range
-from storage_core.varint import encode_varint
+from storage_core.record.scan import decode_file_range
+from storage_core.record.varint import encode_varint
+from storage_core.tools.dump import DumpSummary, dump_jsonl
 
 T0 = 1_700_000_000_000
 INT32_MAX = (1 << 31) - 1

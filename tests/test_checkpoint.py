@@ -1,4 +1,4 @@
-"""Checkpoint text files (:mod:`storage_core.checkpoint`) and topic / directory names (:mod:`storage_core.topic_partition`).
+"""Checkpoint text files (:mod:`storage_core.log.checkpoint`) and topic / directory names (:mod:`storage_core.log.topic_partition`).
 
 Real broker files from the shared fixtures are read in place and re-written into ``tmp_path``:
 
@@ -23,13 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.checkpoint import (
+from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, KlogError, StorageError
+from storage_core.files import (
     CLEAN_SHUTDOWN_FILE,
     LEADER_EPOCH_CHECKPOINT,
     META_PROPERTIES_FILE,
     OFFSET_CHECKPOINT_FILES,
     PARTITION_METADATA_FILE,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+)
+from storage_core.log.checkpoint import (
     CleanShutdownFile,
     EpochEntry,
     LeaderEpochCheckpointFile,
@@ -40,8 +43,7 @@ from storage_core.checkpoint import (
     uuid_from_base64,
     uuid_to_base64,
 )
-from storage_core.errors import CorruptCheckpointError, InvalidOptionError, InvalidTopicError, KlogError, StorageError
-from storage_core.topic_partition import TopicPartition, validate_topic_name
+from storage_core.log.topic_partition import TopicPartition, validate_topic_name
 from tests.shared_fixtures import KAFKA_FIXTURES, MISSING_REASON, available, fixture_id
 
 TP = TopicPartition

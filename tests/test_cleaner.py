@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.cleaner import (
     LogCleaner,
     SkimpyOffsetMap,
@@ -25,14 +24,16 @@ from storage_core.cleaner import (
     needs_cleaning,
     read_cleaner_offset,
 )
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
-from storage_core.control import ControlRecordType, EndTransactionMarker
 from storage_core.errors import KlogError
-from storage_core.log import Log
-from storage_core.records import DefaultRecordBatch, Header, Record, build_batch, build_end_txn_marker
-from storage_core.segment import scan_segment
-from storage_core.topic_partition import TopicPartition
+from storage_core.files import CLEANER_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.segment import scan_segment
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.compression import CompressionType
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.records import DefaultRecordBatch, Header, Record, build_batch, build_end_txn_marker
 
 T0 = 1_700_000_000_000
 RETENTION = 1_000  # delete.retention.ms of the model

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 
 from storage_core.cleaner import LogCleaner
-from storage_core.config import LogConfig
-from storage_core.control import ControlRecordType, EndTransactionMarker
-from storage_core.log import Log
-from storage_core.manager import LogManager
-from storage_core.records import DefaultRecordBatch, Record, build_batch, build_end_txn_marker
-from storage_core.segment import scan_segment
-from storage_core.topic_configs import update_topic_configs
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.segment import scan_segment
+from storage_core.log.topic_configs import update_topic_configs
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.records import DefaultRecordBatch, Record, build_batch, build_end_txn_marker
 
 pytestmark = pytest.mark.fault
 
@@ -56,7 +56,7 @@ POINTS = [
 CHILD = textwrap.dedent("""
     import sys
     from storage_core.cleaner import LogCleaner
-    from storage_core.manager import LogManager
+    from storage_core.log.manager import LogManager
     memory = int(sys.argv[3]) if len(sys.argv) > 3 else 1 << 20
     with LogManager([sys.argv[1]], writable=True) as m:
         for tp, log in sorted(m.logs.items()):
@@ -72,7 +72,7 @@ def build_seed(root: Path) -> None:
     update_topic_configs(root, "t", PROPS)
     rng = random.Random(7)
     with LogManager([root], writable=True) as m:
-        from storage_core.topic_partition import TopicPartition
+        from storage_core.log.topic_partition import TopicPartition
 
         log = m.create_log(TopicPartition("t", 0))
         ts = T0

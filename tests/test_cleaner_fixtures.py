@@ -24,9 +24,9 @@ import shared_fixtures as sf
 from kafka_oracle import kafka_dump, oracle_available
 
 from storage_core.cleaner import LogCleaner
-from storage_core.manager import LogManager
-from storage_core.topic_configs import INTERNAL_TOPIC_CONFIGS, update_topic_configs
-from storage_core.topic_partition import TopicPartition
+from storage_core.log.manager import LogManager
+from storage_core.log.topic_configs import INTERNAL_TOPIC_CONFIGS, update_topic_configs
+from storage_core.log.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)
 
@@ -184,7 +184,7 @@ def test_fixture_topics_compact_as_kafka_would(tmp_path: Path) -> None:
     empty = [r for r in txn_rows if r.get("offset") is None]
     assert [(r["batch_base_offset"], r["batch_last_offset"], r["producer_id"]) for r in empty] == [(8, 9, 4242)]
 
-    verify = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(log_dir), "--quiet"],
+    verify = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(log_dir), "--quiet"],
                             capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
@@ -198,7 +198,7 @@ def test_fixture_topics_compact_as_kafka_would(tmp_path: Path) -> None:
         rows = [json.loads(line) for f in sorted(d.glob("*.log")) for line in dumps[str(f)].lines]
         assert all(dumps[str(f)].error is None for f in sorted(d.glob("*.log")))
         assert data_of(rows) == expected_records(originals[tp], hz[tp], later, second=True), tp
-    verify = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(log_dir), "--quiet"],
+    verify = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(log_dir), "--quiet"],
                             capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 

@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from storage_core.compression import CompressionType
-from storage_core.records import Header, Record, build_batch
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import Header, Record, build_batch
 
 T0 = 1_700_000_000_000
 
 
 def klog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "storage_core.tools.cli", *args], capture_output=True, text=True)
 
 
 def segment(tmp_path: Path) -> Path:
@@ -133,11 +133,11 @@ def test_dump_progress_bar_when_output_is_redirected(tmp_path: Path) -> None:
 
     path = segment(tmp_path)
     env = {**os.environ, "KLOG_PROGRESS": "1"}
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--jsonl", str(path)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "dump", "--jsonl", str(path)], capture_output=True,
                          text=True, env=env)
     assert res.returncode == 0
     assert "00000000000000000100.log:" in res.stderr and "%|" in res.stderr
     assert len(res.stdout.splitlines()) == 6  # the bar never goes to the output
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--quiet", str(path)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "dump", "--quiet", str(path)], capture_output=True,
                          text=True, env=env)
     assert res.returncode == 0 and res.stderr == ""

@@ -9,25 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.config import LogConfig
 from storage_core.errors import LogConfigError
-from storage_core.log import Log
-from storage_core.manager import LogManager
-from storage_core.records import Record, build_batch
-from storage_core.topic_configs import (
-    TOPIC_CONFIGS_FILE,
+from storage_core.files import TOPIC_CONFIGS_FILE
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.topic_configs import (
     CorruptTopicConfigsError,
     config_for_topic,
     load_topic_configs,
     save_topic_configs,
     update_topic_configs,
 )
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 
 
 def klog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "storage_core.tools.cli", *args], capture_output=True, text=True)
 
 
 def log_dir(tmp_path: Path) -> Path:

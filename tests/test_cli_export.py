@@ -11,18 +11,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from storage_core.columnar import kafka_schema
-from storage_core.config import LogConfig
-from storage_core.control import ControlRecordType, EndTransactionMarker
-from storage_core.log import Log
-from storage_core.records import Header, Record, build_batch, build_end_txn_marker
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.columnar import kafka_schema
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.records import Header, Record, build_batch, build_end_txn_marker
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 CFG = LogConfig.from_properties({"segment.bytes": "2048", "index.interval.bytes": "256"})
 
 
 def klog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "storage_core.tools.cli", *args], capture_output=True, text=True,
                           env=None if env is None else {**os.environ, **env})
 
 

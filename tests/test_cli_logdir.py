@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 import shared_fixtures as sf
 
-from storage_core.config import LogConfig
-from storage_core.log import Log
-from storage_core.records import Record, build_batch
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 
 
 def klog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "storage_core.tools.cli", *args], capture_output=True, text=True)
 
 
 def log_dir(tmp_path: Path) -> Path:
@@ -102,8 +102,8 @@ def test_bad_path_and_wrong_argument(tmp_path: Path) -> None:
 def test_verify_every_broker_log_dir_passes() -> None:
     dirs = sorted({p.parent.parent for p in sf.KAFKA_FIXTURES.rglob("*.log") if "captures" not in str(p)
                    and "generated" not in str(p)})
-    from storage_core.manager import find_partitions
-    from storage_core.report import verify_partition
+    from storage_core.log.manager import find_partitions
+    from storage_core.tools.report import verify_partition
 
     for d in dirs:  # each is its own cluster: the same partition names recur across them
         for part in find_partitions([d]):
@@ -208,7 +208,7 @@ def test_verify_summary_quiet_and_progress(tmp_path: Path) -> None:
     res = klog("verify", str(d))
     assert res.stdout.splitlines()[-1].startswith("verified 3 partitions (") and "no corrupt data" in res.stdout
     corrupt_crc(sorted((d / "orders-0").glob("*.log"))[0])
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(d)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(d)], capture_output=True, text=True,
                          env={**__import__("os").environ, "KLOG_PROGRESS": "1"})
     assert res.returncode == 1
     assert "corrupt or lost data found" in res.stdout.splitlines()[-1]
@@ -234,13 +234,13 @@ def test_recover_corrupt_middle_bad_path_wrong_argument(tmp_path: Path) -> None:
     assert res.returncode == 2 and "unrecognized arguments: --topic orders" in res.stderr
     res = klog("recover", str(d), "--quiet")
     assert res.returncode == 0 and res.stdout == ""
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "recover", str(d)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "recover", str(d)], capture_output=True, text=True,
                          env={**__import__("os").environ, "KLOG_PROGRESS": "1"})
     assert res.returncode == 0 and "recover:" in res.stderr and "%|" in res.stderr
 
 
 def test_recover_refuses_a_locked_dir(tmp_path: Path) -> None:
-    from storage_core.manager import LogManager
+    from storage_core.log.manager import LogManager
 
     d = log_dir(tmp_path)
     with LogManager([d], writable=True):

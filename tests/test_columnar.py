@@ -7,8 +7,9 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from storage_core import columnar as _col
-from storage_core.columnar import (
+from storage_core.errors import KlogError
+from storage_core.record import columnar as _col
+from storage_core.record.columnar import (
     ArrowDecoder,
     decode_batches,
     encode_arrow,
@@ -16,10 +17,9 @@ from storage_core.columnar import (
     murmur2,
     murmur2_partitions,
 )
-from storage_core.compression import CompressionType
-from storage_core.errors import KlogError
-from storage_core.file_records import iter_batches
-from storage_core.records import DefaultRecordBatch
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import iter_batches
+from storage_core.record.records import DefaultRecordBatch
 
 T0 = 1_700_000_000_000
 
@@ -96,7 +96,7 @@ def test_decoder_is_atomic_per_batch() -> None:
     good, bad = encode_arrow(rows(20), max_batch_bytes=400)[:2]
     broken = bytearray(bad)
     broken[-1] = 0x7F  # last header count/varint byte: the record no longer parses
-    from storage_core.records import crc32c
+    from storage_core.record.records import crc32c
 
     broken[17:21] = crc32c(bytes(broken[21:])).to_bytes(4, "big")
     for native in (True, False):
@@ -146,7 +146,7 @@ def test_kernel_crc32c_equals_the_crc32c_package(n: int) -> None:
 
     import crc32c
 
-    from storage_core import _kernel
+    from storage_core.record import _kernel
 
     for skew in range(3):  # unaligned starts too
         data = os.urandom(n + skew)[skew:]
@@ -155,7 +155,7 @@ def test_kernel_crc32c_equals_the_crc32c_package(n: int) -> None:
 
 
 def bulk(raw: bytes, **kw: object) -> pa.RecordBatch:
-    from storage_core.scan import decode_view
+    from storage_core.record.scan import decode_view
 
     dec = ArrowDecoder("t", 3, include_headers=True, include_metadata=True, native=True)
     assert decode_view(memoryview(raw), dec, **kw) == len(raw)  # type: ignore[arg-type]
@@ -234,7 +234,7 @@ def test_encode_v2_batches_kernel_matches_python(header: tuple[int, int, int] | 
 
 def test_encode_v2_batches_areas_are_encode_v2() -> None:
     """Records areas from the many-batch call are what the one-batch encode_v2 gives, batch by batch."""
-    from storage_core._kernel import encode_v2  # type: ignore[attr-defined]
+    from storage_core.record._kernel import encode_v2  # type: ignore[attr-defined]
 
     t = rows(1000)
     cols = _col.prepare_columns(t)
@@ -259,7 +259,7 @@ def test_encode_v2_batches_without_keys_or_headers() -> None:
 
 def test_encode_v2_batches_refuses_lying_buffers() -> None:
     """Hand-made column buffers that point outside their data are a ValueError, never a crash."""
-    from storage_core import _kernel  # type: ignore[attr-defined]
+    from storage_core.record import _kernel  # type: ignore[attr-defined]
 
     ts = np.zeros(4, dtype=np.int64)
     good = (None, np.array([0, 1, 2, 3, 4], dtype=np.int32).tobytes(), b"abcd", 0)
@@ -288,7 +288,7 @@ def test_encode_v2_batches_refuses_lying_buffers() -> None:
 def test_kernel_crc32c_matches_the_crc32c_package(software: bool) -> None:
     import crc32c
 
-    from storage_core import _kernel  # type: ignore[attr-defined]
+    from storage_core.record import _kernel  # type: ignore[attr-defined]
 
     rng = np.random.default_rng(7)
     data = rng.integers(0, 256, 70_000, dtype=np.uint8).tobytes()
@@ -302,8 +302,8 @@ def test_kernel_crc32c_matches_the_crc32c_package(software: bool) -> None:
 def test_bulk_read_flushes_by_bytes_inside_a_chunk(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """decode_file_range hands on RecordBatches of about flush_bytes, however large its chunks:
     the kernel stops before the batch that would go on past the budget (RUN_FULL)."""
-    from storage_core.file_records import FileRecords
-    from storage_core.scan import decode_file_range
+    from storage_core.record.file_records import FileRecords
+    from storage_core.record.scan import decode_file_range
 
     raw = b"".join(encode_arrow(rows(3000), compression=CompressionType.LZ4, max_batch_bytes=2048, base_offset=7))
     path = tmp_path / "00000000000000000007.log"

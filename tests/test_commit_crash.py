@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.commit import collect_staging
-from storage_core.config import LogConfig
-from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.staged import collect_staging
 
 pytestmark = pytest.mark.fault
 
@@ -26,9 +26,9 @@ CFG = {"segment.bytes": "3000"}
 
 CHILD = textwrap.dedent("""
     import sys, pyarrow as pa
-    from storage_core.commit import StagingWriter, commit_job
-    from storage_core.compression import CompressionType
-    from storage_core.config import LogConfig
+    from storage_core.log.staged import StagingWriter, commit_job
+    from storage_core.record.compression import CompressionType
+    from storage_core.log.config import LogConfig
     root, job, tag = sys.argv[1], sys.argv[2], sys.argv[3]
     cfg = LogConfig.from_properties({"segment.bytes": "3000"})
     staged = []
@@ -105,7 +105,7 @@ def test_commit_crash_trials(tmp_path: Path) -> None:
             assert all(v[-600:] == [f"again-{t}-{p}-{i}" for t in range(3) for i in range(200)]
                        for p, v in again.items())
         assert not list(root.rglob(".klog-staging-*")), crash_at
-        res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(root), "--quiet"],
+        res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(root), "--quiet"],
                              capture_output=True, text=True)
         assert res.returncode == 0, (crash_at, res.stderr)
     assert outcomes["rolled back"] >= 10 and outcomes["absent"] >= 1, outcomes

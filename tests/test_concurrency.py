@@ -23,15 +23,15 @@ import pyarrow as pa
 import pytest
 
 from storage_core.cleaner import LogCleaner
-from storage_core.commit import CommitError, StagingWriter, commit_job
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
-from storage_core.errors import SegmentGoneError
-from storage_core.log import Log
-from storage_core.manager import LogDirLockedError, LogManager
-from storage_core.records import DefaultRecordBatch, Record, build_batch
-from storage_core.topic_configs import update_topic_configs
-from storage_core.topic_partition import TopicPartition
+from storage_core.errors import CommitError, LogDirLockedError, SegmentGoneError
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.staged import StagingWriter, commit_job
+from storage_core.log.topic_configs import update_topic_configs
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import DefaultRecordBatch, Record, build_batch
 
 T0 = 1_700_000_000_000
 TP = TopicPartition("t", 0)
@@ -124,7 +124,7 @@ def test_reader_sees_a_consistent_prefix_while_a_writer_appends_and_rolls(tmp_pa
 
 def test_spark_read_path_planned_then_read_while_a_writer_appends(tmp_path: Path) -> None:
     """Pieces planned on the driver, read later by an executor while the log grows: exactly the planned range."""
-    from storage_core.manager import find_partitions
+    from storage_core.log.manager import find_partitions
     from storage_core.read.piece_reader import batches_of as _batches
     from storage_core.read.planner import Piece
 
@@ -292,8 +292,8 @@ def test_compaction_while_a_reader_has_the_log_open(tmp_path: Path) -> None:
 
 def test_read_committed_reader_keeps_its_aborted_transactions_after_retention(tmp_path: Path) -> None:
     """The .txnindex of a segment renamed *.deleted is read beside it: aborted records stay hidden."""
-    from storage_core.control import ControlRecordType, EndTransactionMarker
-    from storage_core.records import build_end_txn_marker
+    from storage_core.record.control import ControlRecordType, EndTransactionMarker
+    from storage_core.record.records import build_end_txn_marker
 
     root = tmp_path / "logs"
     root.mkdir()

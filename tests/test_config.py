@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_core.compression import CompressionType
-from storage_core.config import (
+from storage_core.errors import KlogError, LogConfigError
+from storage_core.log.config import (
     CONFIG_KEYS,
     DEFAULT_CONFIG,
     KAFKA_SEGMENT_BYTES_MIN,
@@ -33,7 +33,7 @@ from storage_core.config import (
     ValidList,
     java_double_to_string,
 )
-from storage_core.errors import KlogError, LogConfigError
+from storage_core.record.compression import CompressionType
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -717,7 +717,7 @@ ORACLE_CASES: list[tuple[str, str]] = [
     *[("message.timestamp.after.max.ms", r) for r in ["-1", "0"]],
 ]
 
-# Where klog differs on purpose (see storage_core/config.py's docstring): klog accepts, Kafka rejects
+# Where klog differs on purpose (see storage_core/log/config.py's docstring): klog accepts, Kafka rejects
 # small segment.bytes; Kafka accepts, klog rejects a NaN dirty ratio.
 DELIBERATE_DIFFERENCES = {("segment.bytes", "14"), ("segment.bytes", "1048575"), ("min.cleanable.dirty.ratio", "NaN")}
 

@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 import shared_fixtures as sf
 
-from storage_core.columnar import ArrowDecoder
-from storage_core.dump import dump_jsonl
 from storage_core.errors import KlogError
-from storage_core.file_records import FileRecords
-from storage_core.scan import decode_file_range
+from storage_core.record.columnar import ArrowDecoder
+from storage_core.record.file_records import FileRecords
+from storage_core.record.scan import decode_file_range
+from storage_core.tools.dump import dump_jsonl
 
 pytestmark = pytest.mark.conformance
 
@@ -115,7 +115,7 @@ def test_columnar_decode_equals_kafka(path: Path, mode: str) -> None:
 @needs_shared
 def test_cli_dump_jsonl_on_a_fixture() -> None:
     path = sf.KAFKA_FIXTURES / "generated-by-kafka-clients-4.3.0" / "v2-txn-markers.log"
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--jsonl", str(path)],
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "dump", "--jsonl", str(path)],
                          capture_output=True, text=True, check=True)
     assert res.stdout.splitlines() == sf.expected_lines(path)
 
@@ -123,7 +123,7 @@ def test_cli_dump_jsonl_on_a_fixture() -> None:
 @needs_shared
 def test_corrupt_capture_exits_1_with_error_line() -> None:
     path = next(p for p in FILES if "invalid_crc" in str(p))
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "dump", "--jsonl", str(path)],
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "dump", "--jsonl", str(path)],
                          capture_output=True, text=True)
     assert res.returncode == 1
     assert res.stdout.splitlines() == sf.expected_lines(path)

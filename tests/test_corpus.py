@@ -27,13 +27,13 @@ import kafka_oracle
 import pyarrow.parquet as pq
 import pytest
 
-from storage_core.checkpoint import OffsetCheckpointFile
-from storage_core.columnar import decode_batches
 from storage_core.errors import OffsetOutOfRangeError
-from storage_core.export import ExportRequest, export_parquet, plan_export
-from storage_core.log import Log
-from storage_core.manager import PartitionDir, open_log_read_only
-from storage_core.topic_partition import TopicPartition
+from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir, open_log_read_only
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.columnar import decode_batches
+from storage_core.tools.export import ExportRequest, export_parquet, plan_export
 
 pytestmark = pytest.mark.interop
 
@@ -575,7 +575,7 @@ def test_rows_of_arrow_and_spark_rows() -> None:
 
     import pyarrow as pa
 
-    from storage_core.columnar import kafka_schema
+    from storage_core.record.columnar import kafka_schema
 
     schema = kafka_schema(include_headers=True)
     table = pa.table({"key": [b"k", None], "value": [None, b""], "topic": ["t", "t"], "partition": [1, 1],

@@ -2,7 +2,7 @@
 
 A real child process (``os.fork`` of the test process, so no import cost per kill) performs one
 operation and is killed by a real ``SIGKILL`` at a fault point (``storage_core/faults.py``,
-``"signal": "KILL"``), at a commit step (``KLOG_CRASH_AT``, ``storage_core/commit.py``: ends the
+``"signal": "KILL"``), at a commit step (``KLOG_CRASH_AT``, ``storage_core/faults.py``: ends the
 process with ``os._exit(137)``, which loses nothing more than a SIGKILL would), or by the parent
 at a random moment. The child reports what was acknowledged (an append that returned, a commit
 that returned) by writing to a file as soon as it is. Then the log dir is reopened as a restart
@@ -33,21 +33,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
-)
 from storage_core.cleaner import LogCleaner
-from storage_core.commit import SinkBatch, StagingWriter, commit_job, read_sink_mark
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
-from storage_core.log import Log
-from storage_core.manager import LogManager
-from storage_core.records import DefaultRecordBatch, Record, build_batch
-from storage_core.topic_configs import update_topic_configs
-from storage_core.topic_partition import TopicPartition
+from storage_core.files import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.log.config import LogConfig
+from storage_core.log.journal import SinkBatch, read_sink_mark
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.staged import StagingWriter, commit_job
+from storage_core.log.topic_configs import update_topic_configs
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import DefaultRecordBatch, Record, build_batch
 
 pytestmark = pytest.mark.fault
 

@@ -18,17 +18,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage_core.checkpoint import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.cleaner import LogCleaner
-from storage_core.commit import StagingWriter, collect_staging, commit_job
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
 from storage_core.errors import StorageError
-from storage_core.log import Log
-from storage_core.manager import LogManager
-from storage_core.records import DefaultRecordBatch, Record, build_batch
-from storage_core.topic_configs import update_topic_configs
-from storage_core.topic_partition import TopicPartition
+from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.staged import StagingWriter, collect_staging, commit_job
+from storage_core.log.topic_configs import update_topic_configs
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import DefaultRecordBatch, Record, build_batch
 
 pytestmark = pytest.mark.fault
 
@@ -229,11 +230,11 @@ def test_read_only_file_system(small_fs: Path) -> None:
             Log(root / "t-0", writable=True)
         with pytest.raises(StorageError, match="read-only"):
             StagingWriter(root / "t-0", ".klog-staging-j-00000-0", LogConfig(), CompressionType.NONE, 1024)
-        res = subprocess.run([sys.executable, "-m", "storage_core.cli", "recover", str(root)], capture_output=True,
+        res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "recover", str(root)], capture_output=True,
                              text=True, env={**os.environ, "KLOG_PROGRESS": "0"})
         assert res.returncode != 0 and res.stderr.startswith("klog: error:") and "read-only" in res.stderr
         assert "Traceback" not in res.stderr
-        res = subprocess.run([sys.executable, "-m", "storage_core.cli", "describe", str(root)], capture_output=True,
+        res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "describe", str(root)], capture_output=True,
                              text=True)
         assert res.returncode == 0, res.stderr
     finally:

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage_core.commit import STAGED_ORIGIN, pending_journal_offsets, read_sink_mark, recover_commits
 from storage_core.errors import CorruptCheckpointError, CorruptTopicConfigsError
-from storage_core.topic_configs import load_topic_configs
+from storage_core.log.journal import STAGED_ORIGIN, pending_journal_offsets, read_sink_mark, recover_commits
+from storage_core.log.topic_configs import load_topic_configs
 
 _spec = importlib.util.spec_from_file_location("klog_fuzz_parsers", Path(__file__).parent.parent / "fuzz" / "parsers.py")
 assert _spec is not None and _spec.loader is not None

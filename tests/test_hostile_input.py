@@ -22,13 +22,13 @@ import pytest
 
 from spark_logsource.options import parse_read_options, parse_stream_options
 from spark_logsource.writer import parse_write_options
-from storage_core.config import LogConfig
 from storage_core.errors import InvalidOptionError, InvalidTopicError, KlogError, UnsafePathError
-from storage_core.log import Log
-from storage_core.manager import LogManager
-from storage_core.producer_state import ProducerStateManager
-from storage_core.records import Record, build_batch, crc32c
-from storage_core.topic_partition import TopicPartition
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.producer_state import ProducerStateManager
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.records import Record, build_batch, crc32c
 
 T0 = 1_700_000_000_000
 BAD_TOPICS = ["..", ".", "a/b", "../etc", "/abs", "a\x00b", "x" * 250, "", "é", "a b", "t\nu"]
@@ -70,7 +70,7 @@ def test_bad_partition_numbers(tmp_path: Path, partition: int) -> None:
 
 
 def klog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "storage_core.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "storage_core.tools.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "KLOG_PROGRESS": "0"}, timeout=120)
 
 

@@ -9,10 +9,11 @@ import pytest
 import shared_fixtures as sf
 
 from storage_core.errors import CorruptIndexError, KlogError
-from storage_core.offset_index import OffsetIndex, OffsetPosition
-from storage_core.segment import base_offset_of, scan_segment
-from storage_core.time_index import TimeIndex, TimestampOffset
-from storage_core.txn_index import ABORTED_TXN, AbortedTxn, TransactionIndex
+from storage_core.files import base_offset_of
+from storage_core.log.offset_index import OffsetIndex, OffsetPosition
+from storage_core.log.segment import scan_segment
+from storage_core.log.time_index import TimeIndex, TimestampOffset
+from storage_core.log.txn_index import ABORTED_TXN, AbortedTxn, TransactionIndex
 
 PAIRS = sorted(sf.KAFKA_FIXTURES.rglob("*.index.expected.tsv")) if sf.available() else []
 
@@ -142,7 +143,7 @@ def test_empty_existing_index_opens_writable_with_no_entries(tmp_path: Path) -> 
 
 
 def test_in_memory_index_for_read_only_recovery(tmp_path: Path) -> None:
-    from storage_core.offset_index import OFFSET_INDEX_ENTRY
+    from storage_core.log.offset_index import OFFSET_INDEX_ENTRY
 
     data = b"".join(OFFSET_INDEX_ENTRY.pack(rel, pos) for rel, pos in [(3, 4200), (9, 8500)])
     oi = OffsetIndex.in_memory(tmp_path / "00000000000000000010.index", 10, data)
@@ -169,7 +170,7 @@ def test_read_only_open_survives_a_writer_trimming_the_file(tmp_path: Path) -> N
     entries = path.stat().st_size
     reader = textwrap.dedent(f"""
         import time
-        from storage_core.offset_index import OffsetIndex
+        from storage_core.log.offset_index import OffsetIndex
         end = time.monotonic() + 3
         n = 0
         while time.monotonic() < end:

@@ -17,12 +17,12 @@ from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from storage_core.columnar import decode_batches
-from storage_core.compression import CompressionType
-from storage_core.control import ControlRecordType, EndTransactionMarker
-from storage_core.dump import dump_jsonl
-from storage_core.file_records import FileRecords, iter_batches
-from storage_core.records import Header, Record, TimestampType, build_batch, build_end_txn_marker
+from storage_core.record.columnar import decode_batches
+from storage_core.record.compression import CompressionType
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.file_records import FileRecords, iter_batches
+from storage_core.record.records import Header, Record, TimestampType, build_batch, build_end_txn_marker
+from storage_core.tools.dump import dump_jsonl
 
 pytestmark = pytest.mark.interop
 

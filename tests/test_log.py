@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import shared_fixtures as sf
 
-from storage_core.config import LogConfig
 from storage_core.errors import KlogError, OffsetOutOfRangeError, RecordTooLargeError
-from storage_core.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
-from storage_core.records import Record, build_batch
-from storage_core.segment import scan_segment
+from storage_core.log.config import LogConfig
+from storage_core.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from storage_core.log.segment import scan_segment
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
-from storage_core.log import Log
-from storage_core.records import Record, build_batch
-from storage_core.segment import scan_segment
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.segment import scan_segment
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 CFG = LogConfig.from_properties({"segment.bytes": "1200", "index.interval.bytes": "300"})
@@ -51,7 +51,7 @@ def test_torn_tail_at_every_byte_of_the_last_two_batches(tmp_path: Path, segment
     data = last.read_bytes()
     scan = scan_segment(last, index_interval_bytes=300)
     ends = [0]
-    from storage_core.file_records import FileRecords
+    from storage_core.record.file_records import FileRecords
 
     for b in FileRecords(last).batches():
         ends.append(b.position + b.size_in_bytes)
@@ -99,7 +99,7 @@ def test_bit_flip_in_an_older_segment_cuts_there_and_drops_what_follows(tmp_path
     segs = sorted(d.glob("*.log"))
     assert len(segs) >= 3
     victim = segs[1]
-    from storage_core.file_records import FileRecords
+    from storage_core.record.file_records import FileRecords
 
     batches = list(FileRecords(victim).batches())
     target = batches[1]

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
-from storage_core.log import Log
-from storage_core.records import Record, build_batch
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 CFG = LogConfig.from_properties({"segment.bytes": "1500", "index.interval.bytes": "200"})
@@ -134,5 +134,5 @@ def test_kafka_file_records_accepts_klog_segments(tmp_path: Path) -> None:
         assert r.error is None and r.valid_bytes == seg.stat().st_size
     import subprocess
     import sys
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(d)], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(d)], capture_output=True, text=True)
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr

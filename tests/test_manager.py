@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.checkpoint import CleanShutdownFile, OffsetCheckpointFile
-from storage_core.config import LogConfig
-from storage_core.errors import InvalidTopicError, KlogError
-from storage_core.manager import LogDirLockedError, LogManager
-from storage_core.records import Record, build_batch
-from storage_core.topic_partition import TopicPartition
+from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.log.config import LogConfig
+from storage_core.log.manager import LogManager
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 CFG = LogConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "512"})
@@ -57,7 +57,7 @@ def test_bad_topic_names(tmp_path: Path) -> None:
 def test_one_writer_per_log_dir(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from storage_core.manager import LogManager
+        from storage_core.log.manager import LogManager
         lm = LogManager([{str(tmp_path)!r}], writable=True)
         print("locked", flush=True)
         time.sleep(60)
@@ -76,10 +76,10 @@ def test_one_writer_per_log_dir(tmp_path: Path) -> None:
 def test_recovery_after_kill(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, sys
-        from storage_core.config import LogConfig
-        from storage_core.manager import LogManager
-        from storage_core.records import Record, build_batch
-        from storage_core.topic_partition import TopicPartition
+        from storage_core.log.config import LogConfig
+        from storage_core.log.manager import LogManager
+        from storage_core.record.records import Record, build_batch
+        from storage_core.log.topic_partition import TopicPartition
         cfg = LogConfig.from_properties({{"segment.bytes": "4096", "index.interval.bytes": "512"}})
         lm = LogManager([{str(tmp_path)!r}], writable=True, config=cfg)
         log = lm.create_log(TopicPartition("t", 0))

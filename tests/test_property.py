@@ -27,13 +27,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from storage_core.columnar import HEADER_TYPE, ArrowDecoder, decode_batches, encode_arrow, kafka_schema
-from storage_core.compression import CompressionType, compress
-from storage_core.control import ControlRecordType, EndTransactionMarker
-from storage_core.dump import dump_jsonl
 from storage_core.errors import KlogError
-from storage_core.file_records import READ_CHUNK_BYTES, AnyBatch, BatchWalk, FileRecords, iter_batches
-from storage_core.records import (
+from storage_core.record.columnar import HEADER_TYPE, ArrowDecoder, decode_batches, encode_arrow, kafka_schema
+from storage_core.record.compression import CompressionType, compress
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.file_records import READ_CHUNK_BYTES, AnyBatch, BatchWalk, FileRecords, iter_batches
+from storage_core.record.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     LOG_OVERHEAD,
@@ -50,8 +49,9 @@ from storage_core.records import (
     crc32c,
     encode_record,
 )
-from storage_core.scan import decode_file_range
-from storage_core.varint import encode_varint, encode_varlong
+from storage_core.record.scan import decode_file_range
+from storage_core.record.varint import encode_varint, encode_varlong
+from storage_core.tools.dump import dump_jsonl
 
 INT32_MAX = (1 << 31) - 1
 INT64_MIN = -(1 << 63)
@@ -694,7 +694,7 @@ def test_encode_v2_batches_kernel_is_its_python_twin(rows: list[Row], data: st.D
                                                      header: tuple[int, int, int] | None) -> None:
     """``_kernel.encode_v2_batches`` and ``_py_encode_v2_batches`` agree on any rows, row range,
     bound and header fields: same bytes, same (end row, first, max timestamp) per batch."""
-    from storage_core import columnar as col
+    from storage_core.record import columnar as col
 
     cols = col.prepare_columns(arrow_table(rows, pa.int64()))
     start = data.draw(st.integers(0, len(rows)))

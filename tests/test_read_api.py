@@ -19,7 +19,7 @@ import shared_fixtures as sf
 
 import storage_core
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError
-from storage_core.export import ExportRequest, export_parquet, plan_export
+from storage_core.tools.export import ExportRequest, export_parquet, plan_export
 
 pytestmark = pytest.mark.conformance
 needs_shared = pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)

@@ -47,9 +47,9 @@ from kafka_corpus import (
 )
 
 import storage_core
-from storage_core.columnar import kafka_schema
+from storage_core.log.txn_index import filter_read_committed
 from storage_core.read.piece_reader import batches_of, read_piece
-from storage_core.txn_index import filter_read_committed
+from storage_core.record.columnar import kafka_schema
 
 pytestmark = pytest.mark.interop
 
@@ -111,7 +111,7 @@ def _want(c: Corpus, read_committed: bool, ranges: dict[tuple[str, int], tuple[i
 def _rebuilt(c: Corpus, base: Path) -> Path:
     """A copy of the corpus after a writable open (a broker's start): indexes, ``.txnindex`` files,
     producer snapshots, checkpoints and the clean-shutdown marker written by klog's recovery."""
-    from storage_core.manager import LogManager
+    from storage_core.log.manager import LogManager
 
     dest = base / f"rebuilt-{c.seed}"
     if not dest.exists():
@@ -144,7 +144,7 @@ def _engine_check(c: Corpus, root: Path, iso: str, rnd: random.Random) -> None:
     ctx = f"seed {c.seed} {iso} {opts} ({root.name}, {len(the_plan.pieces)} pieces)"
     assert_same_rows(rows_of(pa.Table.from_batches(split, schema)), want, ctx + " bulk")
     if rc:  # the per-batch reference filter over the same pieces
-        from storage_core.columnar import decode_batches
+        from storage_core.record.columnar import decode_batches
 
         ref = [decode_batches(filter_read_committed(batches_of(p, True), list(p.aborted or ()), where=p.log_path),
                               p.topic, p.partition, include_headers=True, min_offset=p.min_offset,
@@ -171,7 +171,7 @@ def test_export_and_dump_equal_kafka(engine_corpora: dict[int, Corpus], tmp_path
     (every data record of every segment file) on the first corpora."""
     import pyarrow.parquet as pq
 
-    from storage_core.cli import main as klog
+    from storage_core.tools.cli import main as klog
 
     for seed, c in sorted(engine_corpora.items())[:40]:
         rnd = random.Random(seed)

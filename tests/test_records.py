@@ -7,11 +7,11 @@ import struct
 import pytest
 import shared_fixtures as sf
 
-from storage_core.compression import CompressionType, compress, decompress, xxh32
-from storage_core.control import ControlRecordType, EndTransactionMarker
 from storage_core.errors import InvalidRecordError
-from storage_core.file_records import iter_batches
-from storage_core.records import (
+from storage_core.record.compression import CompressionType, compress, decompress, xxh32
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.file_records import iter_batches
+from storage_core.record.records import (
     BATCH_HEADER,
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
@@ -23,7 +23,7 @@ from storage_core.records import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from storage_core.varint import encode_varint, encode_varlong, read_varint, read_varlong, size_of_varint
+from storage_core.record.varint import encode_varint, encode_varlong, read_varint, read_varlong, size_of_varint
 
 T0 = 1_700_000_000_000
 

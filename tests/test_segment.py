@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import shared_fixtures as sf
 
-from storage_core.columnar import encode_arrow
-from storage_core.compression import CompressionType
-from storage_core.file_records import iter_batches
-from storage_core.records import Record, build_batch
-from storage_core.segment import LogSegment, RollParams, base_offset_of, scan_segment
+from storage_core.files import base_offset_of
+from storage_core.log.segment import LogSegment, RollParams, scan_segment
+from storage_core.record.columnar import encode_arrow
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import iter_batches
+from storage_core.record.records import Record, build_batch
 
 T0 = 1_700_000_000_000
 
@@ -162,7 +163,7 @@ def test_next_offset_of_a_segment_another_process_appends_to(tmp_path: Path) -> 
     """A read-only segment knows the file's size when it was opened; if its index is loaded later
     (lazily) it can hold entries for batches appended since, past that size. The next offset
     must then come from the bytes the reader has, not fall back to the base offset."""
-    from storage_core.records import Record, build_batch
+    from storage_core.record.records import Record, build_batch
 
     def batch(first: int, n: int) -> bytes:
         return build_batch([Record(first + i, 1000 + first + i, b"k", b"x" * 300) for i in range(n)])

@@ -13,17 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.commit import SinkBatch, collect_staging, commit_job, read_sink_mark
-from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.log.journal import SinkBatch, read_sink_mark
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.staged import collect_staging, commit_job
 
 pytestmark = pytest.mark.fault
 
 CHILD = textwrap.dedent("""
     import sys, uuid, pyarrow as pa
-    from storage_core.commit import SinkBatch, StagingWriter, commit_job
-    from storage_core.compression import CompressionType
-    from storage_core.config import LogConfig
+    from storage_core.log.journal import SinkBatch
+    from storage_core.log.staged import StagingWriter, commit_job
+    from storage_core.record.compression import CompressionType
+    from storage_core.log.config import LogConfig
     root, batch = sys.argv[1], int(sys.argv[2])
     cfg = LogConfig()
     staged = []

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from storage_core.compression import CompressionType
-from storage_core.config import LogConfig
-from storage_core.control import ControlRecordType, EndTransactionMarker
-from storage_core.log import Log
-from storage_core.records import Header, Record, build_batch, build_end_txn_marker
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.compression import CompressionType
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.records import Header, Record, build_batch, build_end_txn_marker
 
 pytestmark = pytest.mark.spark
 
@@ -237,8 +237,8 @@ def test_data_loss_below_log_start(spark, log_dir: Path) -> None:  # type: ignor
     import shutil
     import tempfile
 
-    from storage_core.checkpoint import OffsetCheckpointFile
-    from storage_core.topic_partition import TopicPartition
+    from storage_core.log.checkpoint import OffsetCheckpointFile
+    from storage_core.log.topic_partition import TopicPartition
 
     d = Path(tempfile.mkdtemp()) / "logs"
     shutil.copytree(log_dir / "orders-0", d / "orders-0")

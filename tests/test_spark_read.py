@@ -18,8 +18,8 @@ LOG_DIRS = sorted({p.parent.parent for p in sf.KAFKA_FIXTURES.rglob("*.log")
 def _expected(log_dir: Path) -> list[tuple[str, int, int, str | None, str | None, int]]:
     """Kafka's decoding of the segments, from each partition's log start offset on (records below it
     were deleted by DeleteRecords, e.g. Kafka Streams' repartition topics: no consumer sees them)."""
-    from storage_core.checkpoint import OffsetCheckpointFile
-    from storage_core.topic_partition import TopicPartition
+    from storage_core.log.checkpoint import OffsetCheckpointFile
+    from storage_core.log.topic_partition import TopicPartition
 
     starts = OffsetCheckpointFile(log_dir / "log-start-offset-checkpoint").read()
     rows = []

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.config import LogConfig
-from storage_core.log import Log
-from storage_core.records import Record, build_batch
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.record.records import Record, build_batch
 
 pytestmark = pytest.mark.spark
 T0 = 1_700_000_000_000

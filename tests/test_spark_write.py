@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
-from storage_core.segment import scan_segment
+from storage_core.log.segment import scan_segment
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ def test_round_trip_every_codec(spark, tmp_path: Path, codec: str) -> None:  # t
             assert seg.with_suffix(".index").read_bytes() == b"".join(
                 int(e.offset - scan.base_offset).to_bytes(4, "big") + e.position.to_bytes(4, "big")
                 for e in scan.offset_entries)  # the index is what a rebuild gives
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(tmp_path)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(tmp_path)], capture_output=True,
                          text=True)
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
 
@@ -221,8 +221,8 @@ def test_with_kafka_partitions_gives_one_task_per_partition(spark, tmp_path: Pat
 
 
 def test_topic_configs_given_as_options_become_the_topics_own(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from storage_core.cli import main as klog
-    from storage_core.topic_configs import load_topic_configs
+    from storage_core.log.topic_configs import load_topic_configs
+    from storage_core.tools.cli import main as klog
 
     df = spark.createDataFrame([(f"k{i % 5}", f"v{i}") for i in range(50)], "key string, value string")
     df.coalesce(1).write.format("klog").mode("append").option("topic", "state").option("cleanup.policy", "compact") \

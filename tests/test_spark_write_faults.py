@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.commit import collect_staging
-from storage_core.log import Log
-from storage_core.manager import LogManager
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.staged import collect_staging
 
 pytestmark = [pytest.mark.spark, pytest.mark.fault]
 
@@ -90,7 +90,7 @@ def test_commit_worker_crashes(tmp_path: Path) -> None:
     for line in trials:
         _, t, outcome = line.split()
         assert verdict[f"job{t}"] == ("present" if outcome == "committed" else "absent"), (line, verdict)
-    res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(root), "--quiet"],
+    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(root), "--quiet"],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
@@ -127,7 +127,7 @@ def test_driver_killed_during_writes(tmp_path: Path) -> None:
         proc.wait()
     check(committed_values(root), jobs)
     if root.exists():
-        res = subprocess.run([sys.executable, "-m", "storage_core.cli", "verify", str(root), "--quiet"],
+        res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(root), "--quiet"],
                              capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.commit import read_sink_mark
 from storage_core.errors import InvalidOptionError
-from storage_core.topic_partition import TopicPartition
+from storage_core.log.journal import read_sink_mark
+from storage_core.log.topic_partition import TopicPartition
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.spark
@@ -189,7 +189,7 @@ def test_new_topics_and_partitions_are_picked_up(spark, tmp_path: Path) -> None:
 
 def _delete_before(part_dir: Path, keep_from_segment: int) -> int:
     """Retention by hand: drop the oldest segments (as ``klog retention`` with a log start offset)."""
-    from storage_core.log import Log
+    from storage_core.log.log import Log
 
     with Log(part_dir, writable=True) as lg:
         lg.log_start_offset = lg.segments[keep_from_segment].base_offset
@@ -290,7 +290,7 @@ def test_following_a_log_another_process_appends_to(tmp_path: Path) -> None:
         while proc.poll() is None:
             st = scan(opts)[T0]
             ends.append(st.end)
-            from storage_core.log import Log
+            from storage_core.log.log import Log
 
             with Log(st.dir.path, had_clean_shutdown=True, verify_tail=False) as lg:
                 n = 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.producer import produce
-from storage_core.log import Log
+from storage_core.log.log import Log
 
 pytestmark = [pytest.mark.fault, pytest.mark.spark]
 pytest.importorskip("pyspark")

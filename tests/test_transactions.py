@@ -11,13 +11,13 @@ import shared_fixtures as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_core.config import LogConfig
-from storage_core.control import ControlRecordType, EndTransactionMarker
 from storage_core.errors import CorruptIndexError
-from storage_core.log import Log
-from storage_core.producer_state import ProducerStateManager, snapshot_files
-from storage_core.records import Record, build_batch, build_end_txn_marker
-from storage_core.txn_index import AbortedTxn
+from storage_core.log.config import LogConfig
+from storage_core.log.log import Log
+from storage_core.log.producer_state import ProducerStateManager, snapshot_files
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.records import Record, build_batch, build_end_txn_marker
 
 T0 = 1_700_000_000_000
 CFG = LogConfig.from_properties({"segment.bytes": "2000", "index.interval.bytes": "300"})

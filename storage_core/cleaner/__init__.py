@@ -83,9 +83,9 @@ index in its pass) or ``partition`` (the partition directory's name).
    are removed after step 2.
 6. After every group, ``[cleaner-checkpoint]``, then the checkpoint is written.
 
-Reopening (:class:`storage_core.log.Log`, writable, as ``LogLoader``): ``*.cleaned`` and
-``*.deleted`` files are removed, with any ``*.swap`` at or after a ``*.cleaned`` (a crash in
-steps 1-3 leaves the old segments untouched); each remaining ``*.log.swap`` is completed: the
+Reopening (:class:`storage_core.log.log.Log`, writable, through :mod:`storage_core.log.loader`):
+``*.cleaned`` and ``*.deleted`` files are removed, with any ``*.swap`` at or after a ``*.cleaned``
+(a crash in steps 1-3 leaves the old segments untouched); each remaining ``*.log.swap`` is completed: the
 segments whose base offsets lie in ``[B, next offset of the swap)`` are removed and the
 ``*.swap`` files renamed into place; a lone index ``*.swap`` is renamed into place (a crash in
 steps 3-5). Missing indexes are rebuilt. So every
@@ -96,12 +96,15 @@ contents (records the cleaner would have removed), nothing is lost. A crash befo
 the old checkpoint: the next cleaning redoes the range, which is idempotent. A read-only open
 ignores ``*.swap`` files and reads the ``.log`` files in place; after a crash in step 4-5 it
 can miss the offsets of the group being replaced until a writable open completes the swap.
+
+This package builds on :mod:`storage_core.log` and :mod:`storage_core.record` (and the base
+modules); only the tools import it.
 """
 
 from __future__ import annotations
 
-from .cleaned_segment import CleanedSegment
-from .cleaner import (
+from storage_core.cleaner.cleaned_segment import CleanedSegment
+from storage_core.cleaner.cleaner import (
     CleanableRange,
     CleanerStats,
     CleanResult,
@@ -114,15 +117,15 @@ from .cleaner import (
     read_cleaner_offset,
     write_cleaner_offset,
 )
-from .offset_map import (
+from storage_core.cleaner.offset_map import (
     DEFAULT_MEMORY_BYTES,
     HASH_ALGORITHM,
     OFFSET_MAP_ENTRY_BYTES,
     OFFSET_MAP_LOAD_FACTOR,
     SkimpyOffsetMap,
 )
-from .records_view import RecordsView, decode_views
-from .transactions import CleanedTransactionMetadata
+from storage_core.cleaner.records_view import RecordsView, decode_views
+from storage_core.cleaner.transactions import CleanedTransactionMetadata
 
 __all__ = [
     "DEFAULT_MEMORY_BYTES",

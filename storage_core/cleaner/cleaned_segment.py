@@ -6,11 +6,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..compression import CompressionType
-from ..errors import KlogError
-from ..log import CLEANED_SUFFIX
-from ..offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
-from ..records import (
+from storage_core.errors import KlogError
+from storage_core.files import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    filename_prefix,
+)
+from storage_core.limits import INT32_MAX
+from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
+from storage_core.log.segment import _maybe_append_time
+from storage_core.log.time_index import TIME_INDEX_ENTRY, TimestampOffset
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.record.compression import CompressionType
+from storage_core.record.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
@@ -20,13 +32,6 @@ from ..records import (
     build_batch,
     write_batch_header,
 )
-from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, _maybe_append_time, filename_prefix
-from ..time_index import TIME_INDEX_ENTRY, TimestampOffset
-from ..txn_index import AbortedTxn
-
-INT32_MAX = (1 << 31) - 1
-FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-
 
 
 class CleanedSegment:
@@ -92,7 +97,7 @@ class CleanedSegment:
     def discard(self) -> None:
         if not self._file.closed:
             self._file.close()
-        for suffix in FILE_SUFFIXES:
+        for suffix in SEGMENT_SUFFIXES:
             self.path(suffix, CLEANED_SUFFIX).unlink(missing_ok=True)
 
 

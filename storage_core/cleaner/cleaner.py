@@ -9,23 +9,31 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, fsync_dir
-from ..errors import KlogError, storage_error
-from ..faults import maybe_crash
-from ..log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
-from ..records import DefaultRecordBatch
-from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, filename_prefix
-from ..topic_partition import TopicPartition
-from ..txn_index import AbortedTxn
-from .cleaned_segment import INT32_MAX, CleanedSegment, empty_header, rebuild_batch
-from .offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
-from .records_view import RecordsView, chunks, decode_views
-from .transactions import CleanedTransactionMetadata, aborted_between, all_aborted
+from storage_core.cleaner.cleaned_segment import CleanedSegment, empty_header, rebuild_batch
+from storage_core.cleaner.offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
+from storage_core.cleaner.records_view import RecordsView, chunks, decode_views
+from storage_core.cleaner.transactions import CleanedTransactionMetadata, aborted_between, all_aborted
+from storage_core.errors import KlogError, storage_error
+from storage_core.faults import maybe_crash
+from storage_core.files import (
+    CLEANED_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
+    filename_prefix,
+)
+from storage_core.limits import INT32_MAX
+from storage_core.log.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage_core.log.log import Log
+from storage_core.log.segment import LogSegment
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.record.records import DefaultRecordBatch
 
 MAX_TIMESTAMP_OFFSET = 35  # maxTimestamp in the v2 batch header (records.BATCH_HEADER)
 _MAX_TIMESTAMP = struct.Struct(">q")
-#: Rename order of a segment's files (``LogSegment.changeFileSuffixes``): the ``.log`` first.
-_RENAME_ORDER = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -530,7 +538,7 @@ class LogCleaner:
     # -- the swap (LocalLog.replaceSegments)
     def _swap_in(self, log: Log, cleaned: CleanedSegment, old: list[LogSegment], group_index: int) -> None:
         d = log.dir
-        for suffix in _RENAME_ORDER:
+        for suffix in SEGMENT_SUFFIXES:
             src = cleaned.path(suffix, CLEANED_SUFFIX)
             if src.exists():
                 os.replace(src, cleaned.path(suffix, SWAP_SUFFIX))
@@ -542,13 +550,13 @@ class LogCleaner:
         for i, seg in enumerate(old):
             seg.close()
             prefix = filename_prefix(seg.base_offset)
-            for suffix in _RENAME_ORDER:
+            for suffix in SEGMENT_SUFFIXES:
                 p = d / (prefix + suffix)
                 if p.exists():
                     os.replace(p, d / (prefix + suffix + DELETED_SUFFIX))
             fsync_dir(d)
             maybe_crash("cleaner-old-deleted", group=group_index, segment=i)
-        for suffix in _RENAME_ORDER:
+        for suffix in SEGMENT_SUFFIXES:
             src = cleaned.path(suffix, SWAP_SUFFIX)
             if src.exists():
                 os.replace(src, cleaned.path(suffix))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ..errors import KlogError
+from storage_core.errors import KlogError
 
 #: Bytes per map entry as Kafka counts them: a 16-byte MD5 digest and an 8-byte offset.
 OFFSET_MAP_ENTRY_BYTES = 16 + 8

@@ -7,10 +7,11 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from ..columnar import _I64_MAX, _I64_MIN, _arrays_from_buffers, native_kernel, new_builder
-from ..errors import InvalidRecordError, KlogError
-from ..file_records import AnyBatch
-from ..records import DefaultRecordBatch, Header, Record, TimestampType
+from storage_core.errors import InvalidRecordError, KlogError
+from storage_core.limits import INT64_MAX, INT64_MIN
+from storage_core.record.columnar import _arrays_from_buffers, native_kernel, new_builder
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.records import DefaultRecordBatch, Header, Record, TimestampType
 
 #: Batches decoded per call of the native kernel.
 DECODE_CHUNK_BATCHES = 512
@@ -75,7 +76,7 @@ def decode_views(batches: list[DefaultRecordBatch], *, with_headers: bool) -> li
                 lat = b.max_timestamp if b.timestamp_type == TimestampType.LOG_APPEND_TIME else None
                 try:
                     counts.append(builder.add_v2(b.records_payload(), b.records_count, b.base_offset,
-                                                 b.base_timestamp, lat, _I64_MIN, _I64_MAX))
+                                                 b.base_timestamp, lat, INT64_MIN, INT64_MAX))
                 except KlogError as exc:
                     exc.located(path=b.path, position=b.position)
                     raise

@@ -6,11 +6,11 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..control import ControlRecordType
-from ..file_records import AnyBatch
-from ..log import Log
-from ..records import DefaultRecordBatch
-from ..txn_index import AbortedTxn
+from storage_core.log.log import Log
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.record.control import ControlRecordType
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.records import DefaultRecordBatch
 
 
 @dataclass(slots=True)

@@ -13,6 +13,6 @@ here; this layer imports the log and record layers, never Spark.
 
 from __future__ import annotations
 
-from .api import plan, read_arrow
+from storage_core.read.api import plan, read_arrow
 
 __all__ = ["plan", "read_arrow"]

@@ -22,11 +22,10 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from storage_core.columnar import kafka_schema
-
-from .options import ReadOptions, parse_read_options
-from .piece_reader import read_pieces
-from .planner import ReadPlan, plan_read
+from storage_core.read.options import ReadOptions, parse_read_options
+from storage_core.read.piece_reader import read_pieces
+from storage_core.read.planner import ReadPlan, plan_read
+from storage_core.record.columnar import kafka_schema
 
 __all__ = ["plan", "read_arrow", "read_options"]
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
-from storage_core.topic_partition import MAX_PARTITION, validate_topic_name
+from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
 
 EARLIEST = -2
 LATEST = -1

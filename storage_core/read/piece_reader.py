@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from storage_core.columnar import ArrowDecoder, kafka_schema
 from storage_core.errors import KlogError
-from storage_core.file_records import AnyBatch, FileRecords
-from storage_core.offset_index import OffsetIndex
-from storage_core.scan import decode_file_range
-from storage_core.segment import base_offset_of, resolve_segment_file
-from storage_core.txn_index import filter_read_committed
-
-from .planner import Piece
+from storage_core.files import base_offset_of
+from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.segment import resolve_segment_file
+from storage_core.log.txn_index import filter_read_committed
+from storage_core.read.planner import Piece
+from storage_core.record.columnar import ArrowDecoder, kafka_schema
+from storage_core.record.file_records import AnyBatch, FileRecords
+from storage_core.record.scan import decode_file_range
 
 __all__ = ["FLUSH_BYTES", "FLUSH_ROWS", "conform", "read_piece", "read_pieces"]
 

@@ -34,16 +34,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from storage_core.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.log import Log
-from storage_core.manager import PartitionDir, find_partitions, open_log_read_only
-from storage_core.report import lost_data_notes
-from storage_core.segment import LogSegment
-from storage_core.topic_partition import TopicPartition
-from storage_core.txn_index import AbortedTxn
-
-from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from storage_core.files import LOG_START_OFFSET_CHECKPOINT
+from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.log.log import Log, lost_data_notes
+from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
+from storage_core.log.segment import LogSegment
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.log.txn_index import AbortedTxn
+from storage_core.read.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 
 __all__ = [
     "NO_PRUNING",

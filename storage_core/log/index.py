@@ -1,0 +1,267 @@
+"""The shared machinery of Kafka's sparse indexes (``AbstractIndex.java``).
+
+An index file is an array of fixed-size big-endian entries, each keyed by an offset relative to
+the segment's base offset. The file of an *active* segment is preallocated to
+``segment.index.bytes`` rounded down to a whole entry and zero-filled past the last entry; the
+index of a closed segment is trimmed to its entries. Kafka assumes a file it opens is valid and
+counts ``length // entry size`` entries, which is why closed indexes must be trimmed.
+
+klog opens an index in one of two modes:
+
+* **read-only** (every reader): the file is read into memory once (not mapped: a writer in
+  another process may trim it at any moment, and a mapped page past the new end of a file is
+  SIGBUS, which no Python code can catch) and never resized. A zero-filled tail (a preallocated index copied off a running broker) is recognised the way
+  ``DumpLogSegments`` does, by the first entry after the first whose relative offset is 0.
+* **writable**: the file is preallocated to ``max_index_size`` while the segment is active,
+  appended through a writable map, and trimmed by :meth:`AbstractIndex.trim_to_valid_size`
+  (on roll) and :meth:`AbstractIndex.close`.
+
+Lookups are binary searches over the map, first within the *warm section* (the last 8 KiB of
+entries, which tail reads keep in the page cache), as ``indexSlotRangeFor`` does.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+from storage_core.errors import CorruptIndexError, KlogError
+from storage_core.limits import INT32_MAX
+
+#: Bytes of the file's tail that lookups try first (``AbstractIndex`` warm section).
+WARM_SECTION_BYTES = 8192
+
+E = TypeVar("E")
+
+
+class AbstractIndex(Generic[E]):
+    """A memory-mapped index of fixed-size entries; see the module doc for the two modes."""
+
+    ENTRY: struct.Struct  # set by subclasses
+
+    def __init__(self, path: str | os.PathLike[str], base_offset: int, *, max_index_size: int = -1,
+                 writable: bool = False) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.writable = writable
+        self.entry_size = self.ENTRY.size
+        self._mmap: mmap.mmap | bytes | None = None
+        self._file = None
+        self._dirty = False  # written (pwrite, truncate) since the last fsync
+        exists = self.path.exists()
+        if writable:
+            if max_index_size < self.entry_size:
+                raise KlogError(f"max_index_size {max_index_size} is smaller than one entry ({self.entry_size} bytes)")
+            self._file = open(self.path, "r+b" if exists else "w+b")  # noqa: SIM115 - lives as long as the index
+            length = os.fstat(self._file.fileno()).st_size
+            fresh = length == 0
+            if fresh:
+                length = self._round(max_index_size)
+                self._file.truncate(length)
+            # the first flush always syncs: a process that died may have left unsynced entries
+            self._dirty = True
+            self.max_index_size = max(max_index_size, length)
+            self._map(length, writable=True)
+            self._entries = 0 if fresh else self._count_valid_entries()
+        else:
+            if not exists:
+                raise KlogError(f"no such index file: {self.path}")
+            # Read, not mapped: a writer may shrink the file at any time (trimming a preallocated
+            # index on close), and touching a mapped page past the new end is SIGBUS, which kills
+            # the process. A read returns what is there (a zero-filled tail is recognised below).
+            with open(self.path, "rb") as f:
+                data = f.read()
+            length = len(data)
+            self.max_index_size = length
+            if length:
+                self._mmap = data
+            self._entries = self._count_valid_entries()
+        self._length = length
+
+    @classmethod
+    def in_memory(cls, path: str | os.PathLike[str], base_offset: int, data: bytes) -> Self:
+        """A read-only index over entries built in memory (read-only recovery never writes)."""
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.writable = False
+        self.entry_size = cls.ENTRY.size
+        self._file = None
+        self._dirty = False
+        self._mmap = bytes(data)
+        self.max_index_size = len(data)
+        self._length = len(data)
+        self._entries = len(data) // self.entry_size
+        return self
+
+    # -- layout
+    def _round(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    def _map(self, length: int, *, writable: bool) -> None:
+        if isinstance(self._mmap, mmap.mmap):
+            self._mmap.close()
+        self._mmap = None
+        assert self._file is not None
+        if length:
+            self._mmap = mmap.mmap(self._file.fileno(), length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+
+    def _count_valid_entries(self) -> int:
+        """Entries in the file: ``length // entry size``, stopping at a zero-filled tail."""
+        n = self._length_now() // self.entry_size
+        if n <= 1 or self._mmap is None:
+            return n
+        if self._relative_offset(n - 1) != 0:
+            return n  # the common case: a trimmed index
+        lo, hi = 1, n - 1  # first slot i >= 1 whose relative offset is 0 (monotonic: 0s only at the end)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._relative_offset(mid) == 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _length_now(self) -> int:
+        return 0 if self._mmap is None else len(self._mmap)
+
+    def _relative_offset(self, slot: int) -> int:
+        raise NotImplementedError
+
+    # -- entries
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self.max_index_size // self.entry_size
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.entry_size
+
+    def _raw(self, slot: int) -> tuple[int, ...]:
+        assert self._mmap is not None
+        return self.ENTRY.unpack_from(self._mmap, slot * self.entry_size)
+
+    def _write(self, *fields: int) -> None:
+        if not self.writable:
+            raise KlogError(f"index {self.path} is open read-only")
+        if self._entries >= self.max_entries:  # the hard limit (TimeIndex.is_full keeps a slot spare)
+            raise KlogError(f"Attempt to append to a full index (size = {self._entries}) in {self.path}")
+        if self._mmap is None or (self._entries + 1) * self.entry_size > len(self._mmap):
+            self.resize(max(self.max_index_size, (self._entries + 1) * self.entry_size))
+        assert isinstance(self._mmap, mmap.mmap) and self._file is not None
+        # pwrite, not a store into the map: the file is sparse, and a store into a page the file
+        # system cannot allocate (disk full) is a SIGBUS; pwrite fails with ENOSPC instead. The
+        # shared map sees the bytes (one page cache).
+        data = self.ENTRY.pack(*fields)
+        self._dirty = True
+        if os.pwrite(self._file.fileno(), data, self._entries * self.entry_size) != len(data):
+            raise OSError(28, "short write to index", str(self.path))
+        self._entries += 1
+
+    def relative(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise KlogError(f"offset {offset} cannot be stored relative to base offset {self.base_offset} "
+                            f"in {self.path}")
+        return rel
+
+    def _largest_lower_bound_slot(self, key: int, key_of: int) -> int:
+        """Slot of the largest entry whose field ``key_of`` is <= key, or -1 (indexSlotRangeFor)."""
+        n = self._entries
+        if n == 0:
+            return -1
+
+        def value(slot: int) -> int:
+            return int(self._raw(slot)[key_of])
+
+        warm = WARM_SECTION_BYTES // self.entry_size
+        first_hot = max(0, n - 1 - warm)
+        if value(first_hot) < key:
+            lo, hi = first_hot, n - 1
+        elif value(0) > key:
+            return -1
+        else:
+            lo, hi = 0, first_hot
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if value(mid) > key:
+                hi = mid - 1
+            else:
+                lo = mid
+        return lo
+
+    # -- lifecycle
+    def resize(self, new_size: int) -> None:
+        if not self.writable or self._file is None:
+            raise KlogError(f"index {self.path} is open read-only")
+        length = self._round(new_size)
+        if length == self._length and (self._mmap is not None or length == 0):
+            return  # already that size (a second trim on close)
+        # no flush first: entries are written with pwrite, never stored into the map, so the map
+        # has no dirty pages of its own; durability is flush()'s job, and truncating is not made
+        # any more durable by syncing the bytes before it
+        self._map(0, writable=True)
+        self._file.truncate(length)
+        self._map(length, writable=True)
+        self._length = length
+        self._dirty = True
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to its entries (on roll and close)."""
+        if self.writable:
+            self.resize(self.size_in_bytes)
+            self.max_index_size = max(self.max_index_size, self.size_in_bytes)
+
+    def truncate_to_entries(self, entries: int) -> None:
+        old = self._entries
+        self._entries = min(entries, old)
+        if isinstance(self._mmap, mmap.mmap) and self.writable and self._file is not None and old > self._entries:
+            # zero the dropped entries only (written pages): the rest of the sparse file stays unallocated
+            start = self._entries * self.entry_size
+            end = min(old * self.entry_size, len(self._mmap))
+            self._dirty = True
+            os.pwrite(self._file.fileno(), bytes(end - start), start)
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self.truncate_to_entries(0)
+
+    def flush(self) -> None:
+        """fsync the index file if this index changed it since the last flush (an fsync, not an
+        msync of the map: it also makes a trimmed length durable)."""
+        if self.writable and self._file is not None and self._dirty:
+            os.fsync(self._file.fileno())
+            self._dirty = False
+
+    def close(self) -> None:
+        if self.writable and self._file is not None:
+            self.trim_to_valid_size()
+            self.flush()
+        if isinstance(self._mmap, mmap.mmap):
+            self._mmap.close()
+        self._mmap = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _corrupt(self, detail: str) -> CorruptIndexError:
+        return CorruptIndexError(detail, path=self.path)

@@ -1,0 +1,249 @@
+"""Log directories (``LogManager``): the partitions of one or more log dirs, opened together.
+
+A log dir holds one directory per partition, named ``<topic>-<partition>`` (the *last* ``-``
+splits it), plus the checkpoint files. Directories being deleted (``.<uuid>-delete``), moved
+(``-future``) or left over (``-stray``) are skipped, as is anything that is not a partition
+(``__cluster_metadata-0`` is a partition too: KRaft's metadata log). A path that is itself a
+partition directory (it holds ``.log`` files) is accepted as well (:func:`find_partitions`).
+
+:class:`LogManager` opens every partition of its dirs with the dirs' checkpoints and clean-shutdown
+marker; writable, it holds each dir's lock (:mod:`storage_core.log.lock`), settles commits a crash
+interrupted (:mod:`storage_core.log.journal`) and writes the checkpoints back on close.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, storage_error
+from storage_core.files import (
+    LOG_START_OFFSET_CHECKPOINT,
+    MARKED_DIR_SUFFIXES,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    delete_dir_name,
+    has_log_files,
+)
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.log.config import LogConfig
+from storage_core.log.journal import recover_commits
+from storage_core.log.lock import LogDirLock
+from storage_core.log.log import Log
+from storage_core.log.topic_configs import config_for_topic, load_topic_configs
+from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDir:
+    topic_partition: TopicPartition
+    path: Path
+    log_dir: Path
+
+
+def open_log_read_only(pd: PartitionDir) -> Log:
+    """The partition's log, read-only, with its log dir's checkpoints and clean-shutdown state
+    (what exports and Spark reads open; no lock is taken and no byte changes)."""
+    tp = pd.topic_partition
+    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp, 0)
+    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
+    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
+    return Log(pd.path, recovery_point=recovery, log_start_offset=start, had_clean_shutdown=clean)
+
+
+def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDir]:
+    """Every partition under the given log dirs (or partition dirs), sorted by topic and partition."""
+    out: dict[TopicPartition, PartitionDir] = {}
+    for raw in paths:
+        root = Path(raw)
+        if not root.exists():
+            raise KlogError(f"no such log directory: {root}")
+        if not root.is_dir():
+            raise KlogError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
+        candidates = [root] if has_log_files(root) else sorted(p for p in root.iterdir() if p.is_dir())
+        for d in candidates:
+            if d.name.endswith(MARKED_DIR_SUFFIXES):
+                continue
+            try:
+                tp = TopicPartition.parse_dir_name(d.name)
+            except InvalidTopicError:
+                if d == root:
+                    raise
+                continue  # not a partition directory (e.g. a stray folder in the log dir)
+            if tp in out:
+                raise KlogError(f"partition {tp} is in two log dirs: {out[tp].path} and {d}")
+            out[tp] = PartitionDir(tp, d, d.parent)
+    return [out[k] for k in sorted(out)]
+
+
+# --- LogManager ---------------------------------------------------------------------------------
+
+class LogManager:
+    """One or more log dirs: partitions, checkpoints, the clean-shutdown marker, a writer's lock.
+
+    Read-only (the default) takes no lock and writes nothing. Writable takes an exclusive
+    ``flock`` on each dir's ``.lock`` (as a broker does, so klog never writes a dir a running
+    broker owns), loads every partition (recovering from the recovery points unless the dir was
+    shut down cleanly), deletes the clean-shutdown marker, and on :meth:`close` writes the
+    checkpoints and the marker again.
+    """
+
+    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
+                 config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
+                 full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
+        """``on_loaded(pd)`` is called after each partition is loaded (recovered), for progress reports."""
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.writable = writable
+        self.default_config = config or LogConfig()
+        self.topic_configs = dict(topic_configs or {})
+        self._locks: list[LogDirLock] = []
+        self.recovered_commits: list[str] = []
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        for d in self.log_dirs:
+            if not d.is_dir():
+                raise KlogError(f"no such log directory: {d}")
+        # klog-topic-configs.json of each dir (topic_configs.py); a later dir's file wins on a conflict
+        self.stored_topic_configs: dict[str, dict[str, str]] = {}
+        for d in self.log_dirs:
+            for topic, props in load_topic_configs(d).items():
+                self.stored_topic_configs.setdefault(topic, {}).update(props)
+        try:
+            if writable:
+                for d in self.log_dirs:
+                    self._lock(d)
+                    for what in recover_commits(d):  # settle a commit a crash interrupted
+                        self.recovered_commits.append(f"{d}: commit of job {what}")
+            for d in self.log_dirs:
+                recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+                starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
+                marker = CleanShutdownFile.in_dir(d)
+                clean = marker.exists() and not full_recovery
+                if full_recovery:
+                    recovery = {}
+                for pd in find_partitions([d]):
+                    if not has_log_files(pd.path) and not writable:
+                        continue
+                    tp = pd.topic_partition
+                    self.logs[tp] = Log(pd.path, self.config_for(tp.topic), writable=writable,
+                                        recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
+                                        had_clean_shutdown=clean)
+                    self._dir_of[tp] = d
+                    if on_loaded is not None:
+                        on_loaded(pd)
+                if writable and marker.exists():
+                    marker.delete()  # from now on a crash must lead to recovery
+        except BaseException as exc:
+            for lock in self._locks:  # a failed open holds nothing
+                lock.release()
+            self._locks = []
+            if isinstance(exc, OSError):
+                raise storage_error(exc, "opening the log dirs for writing" if writable else "opening the log dirs",
+                                    ) from exc
+            raise
+
+    def _lock(self, d: Path) -> None:
+        try:
+            self._locks.append(LogDirLock(d))
+        except LogDirLockedError:
+            self.close()
+            raise
+
+    def config_for(self, topic: str) -> LogConfig:
+        """Explicit ``topic_configs`` given to the manager, else Kafka's defaults (or ``config``) <
+        internal-topic configs < the dir's ``klog-topic-configs.json``."""
+        explicit = self.topic_configs.get(topic)
+        if explicit is not None:
+            return explicit
+        return config_for_topic(topic, self.stored_topic_configs, default=self.default_config)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def create_log(self, tp: TopicPartition, config: LogConfig | None = None, log_dir: Path | None = None) -> Log:
+        """The partition's log, created (as an empty directory) in the first log dir if needed."""
+        if not self.writable:
+            raise KlogError("cannot create a partition: the log manager is read-only")
+        if tp in self.logs:
+            return self.logs[tp]
+        validate_topic_name(tp.topic)
+        if isinstance(tp.partition, bool) or not isinstance(tp.partition, int) or not 0 <= tp.partition <= MAX_PARTITION:
+            raise InvalidTopicError(f"invalid partition {tp.partition!r} for topic {tp.topic!r}; expected 0..{MAX_PARTITION}")
+        d = log_dir or min(self.log_dirs, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
+        path = d / tp.dir_name
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise storage_error(exc, f"creating partition dir {tp.dir_name}", path) from exc
+        if config is not None:
+            self.topic_configs[tp.topic] = config
+        log = Log(path, self.config_for(tp.topic), writable=True, had_clean_shutdown=True)
+        self.logs[tp] = log
+        self._dir_of[tp] = d
+        return log
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Delete a partition as Kafka does: rename it ``<topic>-<p>.<uuid>-delete`` (readers that
+        opened its files keep reading; a broker skips such dirs), then remove it."""
+        import shutil
+        import uuid
+
+        if not self.writable:
+            raise KlogError("cannot delete a partition: the log manager is read-only")
+        log = self.logs.pop(tp, None)
+        if log is None:
+            raise KlogError(f"no such partition: {tp}")
+        log.close()
+        doomed = log.dir.with_name(delete_dir_name(tp.dir_name, uuid.uuid4().hex))
+        os.replace(log.dir, doomed)
+        del self._dir_of[tp]
+        self.checkpoint()
+        shutil.rmtree(doomed)
+
+    def retention(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
+        """Apply retention to every log; returns the deleted segments' base offsets per partition."""
+        out = {}
+        for tp, log in self.logs.items():
+            deleted = log.delete_old_segments(now_ms)
+            if deleted:
+                out[tp] = deleted
+        self.checkpoint()
+        return out
+
+    def flush(self) -> None:
+        for log in self.logs.values():
+            if log.writable:
+                log.flush()
+
+    def checkpoint(self) -> None:
+        """Write each dir's recovery points and log start offsets (temp file + fsync + rename)."""
+        if not self.writable:
+            return
+        for d in self.log_dirs:
+            mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == d}
+            OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
+                {tp: log.recovery_point for tp, log in mine.items()})
+            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: log.log_start_offset for tp, log in mine.items()
+                 if log.log_start_offset > log.segments[0].base_offset})
+
+    def close(self) -> None:
+        """Flush, close every log, write the checkpoints and the clean-shutdown marker, unlock."""
+        try:
+            for log in self.logs.values():
+                log.close()
+            if self.writable and self.logs is not None:
+                self.checkpoint()
+                for d in self.log_dirs:
+                    CleanShutdownFile.in_dir(d).write(None)
+        finally:
+            for lock in self._locks:
+                lock.release()
+            self._locks = []
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,277 @@
+"""Staged writes and the commit that makes them visible all at once (the writing side of
+:mod:`storage_core.log.journal`).
+
+Protocol (what a Spark job, or any batch writer, does):
+
+1. **Stage** (:class:`StagingWriter`). Each task writes whole segments (``.log`` + ``.index`` +
+   ``.timeindex``) into a staging directory *inside* the target partition directory,
+   ``<topic>-<p>/.klog-staging-<job>-<task>-<attempt>/``. Kafka's loader only looks at files in
+   a partition dir, so a broker ignores staging, and nothing staged is visible to readers.
+   Offsets are staged from :data:`~storage_core.log.journal.STAGED_ORIGIN` (2**62), far above
+   any real offset.
+2. **Commit** (:func:`commit_job`, on the driver, holding the log dir's ``.lock``): the log end
+   offset of each partition is read, every staged segment gets its final base offset (in task
+   order), and the plan is written to a journal ``<log dir>/.klog-commit-<job>.json``, which is
+   then applied (:func:`~storage_core.log.journal.finish_commit`): batches rebased in place,
+   files renamed in, checkpoints and the clean-shutdown marker written, the journal removed.
+3. **Crash.** A journal left behind is settled by the next commit, writable open or the job's
+   own ``abort`` (:func:`~storage_core.log.journal.recover_commits`): rolled back, unless an
+   overwrite had started to delete the old data. A job that never wrote its journal left only
+   staging, which :func:`collect_staging` removes.
+4. **Streaming sinks** (:class:`~storage_core.log.journal.SinkBatch`): a micro-batch commit also
+   records the sink's last batch id in the log dir; a commit whose batch id is not above that
+   mark was already made (Spark replays a micro-batch with the same id after a failure): its
+   staging is dropped and nothing is written twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from storage_core.errors import CommitError, KlogError, LogDirLockedError, storage_error
+from storage_core.faults import maybe_crash_at_step
+from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile, fsync_dir
+from storage_core.log.config import LogConfig
+from storage_core.log.journal import (
+    STAGED_ORIGIN,
+    JournalEntry,
+    SinkBatch,
+    finish_commit,
+    journal_path,
+    read_sink_mark,
+    recover_commits,
+    write_json,
+)
+from storage_core.log.lock import LogDirLock
+from storage_core.log.log import Log
+from storage_core.log.segment import LogSegment, RollParams
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.columnar import encode_arrow
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import iter_batches
+
+
+@dataclass(frozen=True)
+class StagedSegment:
+    staged_base: int  # >= STAGED_ORIGIN
+    records: int  # offsets it spans (next offset - base)
+    size: int
+
+
+@dataclass(frozen=True)
+class StagedPartition:
+    """What one task staged for one partition (travels in a Spark commit message)."""
+
+    topic: str
+    partition: int
+    partition_dir: str
+    staging_dir: str
+    segments: tuple[StagedSegment, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.segments)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _staging_io(doing: str) -> Callable[[_F], _F]:
+    """An ``OSError`` while staging (disk full) becomes a :class:`StorageError`; the staged
+    files are left for the job's abort (:func:`collect_staging`), nothing is visible."""
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except OSError as exc:
+                raise storage_error(exc, doing, getattr(self, "staging", None)) from exc
+        return wrapper  # type: ignore[return-value]
+    return deco
+
+
+class StagingWriter:
+    """Stages Arrow rows for one partition as whole segments, offsets from STAGED_ORIGIN."""
+
+    @_staging_io("creating the staging directory")
+    def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
+                 compression: CompressionType, max_batch_bytes: int) -> None:
+        self.partition_dir = Path(partition_dir)
+        self.topic_partition = TopicPartition.parse_dir_name(self.partition_dir.name)
+        self.staging = self.partition_dir / staging_name
+        if self.staging.exists():
+            shutil.rmtree(self.staging)  # a previous try of the same attempt id
+        self.staging.mkdir(parents=True)
+        self.config = config
+        self.compression = compression
+        self.max_batch_bytes = min(max_batch_bytes, config.max_message_bytes)
+        self.next_offset = STAGED_ORIGIN
+        self.segment: LogSegment | None = None
+        self.segments: list[StagedSegment] = []
+
+    def _new_segment(self) -> LogSegment:
+        if self.segment is not None:
+            self._close_segment()
+        self.segment = LogSegment(self.staging, self.next_offset, index_interval_bytes=self.config.index_interval_bytes,
+                                  max_index_size=self.config.segment_index_bytes, writable=True)
+        return self.segment
+
+    def _close_segment(self) -> None:
+        seg = self.segment
+        assert seg is not None
+        seg.on_become_inactive_segment()
+        seg.flush()
+        size = seg.size_in_bytes
+        seg.close()
+        if size:
+            self.segments.append(StagedSegment(seg.base_offset, self.next_offset - seg.base_offset, size))
+        self.segment = None
+
+    @_staging_io("staging records")
+    def append(self, table: object, default_timestamp_ms: int) -> int:
+        """Encode and stage rows (``key``, ``value``, ``headers``, ``timestamp``); returns records staged."""
+        import pyarrow as pa
+
+        assert isinstance(table, (pa.Table, pa.RecordBatch))
+        if table.num_rows == 0:
+            return 0
+        batches = encode_arrow(table, base_offset=self.next_offset, compression=self.compression,
+                               max_batch_bytes=self.max_batch_bytes, default_timestamp_ms=default_timestamp_ms)
+        now = int(time.time() * 1000)
+        for raw in batches:
+            (batch,) = list(iter_batches(raw))
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                from storage_core.errors import RecordTooLargeError
+
+                raise RecordTooLargeError(f"a record batch of {batch.size_in_bytes} bytes is larger than "
+                                          f"max.message.bytes ({self.config.max_message_bytes})")
+            seg = self.segment or self._new_segment()
+            if seg.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes, batch.max_timestamp,
+                                          batch.last_offset, len(raw), now)):
+                seg = self._new_segment()
+            seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, raw)
+            self.next_offset = batch.last_offset + 1
+        rows: int = table.num_rows
+        return rows
+
+    @_staging_io("finishing the staged segments")
+    def finish(self) -> StagedPartition:
+        if self.segment is not None:
+            self._close_segment()
+        return StagedPartition(self.topic_partition.topic, self.topic_partition.partition, str(self.partition_dir),
+                               self.staging.name, tuple(self.segments))
+
+
+def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
+               lock_timeout_s: float = 600.0, config: LogConfig | None = None,
+               sink: SinkBatch | None = None) -> dict[TopicPartition, tuple[int, int]]:
+    """Make a job's staged partitions visible atomically per log dir; returns each partition's
+    new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
+    sink mark already holds the batch (or a later one) is skipped and its staging dropped.
+
+    A write that fails (disk full, read-only file system) raises :class:`StorageError`: the
+    commit did not return, so, as after a crash, its journal makes the next commit or writable
+    open roll it back (readers never see it in part)."""
+    try:
+        return _commit_job(job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
+                           config=config, sink=sink)
+    except OSError as exc:
+        raise storage_error(exc, f"committing job {job_id}") from exc
+
+
+def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str],
+                lock_timeout_s: float, config: LogConfig | None,
+                sink: SinkBatch | None) -> dict[TopicPartition, tuple[int, int]]:
+    by_dir: dict[Path, list[StagedPartition]] = {}
+    for sp in staged:
+        by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
+    for d in _overwrite_dirs(overwrite_topics, staged):
+        by_dir.setdefault(d, [])
+    result: dict[TopicPartition, tuple[int, int]] = {}
+    for log_dir, parts in sorted(by_dir.items()):
+        try:
+            lock = LogDirLock(log_dir, lock_timeout_s)
+        except LogDirLockedError as exc:
+            raise CommitError(f"{exc.detail}; nothing was committed") from None
+        try:
+            recover_commits(log_dir)
+            previous_mark = read_sink_mark(log_dir, sink.sink_id) if sink is not None else None
+            if sink is not None and previous_mark is not None and \
+                    int(previous_mark["batch"]) >= sink.batch_id:  # type: ignore[call-overload]
+                for sp in parts:  # a replayed micro-batch: already committed here
+                    shutil.rmtree(Path(sp.partition_dir) / sp.staging_dir, ignore_errors=True)
+                continue
+            entries: list[dict[str, object]] = []
+            ends: dict[str, int] = {}
+            overwrite: dict[str, int] = {}
+            overwrite_set = set(overwrite_topics)
+            pdirs = sorted({sp.partition_dir for sp in parts} |
+                           {str(p) for p in log_dir.iterdir() if p.is_dir() and _topic_of(p) in overwrite_set})
+            recovery = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+            clean = CleanShutdownFile.in_dir(log_dir).exists()
+            for pdir in pdirs:
+                tp0 = TopicPartition.parse_dir_name(Path(pdir).name)
+                with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
+                         had_clean_shutdown=clean) as lg:
+                    leo = lg.log_end_offset
+                next_base = leo
+                for sp in sorted((s for s in parts if s.partition_dir == pdir), key=lambda s: s.staging_dir):
+                    for seg in sp.segments:
+                        entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
+                        next_base += seg.records
+                tp = TopicPartition.parse_dir_name(Path(pdir).name)
+                result[tp] = (leo, next_base)
+                ends[pdir] = next_base
+                if tp.topic in overwrite_set:
+                    overwrite[pdir] = leo
+            starts = {str(Path(pdir)): result[TopicPartition.parse_dir_name(Path(pdir).name)][0] for pdir in pdirs}
+            journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite,
+                                          "starts": starts, "phase": "applying"}
+            if sink is not None:
+                journal["sink"] = {"id": sink.sink_id, "batch": sink.batch_id, "previous": previous_mark}
+            jpath = journal_path(log_dir, job_id)
+            maybe_crash_at_step()
+            write_json(jpath, journal)
+            maybe_crash_at_step()
+            finish_commit(log_dir, journal, jpath)
+            maybe_crash_at_step()
+            jpath.unlink()
+            fsync_dir(log_dir)
+            CleanShutdownFile.in_dir(log_dir).write(None)
+        finally:
+            lock.release()
+    return result
+
+
+def _topic_of(p: Path) -> str | None:
+    try:
+        return TopicPartition.parse_dir_name(p.name).topic
+    except KlogError:
+        return None
+
+
+def _overwrite_dirs(topics: Iterable[str], staged: Sequence[StagedPartition]) -> set[Path]:
+    return {Path(sp.partition_dir).parent for sp in staged if sp.topic in set(topics)}
+
+
+def collect_staging(partition_dirs: Iterable[str | os.PathLike[str]], *, job_id: str | None = None,
+                    older_than_s: float | None = None) -> int:
+    """Remove staging left by aborted jobs, failed or speculative attempts; returns how many."""
+    n = 0
+    now = time.time()
+    for pdir in partition_dirs:
+        for s in Path(pdir).glob(STAGING_PREFIX + "*"):
+            mine = job_id is not None and s.name.startswith(staging_prefix(job_id))
+            old = older_than_s is not None and now - s.stat().st_mtime > older_than_s
+            if mine or old:
+                shutil.rmtree(s, ignore_errors=True)
+                n += 1
+    return n

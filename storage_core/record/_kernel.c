@@ -1,0 +1,1418 @@
+/*
+ * storage_core.record._kernel: the record hot loop of klog, in C.
+ *
+ * It only moves bytes. Python keeps all of the logic (batch headers, CRCs, codecs, ranges);
+ * this module walks the records of one decompressed v2 records area and appends them to
+ * growing Arrow-layout buffers, in one pass:
+ *
+ *   offsets      int64[n]            absolute record offsets
+ *   timestamps   int64[n]            milliseconds (LogAppendTime already applied)
+ *   key_offsets  int32[n+1]          Arrow binary offsets; key_data; key_valid (LSB bitmap)
+ *   value_*      the same for values
+ *   hdr_offsets  int32[n+1]          Arrow list offsets into the header entries; hdr_valid
+ *                                    (a record without headers is null, as in Spark's Kafka source)
+ *   hk_*         utf-8 header keys   (string, never null)
+ *   hv_*         header values       (binary, nullable)
+ *
+ * The record grammar and the checks are DefaultRecord.readFrom's; storage_core/record/records.py
+ * holds the same loop in Python, the reference that the tests compare this against.
+ * Every read is bounded by the end of the record; any violation raises
+ * storage_core.errors.InvalidRecordError. Buffers are handed to pyarrow without copies
+ * (OwnedBuffer implements the buffer protocol over the kernel's memory).
+ */
+#define _GNU_SOURCE /* mremap */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static PyObject *InvalidRecordError = NULL;
+static PyObject *KlogError = NULL;
+
+/* ---------------------------------------------------------------- growable buffer */
+
+/* Buffers of MAP_MIN_BYTES and more live in their own anonymous mappings: they grow with
+ * mremap (no copy) and cost no memory until written. A finished buffer is handed to Arrow
+ * without a copy; when Arrow lets go of it, the mapping goes back to a small pool (at most
+ * POOL_SLOTS mappings, POOL_MAX_BYTES in all) that the next buffers start from, so a reader
+ * that decodes batch after batch writes into pages already faulted in instead of paying a
+ * page fault per 4 KiB of every column it fills. Everything here runs under the GIL. */
+#define MAP_MIN_BYTES ((Py_ssize_t)1 << 20)
+#define POOL_SLOTS 16
+#define POOL_MAX_BYTES ((Py_ssize_t)128 << 20)
+
+typedef struct {
+    uint8_t *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+    int mapped; /* data is an mmap of cap bytes, not a malloc */
+} Buf;
+
+static struct { uint8_t *data; Py_ssize_t cap; } pool[POOL_SLOTS];
+static int pool_n = 0;
+static Py_ssize_t pool_bytes = 0;
+
+static void mem_free(uint8_t *data, Py_ssize_t cap, int mapped) {
+    if (!data) return;
+    if (!mapped) { free(data); return; }
+    if (pool_n < POOL_SLOTS && pool_bytes + cap <= POOL_MAX_BYTES) {
+        pool[pool_n].data = data;
+        pool[pool_n].cap = cap;
+        pool_n++;
+        pool_bytes += cap;
+        return;
+    }
+    munmap(data, (size_t)cap);
+}
+
+/* A pooled mapping for at least `need` bytes: the largest (the first buffer to need a mapping
+ * is usually the one that grows most: a values column), grown with mremap if short. */
+static uint8_t *pool_take(Py_ssize_t need, Py_ssize_t *cap) {
+    if (!pool_n) return NULL;
+    int i = 0;
+    for (int j = 1; j < pool_n; j++)
+        if (pool[j].cap > pool[i].cap) i = j;
+    uint8_t *data = pool[i].data;
+    Py_ssize_t have = pool[i].cap;
+    pool_bytes -= have;
+    pool[i] = pool[--pool_n];
+    if (have < need) {
+        void *p = mremap(data, (size_t)have, (size_t)need, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED) { munmap(data, (size_t)have); return NULL; }
+        data = (uint8_t *)p;
+        have = need;
+    }
+    *cap = have;
+    return data;
+}
+
+static void buf_free(Buf *b) {
+    mem_free(b->data, b->cap, b->mapped);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->mapped = 0;
+}
+
+static int buf_grow(Buf *b, Py_ssize_t need) {
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) { PyErr_NoMemory(); return -1; }
+        cap *= 2;
+    }
+    if (cap < MAP_MIN_BYTES) {
+        uint8_t *p = (uint8_t *)realloc(b->data, (size_t)cap);
+        if (!p) { PyErr_NoMemory(); return -1; }
+        b->data = p;
+        b->cap = cap;
+        return 0;
+    }
+    if (b->mapped) {
+        void *p = mremap(b->data, (size_t)b->cap, (size_t)cap, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED) { PyErr_NoMemory(); return -1; }
+        b->data = (uint8_t *)p;
+        b->cap = cap;
+        return 0;
+    }
+    Py_ssize_t got = cap;
+    uint8_t *p = pool_take(cap, &got);
+    if (!p) {
+        void *m = mmap(NULL, (size_t)cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) { PyErr_NoMemory(); return -1; }
+        p = (uint8_t *)m;
+        got = cap;
+    }
+    if (b->len) memcpy(p, b->data, (size_t)b->len);
+    free(b->data);
+    b->data = p;
+    b->cap = got;
+    b->mapped = 1;
+    return 0;
+}
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    return buf_grow(b, b->len + extra);
+}
+
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    if (n) memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
+static inline int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
+
+static inline int bit_set(Buf *b, Py_ssize_t i, int valid) {
+    Py_ssize_t need = (i >> 3) + 1;
+    if (need > b->len) {
+        if (buf_reserve(b, need - b->len) < 0) return -1;
+        memset(b->data + b->len, 0, (size_t)(need - b->len)); /* only bitmap bytes are zeroed */
+        b->len = need;
+    }
+    if (valid) b->data[i >> 3] |= (uint8_t)(1u << (i & 7));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- OwnedBuffer */
+
+typedef struct {
+    PyObject_HEAD
+    uint8_t *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+    int mapped;
+    Py_ssize_t exports;
+} OwnedBuffer;
+
+static void OwnedBuffer_dealloc(OwnedBuffer *self) {
+    mem_free(self->data, self->cap, self->mapped);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int OwnedBuffer_getbuffer(OwnedBuffer *self, Py_buffer *view, int flags) {
+    int rc = PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : (uint8_t *)"", self->len, 1, flags);
+    if (rc == 0) self->exports++;
+    return rc;
+}
+
+static void OwnedBuffer_releasebuffer(OwnedBuffer *self, Py_buffer *view) {
+    (void)view;
+    self->exports--;
+}
+
+static Py_ssize_t OwnedBuffer_length(OwnedBuffer *self) { return self->len; }
+
+static PyBufferProcs OwnedBuffer_as_buffer = {
+    (getbufferproc)OwnedBuffer_getbuffer,
+    (releasebufferproc)OwnedBuffer_releasebuffer,
+};
+
+static PySequenceMethods OwnedBuffer_as_sequence = {
+    .sq_length = (lenfunc)OwnedBuffer_length,
+};
+
+static PyTypeObject OwnedBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "storage_core.record._kernel.OwnedBuffer",
+    .tp_basicsize = sizeof(OwnedBuffer),
+    .tp_dealloc = (destructor)OwnedBuffer_dealloc,
+    .tp_as_buffer = &OwnedBuffer_as_buffer,
+    .tp_as_sequence = &OwnedBuffer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Read-only bytes owned by the kernel, exported through the buffer protocol.",
+};
+
+/* Move a Buf into a new OwnedBuffer; the Buf is left empty. */
+static PyObject *take_buffer(Buf *b) {
+    OwnedBuffer *o = PyObject_New(OwnedBuffer, &OwnedBufferType);
+    if (!o) return NULL;
+    o->data = b->data;
+    o->len = b->len;
+    o->cap = b->cap;
+    o->mapped = b->mapped;
+    o->exports = 0;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->mapped = 0;
+    return (PyObject *)o;
+}
+
+/* ---------------------------------------------------------------- varints */
+
+/* Unsigned LEB128 of at most max_bytes bytes, bounded by end. 0 ok, -1 premature end, -2 too long. */
+static inline int read_uleb(const uint8_t **pp, const uint8_t *end, int max_bytes, uint64_t *out) {
+    const uint8_t *p = *pp;
+    /* fast paths: one and two bytes (lengths, deltas and sizes of small records) */
+    if (p < end && !(p[0] & 0x80)) { *out = p[0]; *pp = p + 1; return 0; }
+    if (end - p >= 2 && !(p[1] & 0x80)) { *out = (uint64_t)(p[0] & 0x7f) | ((uint64_t)p[1] << 7); *pp = p + 2; return 0; }
+    uint64_t v = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p >= end) return -1;
+        uint8_t b = *p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *pp = p; *out = v; return 0; }
+        shift += 7;
+    }
+    return -2;
+}
+
+static inline int read_varint(const uint8_t **pp, const uint8_t *end, int32_t *out) {
+    uint64_t raw;
+    int rc = read_uleb(pp, end, 5, &raw);
+    if (rc) return rc;
+    uint32_t u = (uint32_t)raw;
+    *out = (int32_t)((u >> 1) ^ (~(u & 1) + 1));
+    return 0;
+}
+
+static inline int read_varlong(const uint8_t **pp, const uint8_t *end, int64_t *out) {
+    uint64_t raw;
+    int rc = read_uleb(pp, end, 10, &raw);
+    if (rc) return rc;
+    *out = (int64_t)((raw >> 1) ^ (~(raw & 1) + 1));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- RecordsBuilder */
+
+typedef struct {
+    PyObject_HEAD
+    int with_headers;
+    Py_ssize_t n;   /* records */
+    Py_ssize_t nh;  /* header entries */
+    Buf offsets, timestamps;
+    Buf key_offsets, key_data, key_valid;
+    Buf value_offsets, value_data, value_valid;
+    Buf hdr_offsets, hdr_valid;
+    Buf hk_offsets, hk_data;
+    Buf hv_offsets, hv_data, hv_valid;
+} RecordsBuilder;
+
+static Buf *all_bufs(RecordsBuilder *s, int i) {
+    Buf *bufs[] = {&s->offsets, &s->timestamps, &s->key_offsets, &s->key_data, &s->key_valid,
+                   &s->value_offsets, &s->value_data, &s->value_valid, &s->hdr_offsets, &s->hdr_valid,
+                   &s->hk_offsets, &s->hk_data, &s->hv_offsets, &s->hv_data, &s->hv_valid};
+    return i < 15 ? bufs[i] : NULL;
+}
+
+static int builder_reset(RecordsBuilder *s) {
+    for (int i = 0; i < 15; i++) {
+        buf_free(all_bufs(s, i));
+    }
+    s->n = s->nh = 0;
+    /* every offsets buffer starts with a 0 */
+    if (buf_i32(&s->key_offsets, 0) < 0 || buf_i32(&s->value_offsets, 0) < 0 ||
+        buf_i32(&s->hdr_offsets, 0) < 0 || buf_i32(&s->hk_offsets, 0) < 0 || buf_i32(&s->hv_offsets, 0) < 0)
+        return -1;
+    return 0;
+}
+
+static void RecordsBuilder_dealloc(RecordsBuilder *s) {
+    for (int i = 0; i < 15; i++) buf_free(all_bufs(s, i));
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static int RecordsBuilder_init(RecordsBuilder *s, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"with_headers", NULL};
+    int with_headers = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &with_headers)) return -1;
+    for (int i = 0; i < 15; i++) buf_free(all_bufs(s, i));
+    s->with_headers = with_headers;
+    return builder_reset(s);
+}
+
+#define INT32_LIMIT 2147483647
+/* The largest |timestamp| in milliseconds whose microseconds fit an int64 (Arrow timestamp[us]). */
+#define MAX_MS (INT64_MAX / 1000)
+
+static int data_fits(Buf *data, Py_ssize_t extra) {
+    if (data->len + extra > INT32_LIMIT) {
+        PyErr_SetString(PyExc_OverflowError, "column data exceeds 2 GiB; finish() the builder earlier");
+        return 0;
+    }
+    return 1;
+}
+
+/* Append one binary value (or null) to (offsets, data, valid) at row index `row`. */
+static inline int put_binary(Buf *offs, Buf *data, Buf *valid, Py_ssize_t row, const uint8_t *p, Py_ssize_t n) {
+    if (p) {
+        if (!data_fits(data, n) || buf_put(data, p, n) < 0) return -1;
+    }
+    if (bit_set(valid, row, p != NULL) < 0) return -1;
+    return buf_i32(offs, (int32_t)data->len);
+}
+
+static PyObject *invalid(const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyErr_SetString(InvalidRecordError, msg);
+    return NULL;
+}
+
+static const char *varint_problem(int rc) {
+    return rc == -1 ? "Found invalid record structure: premature EOF while reading a varint"
+                    : "Varint is too long, the most significant bit in the 5th byte is set";
+}
+
+/* Everything an add_v2 call may touch, to undo a batch that turned out to be invalid halfway:
+ * a batch is appended whole or not at all. */
+typedef struct { Py_ssize_t lens[15]; Py_ssize_t n, nh; } Mark;
+
+static void builder_mark(RecordsBuilder *s, Mark *m) {
+    for (int i = 0; i < 15; i++) m->lens[i] = all_bufs(s, i)->len;
+    m->n = s->n;
+    m->nh = s->nh;
+}
+
+/* Clear bits [from, ...) of a bitmap and shrink it to cover `from` bits. */
+static void bitmap_truncate(Buf *b, Py_ssize_t from) {
+    Py_ssize_t keep = (from + 7) >> 3;
+    if (from & 7) b->data[from >> 3] &= (uint8_t)((1u << (from & 7)) - 1);
+    if (b->len > keep) memset(b->data + keep, 0, (size_t)(b->len - keep));
+    if (b->len > keep) b->len = keep;
+}
+
+static void builder_rollback(RecordsBuilder *s, const Mark *m) {
+    for (int i = 0; i < 15; i++) {
+        Buf *b = all_bufs(s, i);
+        if (b == &s->key_valid || b == &s->value_valid || b == &s->hdr_valid) bitmap_truncate(b, m->n);
+        else if (b == &s->hv_valid) bitmap_truncate(b, m->nh);
+        else b->len = m->lens[i];
+    }
+    s->n = m->n;
+    s->nh = m->nh;
+}
+
+/* Approximately the bytes a finish() would hand over (the nbytes property). */
+static Py_ssize_t builder_nbytes(const RecordsBuilder *s) {
+    return s->key_data.len + s->value_data.len + s->hk_data.len + s->hv_data.len + 16 * s->n;
+}
+
+/* Appends without capacity checks, after a reservation that covers them. */
+static inline void put_i64_unchecked(Buf *b, int64_t v) { memcpy(b->data + b->len, &v, 8); b->len += 8; }
+static inline void put_i32_unchecked(Buf *b, int32_t v) { memcpy(b->data + b->len, &v, 4); b->len += 4; }
+static inline void bit_set_unchecked(Buf *b, Py_ssize_t i, int valid) {
+    Py_ssize_t byte = i >> 3;
+    while (b->len <= byte) b->data[b->len++] = 0;
+    if (valid) b->data[byte] |= (uint8_t)(1u << (i & 7));
+}
+
+/* Decode `count` records of one v2 records area [p, p + len) into the builder. Records outside
+ * [min_offset, end_offset) are validated but not appended. The caller rolls back on error.
+ * Returns 0, or -1 with InvalidRecordError (or MemoryError/OverflowError) set. */
+static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_ssize_t count,
+                       int64_t base_offset, int64_t base_ts, int use_lat, int64_t lat,
+                       int64_t min_offset, int64_t end_offset, Py_ssize_t *appended_out) {
+    const uint8_t *end = p + len;
+    Py_ssize_t appended = 0;
+    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); return -1; }
+    if (count > len) {
+        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, len);
+        return -1;
+    }
+    /* every record takes at least 7 bytes, so count <= len; key and value bytes fit in len */
+    if (buf_reserve(&s->offsets, 8 * count) < 0 || buf_reserve(&s->timestamps, 8 * count) < 0 ||
+        buf_reserve(&s->key_offsets, 4 * count) < 0 || buf_reserve(&s->value_offsets, 4 * count) < 0 ||
+        buf_reserve(&s->key_valid, count / 8 + 2) < 0 || buf_reserve(&s->value_valid, count / 8 + 2) < 0 ||
+        buf_reserve(&s->value_data, len) < 0 || buf_reserve(&s->key_data, len) < 0)
+        return -1;
+    if (!data_fits(&s->value_data, len) || !data_fits(&s->key_data, len)) return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int32_t body;
+        int rc = read_varint(&p, end, &body);
+        if (rc) { invalid("%s", varint_problem(rc)); return -1; }
+        if (body < 0 || body > end - p) {
+            invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
+                    body, (Py_ssize_t)(end - p));
+            return -1;
+        }
+        const uint8_t *rec_end = p + body;
+        const uint8_t *q = p;
+        int64_t ts_delta;
+        int32_t off_delta, klen, vlen, nheaders;
+        if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); return -1; }
+        q++; /* attributes */
+        if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); return -1; }
+        if ((rc = read_varint(&q, rec_end, &off_delta))) { invalid("%s", varint_problem(rc)); return -1; }
+        if ((rc = read_varint(&q, rec_end, &klen))) { invalid("%s", varint_problem(rc)); return -1; }
+        const uint8_t *key = NULL;
+        if (klen >= 0) {
+            if (klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", klen); return -1; }
+            key = q;
+            q += klen;
+        }
+        if ((rc = read_varint(&q, rec_end, &vlen))) { invalid("%s", varint_problem(rc)); return -1; }
+        const uint8_t *value = NULL;
+        if (vlen >= 0) {
+            if (vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", vlen); return -1; }
+            value = q;
+            q += vlen;
+        }
+        if ((rc = read_varint(&q, rec_end, &nheaders))) { invalid("%s", varint_problem(rc)); return -1; }
+        if (nheaders < 0) { invalid("Found invalid number of record headers %d", nheaders); return -1; }
+        if (nheaders > rec_end - q) {
+            invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", nheaders);
+            return -1;
+        }
+        const uint8_t *headers_start = q;
+        for (int32_t h = 0; h < nheaders; h++) { /* validate */
+            int32_t hk, hv;
+            if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); return -1; }
+            if (hk < 0) { invalid("Invalid negative header key size %d", hk); return -1; }
+            if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); return -1; }
+            q += hk;
+            if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); return -1; }
+            if (hv >= 0) {
+                if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); return -1; }
+                q += hv;
+            }
+        }
+        if (q != rec_end) {
+            invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
+                    body, (Py_ssize_t)(q - p));
+            return -1;
+        }
+        p = rec_end;
+
+        int64_t offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
+        if (offset < min_offset || offset >= end_offset) continue;
+        int64_t ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        if (ts > MAX_MS || ts < -MAX_MS) {
+            invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
+                    "(Spark's Kafka source fails here too)", (long long)offset, (long long)ts);
+            return -1;
+        }
+        Py_ssize_t row = s->n;
+        put_i64_unchecked(&s->offsets, offset);
+        put_i64_unchecked(&s->timestamps, ts);
+        /* reserved above: this batch's keys and values together are at most len bytes */
+        if (key) { memcpy(s->key_data.data + s->key_data.len, key, (size_t)klen); s->key_data.len += klen; }
+        bit_set_unchecked(&s->key_valid, row, key != NULL);
+        put_i32_unchecked(&s->key_offsets, (int32_t)s->key_data.len);
+        if (value) { memcpy(s->value_data.data + s->value_data.len, value, (size_t)vlen); s->value_data.len += vlen; }
+        bit_set_unchecked(&s->value_valid, row, value != NULL);
+        put_i32_unchecked(&s->value_offsets, (int32_t)s->value_data.len);
+        if (s->with_headers) {
+            const uint8_t *r = headers_start;
+            for (int32_t h = 0; h < nheaders; h++) { /* already validated */
+                int32_t hk = 0, hv = -1;
+                read_varint(&r, rec_end, &hk);
+                if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, r, hk) < 0) return -1;
+                r += hk;
+                if (buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) return -1;
+                read_varint(&r, rec_end, &hv);
+                if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, hv >= 0 ? r : NULL, hv) < 0) return -1;
+                if (hv > 0) r += hv;
+                s->nh++;
+            }
+            if (bit_set(&s->hdr_valid, row, nheaders > 0) < 0) return -1;
+            if (buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) return -1;
+        }
+        s->n++;
+        appended++;
+    }
+    if (p != end) { invalid("Incorrect declared batch size, records still remaining in file"); return -1; }
+    *appended_out = appended;
+    return 0;
+}
+
+/* add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended
+ *
+ * Decodes `count` records of a v2 records area. log_append_time is None for CreateTime batches.
+ * Records outside [min_offset, end_offset) are validated but not appended. */
+static PyObject *RecordsBuilder_add_v2(RecordsBuilder *s, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_ts, min_offset, end_offset;
+    PyObject *lat_obj;
+    if (!PyArg_ParseTuple(args, "y*nLLOLL", &view, &count, &base_offset, &base_ts, &lat_obj, &min_offset, &end_offset))
+        return NULL;
+    int use_lat = lat_obj != Py_None;
+    long long lat = 0;
+    if (use_lat) {
+        lat = PyLong_AsLongLong(lat_obj);
+        if (lat == -1 && PyErr_Occurred()) { PyBuffer_Release(&view); return NULL; }
+    }
+    Mark mark;
+    builder_mark(s, &mark);
+    Py_ssize_t appended = 0;
+    PyObject *result = NULL;
+    if (decode_area(s, (const uint8_t *)view.buf, view.len, count, base_offset, base_ts, use_lat, lat,
+                    min_offset, end_offset, &appended) == 0)
+        result = PyLong_FromSsize_t(appended);
+    if (!result) builder_rollback(s, &mark);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---------------------------------------------------------------- CRC-32C (Castagnoli) */
+
+/* The checksum of v2 batches (Crc32C.java): reflected polynomial 0x82F63B78. With SSE 4.2 the
+ * CPU's crc32 instruction, three independent streams at a time; else slicing by 8. */
+#define CRC32C_POLY 0x82F63B78u
+static uint32_t crc_table[8][256];
+static int have_sse42 = 0;
+
+static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8); n--; }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
+              crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* Three streams at a time hide the crc32 instruction's latency (Mark Adler's crc32c.c): the
+ * registers of streams 2 and 3 start at zero and are folded into stream 1's by "appending"
+ * their length of zero bytes (a GF(2) linear map, tabulated for the two stream lengths). */
+#define CRC_LONG 8192
+#define CRC_SHORT 256
+static uint32_t crc_long[4][256], crc_short[4][256];
+
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+
+static void gf2_square(uint32_t *square, const uint32_t *mat) {
+    for (int n = 0; n < 32; n++) square[n] = gf2_times(mat, mat[n]);
+}
+
+/* The operator that appends `len` zero bytes (a power of two) to a CRC register. */
+static void crc_zeros_op(uint32_t *even, size_t len) {
+    uint32_t odd[32];
+    odd[0] = CRC32C_POLY; /* one zero bit */
+    for (int n = 1; n < 32; n++) odd[n] = 1u << (n - 1);
+    gf2_square(even, odd); /* two zero bits */
+    gf2_square(odd, even); /* four zero bits */
+    do {                   /* each square doubles: first 8 bits = 1 byte, then 2, 4, ... bytes */
+        gf2_square(even, odd);
+        len >>= 1;
+        if (len == 0) return;
+        gf2_square(odd, even);
+        len >>= 1;
+    } while (len);
+    memcpy(even, odd, sizeof odd);
+}
+
+static void crc_zeros(uint32_t zeros[][256], size_t len) {
+    uint32_t op[32];
+    crc_zeros_op(op, len);
+    for (uint32_t n = 0; n < 256; n++) {
+        zeros[0][n] = gf2_times(op, n);
+        zeros[1][n] = gf2_times(op, n << 8);
+        zeros[2][n] = gf2_times(op, n << 16);
+        zeros[3][n] = gf2_times(op, n << 24);
+    }
+}
+
+static inline uint32_t crc_shift(uint32_t zeros[][256], uint32_t crc) {
+    return zeros[0][crc & 0xff] ^ zeros[1][(crc >> 8) & 0xff] ^ zeros[2][(crc >> 16) & 0xff] ^ zeros[3][crc >> 24];
+}
+
+static inline uint64_t load64(const uint8_t *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+
+/* Three streams of `len` bytes each, as long as 3 * len bytes remain; returns stream 1's register
+ * with streams 2 and 3 folded in (len is a multiple of 8; zeros appends len zero bytes). */
+__attribute__((target("sse4.2"))) static inline uint64_t crc_three_streams(uint64_t c0, const uint8_t **pp, size_t *np,
+                                                                        size_t len, uint32_t zeros[][256]) {
+    const uint8_t *p = *pp;
+    size_t n = *np;
+    while (n >= 3 * len) {
+        uint64_t c1 = 0, c2 = 0;
+        const uint8_t *end = p + len;
+        do {
+            c0 = __builtin_ia32_crc32di(c0, load64(p));
+            c1 = __builtin_ia32_crc32di(c1, load64(p + len));
+            c2 = __builtin_ia32_crc32di(c2, load64(p + 2 * len));
+            p += 8;
+        } while (p < end);
+        c0 = crc_shift(zeros, (uint32_t)c0) ^ (uint32_t)c1;
+        c0 = crc_shift(zeros, (uint32_t)c0) ^ (uint32_t)c2;
+        p += 2 * len;
+        n -= 3 * len;
+    }
+    *pp = p;
+    *np = n;
+    return c0;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c0 = (uint32_t)~crc;
+    while (n && ((uintptr_t)p & 7)) { c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++); n--; }
+    c0 = crc_three_streams(c0, &p, &n, CRC_LONG, crc_long);
+    c0 = crc_three_streams(c0, &p, &n, CRC_SHORT, crc_short);
+    while (n >= 8) { c0 = __builtin_ia32_crc32di(c0, load64(p)); p += 8; n -= 8; }
+    while (n--) c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
+    return ~(uint32_t)c0;
+}
+#endif
+
+static void crc32c_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 1; k < 8; k++) crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    have_sse42 = __builtin_cpu_supports("sse4.2");
+    crc_zeros(crc_long, CRC_LONG);
+    crc_zeros(crc_short, CRC_SHORT);
+#endif
+}
+
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (have_sse42) return crc32c_hw(0, p, n);
+#endif
+    return crc32c_sw(0, p, n);
+}
+
+static PyObject *kernel_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int software = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &software)) return NULL;
+    uint32_t c = software ? crc32c_sw(0, view.buf, (size_t)view.len) : crc32c(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* ---------------------------------------------------------------- add_v2_run */
+
+/* The v2 batch header (DefaultRecordBatch.java), big-endian:
+ *   0 baseOffset int64 | 8 length int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
+ *  17 crc uint32 | 21 attributes int16 | 23 lastOffsetDelta int32 | 27 baseTimestamp int64
+ *  35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16 | 53 baseSequence int32
+ *  57 recordsCount int32 | 61 records */
+#define V2_HEADER_BYTES 61
+#define V2_LOG_OVERHEAD 12
+#define V2_CRC_FROM 21
+#define ATTR_CODEC_MASK 0x07
+#define ATTR_LOG_APPEND_TIME 0x08
+#define ATTR_CONTROL 0x20
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* Why add_v2_run stopped: the Python side acts on the batch at the stop position. */
+enum {
+    RUN_END = 0,        /* every byte consumed */
+    RUN_SHORT = 1,      /* fewer bytes left than the next batch needs (read more, or a partial tail) */
+    RUN_SLOW_PATH = 2,  /* the next batch needs the object path: not v2, a bad header, a CRC mismatch,
+                         * an unknown codec or none given, or records the kernel refused */
+    RUN_FULL = 3,       /* the builder holds max_bytes: finish() it, then go on from here */
+};
+
+/* One row per batch that added records, in the order added (BATCH_INFO_DTYPE in columnar.py). */
+typedef struct {
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t producer_id;
+    int32_t count;          /* records appended from this batch */
+    int32_t leader_epoch;
+    int32_t base_sequence;
+    int16_t producer_epoch;
+    int16_t attributes;
+    int8_t magic;
+    int8_t timestamp_type;  /* TimestampType id: 0 CreateTime, 1 LogAppendTime */
+    int8_t pad[6];
+} BatchInfo;
+_Static_assert(sizeof(BatchInfo) == 48, "BatchInfo must match BATCH_INFO_DTYPE in columnar.py");
+
+/* add_v2_run(data, min_offset, end_offset, verify, decompressors, max_bytes=-1) -> (consumed, stop, info)
+ *
+ * Walks whole v2 batches from data[0]: checks each CRC (if verify), skips control batches and
+ * batches wholly outside [min_offset, end_offset), decompresses through the Python callables
+ * decompressors[codec_id](memoryview) -> bytes (a tuple; None or a None entry: stop at such a
+ * compressed batch) and decodes the
+ * records as add_v2 does. Stops at the first batch it cannot take whole (see RUN_*) without
+ * touching it; a KlogError from decompress or a record the kernel refuses also stops there, so
+ * the object path can raise it with the file and position. Returns the bytes consumed, why it
+ * stopped, and a buffer of BatchInfo rows. With max_bytes >= 0 it also stops (RUN_FULL) before a
+ * batch once the builder holds that many bytes (its nbytes), so that callers can bound the size
+ * of what they finish(). */
+static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
+    PyObject *data_obj, *decompressors;
+    long long min_offset, end_offset;
+    int verify;
+    Py_ssize_t max_bytes = -1;
+    if (!PyArg_ParseTuple(args, "OLLpO|n", &data_obj, &min_offset, &end_offset, &verify, &decompressors, &max_bytes))
+        return NULL;
+    if (decompressors != Py_None && !PyTuple_Check(decompressors)) {
+        PyErr_SetString(PyExc_TypeError, "add_v2_run: decompressors must be a tuple or None");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *base = (const uint8_t *)view.buf;
+    Py_ssize_t pos = 0, len = view.len;
+    int stop = RUN_END;
+    Buf info = {0};
+    PyObject *whole = NULL; /* a memoryview of data, sliced for the decompressor */
+    PyObject *result = NULL;
+    for (;;) {
+        Py_ssize_t rem = len - pos;
+        if (rem == 0) { stop = RUN_END; break; }
+        if (max_bytes >= 0 && builder_nbytes(s) >= max_bytes) { stop = RUN_FULL; break; }
+        if (rem < V2_HEADER_BYTES) { stop = rem < 17 || base[pos + 16] == 2 ? RUN_SHORT : RUN_SLOW_PATH; break; }
+        const uint8_t *b = base + pos;
+        int32_t size = (int32_t)be32(b + 8);
+        if (b[16] != 2 || size < V2_HEADER_BYTES - V2_LOG_OVERHEAD) { stop = RUN_SLOW_PATH; break; }
+        Py_ssize_t total = (Py_ssize_t)size + V2_LOG_OVERHEAD;
+        if (total > rem) { stop = RUN_SHORT; break; }
+        if (verify && crc32c(b + V2_CRC_FROM, (size_t)(total - V2_CRC_FROM)) != be32(b + 17)) { stop = RUN_SLOW_PATH; break; }
+        int16_t attributes = (int16_t)be16(b + 21);
+        int64_t base_offset = (int64_t)be64(b);
+        int64_t last_offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)(int32_t)be32(b + 23));
+        if ((attributes & ATTR_CONTROL) || last_offset < min_offset || base_offset >= end_offset) { pos += total; continue; }
+        int codec = attributes & ATTR_CODEC_MASK;
+        const uint8_t *area = b + V2_HEADER_BYTES;
+        Py_ssize_t area_len = total - V2_HEADER_BYTES;
+        PyObject *inflated = NULL;
+        Py_buffer iview = {0};
+        if (codec != 0) {
+            PyObject *decompress = decompressors != Py_None && codec < PyTuple_GET_SIZE(decompressors)
+                                       ? PyTuple_GET_ITEM(decompressors, codec) : Py_None;
+            if (decompress == Py_None) { stop = RUN_SLOW_PATH; break; }
+            if (!whole && !(whole = PyMemoryView_FromObject(data_obj))) goto error;
+            PyObject *raw = PySequence_GetSlice(whole, pos + V2_HEADER_BYTES, pos + total);
+            if (!raw) goto error;
+            inflated = PyObject_CallOneArg(decompress, raw);
+            Py_DECREF(raw);
+            if (!inflated) {
+                if (PyErr_ExceptionMatches(KlogError)) { PyErr_Clear(); stop = RUN_SLOW_PATH; break; }
+                goto error;
+            }
+            if (PyObject_GetBuffer(inflated, &iview, PyBUF_SIMPLE) < 0) { Py_DECREF(inflated); goto error; }
+            area = (const uint8_t *)iview.buf;
+            area_len = iview.len;
+        }
+        int64_t max_ts = (int64_t)be64(b + 35);
+        Mark mark;
+        builder_mark(s, &mark);
+        Py_ssize_t appended = 0;
+        int rc = decode_area(s, area, area_len, (int32_t)be32(b + 57), base_offset, (int64_t)be64(b + 27),
+                             (attributes & ATTR_LOG_APPEND_TIME) != 0, max_ts, min_offset, end_offset, &appended);
+        if (inflated) { PyBuffer_Release(&iview); Py_DECREF(inflated); }
+        if (rc < 0) {
+            builder_rollback(s, &mark);
+            if (PyErr_ExceptionMatches(InvalidRecordError)) { PyErr_Clear(); stop = RUN_SLOW_PATH; break; }
+            goto error;
+        }
+        if (appended) {
+            BatchInfo row;
+            memset(&row, 0, sizeof row);
+            row.base_offset = base_offset;
+            row.last_offset = last_offset;
+            row.producer_id = (int64_t)be64(b + 43);
+            row.count = (int32_t)appended;
+            row.leader_epoch = (int32_t)be32(b + 12);
+            row.base_sequence = (int32_t)be32(b + 53);
+            row.producer_epoch = (int16_t)be16(b + 51);
+            row.attributes = attributes;
+            row.magic = 2;
+            row.timestamp_type = (attributes & ATTR_LOG_APPEND_TIME) ? 1 : 0;
+            if (buf_put(&info, &row, sizeof row) < 0) goto error;
+        }
+        pos += total;
+    }
+    {
+        PyObject *info_obj = take_buffer(&info);
+        if (info_obj) result = Py_BuildValue("niN", pos, stop, info_obj);
+    }
+error:
+    buf_free(&info);
+    Py_XDECREF(whole);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* add_record(offset, timestamp, key, value, headers) — one record from Python (legacy batches). */
+static PyObject *RecordsBuilder_add_record(RecordsBuilder *s, PyObject *args) {
+    long long offset, ts;
+    PyObject *key, *value, *headers;
+    if (!PyArg_ParseTuple(args, "LLOOO", &offset, &ts, &key, &value, &headers)) return NULL;
+    if (ts > MAX_MS || ts < -MAX_MS)
+        return invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
+                       "(Spark's Kafka source fails here too)", offset, ts);
+    Py_ssize_t row = s->n;
+    Py_buffer kb = {0}, vb = {0};
+    int have_k = 0, have_v = 0;
+    PyObject *result = NULL;
+    if (key != Py_None) { if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0) goto done; have_k = 1; }
+    if (value != Py_None) { if (PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE) < 0) goto done; have_v = 1; }
+    if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, ts) < 0) goto done;
+    if (put_binary(&s->key_offsets, &s->key_data, &s->key_valid, row, have_k ? (const uint8_t *)kb.buf : NULL, have_k ? kb.len : 0) < 0) goto done;
+    if (put_binary(&s->value_offsets, &s->value_data, &s->value_valid, row, have_v ? (const uint8_t *)vb.buf : NULL, have_v ? vb.len : 0) < 0) goto done;
+    if (s->with_headers) {
+        Py_ssize_t nh = 0;
+        if (headers != Py_None) {
+            PyObject *seq = PySequence_Fast(headers, "headers must be a sequence of (key, value) pairs");
+            if (!seq) goto done;
+            nh = PySequence_Fast_GET_SIZE(seq);
+            for (Py_ssize_t h = 0; h < nh; h++) {
+                PyObject *pair = PySequence_Fast_GET_ITEM(seq, h);
+                PyObject *hk = NULL, *hv = NULL;
+                if (!PyArg_ParseTuple(pair, "UO", &hk, &hv)) { Py_DECREF(seq); goto done; }
+                Py_ssize_t klen;
+                const char *kutf = PyUnicode_AsUTF8AndSize(hk, &klen);
+                if (!kutf || buf_put(&s->hk_data, kutf, klen) < 0 || buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) { Py_DECREF(seq); goto done; }
+                if (hv == Py_None) {
+                    if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, NULL, 0) < 0) { Py_DECREF(seq); goto done; }
+                } else {
+                    Py_buffer hb;
+                    if (PyObject_GetBuffer(hv, &hb, PyBUF_SIMPLE) < 0) { Py_DECREF(seq); goto done; }
+                    int rc = put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, (const uint8_t *)hb.buf, hb.len);
+                    PyBuffer_Release(&hb);
+                    if (rc < 0) { Py_DECREF(seq); goto done; }
+                }
+                s->nh++;
+            }
+            Py_DECREF(seq);
+        }
+        if (bit_set(&s->hdr_valid, row, nh > 0) < 0 || buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) goto done;
+    }
+    s->n++;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (have_k) PyBuffer_Release(&kb);
+    if (have_v) PyBuffer_Release(&vb);
+    return result;
+}
+
+/* finish() -> dict of buffers (and counts); the builder starts again empty. */
+static PyObject *RecordsBuilder_finish(RecordsBuilder *s, PyObject *unused) {
+    (void)unused;
+    static const char *names[] = {"offsets", "timestamps", "key_offsets", "key_data", "key_valid",
+                                  "value_offsets", "value_data", "value_valid", "hdr_offsets", "hdr_valid",
+                                  "hk_offsets", "hk_data", "hv_offsets", "hv_data", "hv_valid"};
+    /* bitmaps must cover every row even when the last rows were all null */
+    if (bit_set(&s->key_valid, s->n ? s->n - 1 : 0, 0) < 0 || bit_set(&s->value_valid, s->n ? s->n - 1 : 0, 0) < 0 ||
+        bit_set(&s->hdr_valid, s->n ? s->n - 1 : 0, 0) < 0 || bit_set(&s->hv_valid, s->nh ? s->nh - 1 : 0, 0) < 0)
+        return NULL;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    PyObject *n = PyLong_FromSsize_t(s->n), *nh = PyLong_FromSsize_t(s->nh);
+    if (!n || !nh || PyDict_SetItemString(d, "n", n) < 0 || PyDict_SetItemString(d, "nh", nh) < 0) {
+        Py_XDECREF(n); Py_XDECREF(nh); Py_DECREF(d); return NULL;
+    }
+    Py_DECREF(n); Py_DECREF(nh);
+    for (int i = 0; i < 15; i++) {
+        PyObject *b = take_buffer(all_bufs(s, i));
+        if (!b || PyDict_SetItemString(d, names[i], b) < 0) { Py_XDECREF(b); Py_DECREF(d); return NULL; }
+        Py_DECREF(b);
+    }
+    if (builder_reset(s) < 0) { Py_DECREF(d); return NULL; }
+    return d;
+}
+
+static PyObject *RecordsBuilder_len_get(RecordsBuilder *s, void *c) { (void)c; return PyLong_FromSsize_t(s->n); }
+static PyObject *RecordsBuilder_nbytes_get(RecordsBuilder *s, void *c) {
+    (void)c;
+    return PyLong_FromSsize_t(builder_nbytes(s));
+}
+
+static PyMethodDef RecordsBuilder_methods[] = {
+    {"add_v2", (PyCFunction)RecordsBuilder_add_v2, METH_VARARGS,
+     "add_v2(data, count, base_offset, base_timestamp, log_append_time, min_offset, end_offset) -> appended"},
+    {"add_v2_run", (PyCFunction)RecordsBuilder_add_v2_run, METH_VARARGS,
+     "add_v2_run(data, min_offset, end_offset, verify, decompressors, max_bytes=-1) -> (consumed, stop, batch_info)"},
+    {"add_record", (PyCFunction)RecordsBuilder_add_record, METH_VARARGS,
+     "add_record(offset, timestamp, key, value, headers)"},
+    {"finish", (PyCFunction)RecordsBuilder_finish, METH_NOARGS, "finish() -> dict of buffers"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef RecordsBuilder_getset[] = {
+    {"num_rows", (getter)RecordsBuilder_len_get, NULL, "records appended since the last finish()", NULL},
+    {"nbytes", (getter)RecordsBuilder_nbytes_get, NULL, "approximate bytes buffered", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RecordsBuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "storage_core.record._kernel.RecordsBuilder",
+    .tp_basicsize = sizeof(RecordsBuilder),
+    .tp_dealloc = (destructor)RecordsBuilder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Appends decoded records to Arrow-layout buffers.",
+    .tp_methods = RecordsBuilder_methods,
+    .tp_getset = RecordsBuilder_getset,
+    .tp_init = (initproc)RecordsBuilder_init,
+    .tp_new = PyType_GenericNew,
+};
+
+
+/* ---------------------------------------------------------------- encoding */
+
+/* An Arrow binary/string column as (validity or None, offsets, data, array offset). */
+typedef struct {
+    Py_buffer validity, offsets, data;
+    int has_validity;
+    Py_ssize_t offset;
+    Py_ssize_t length; /* entries available (from the offsets buffer) */
+} BinCol;
+
+static void bincol_release(BinCol *c) {
+    if (c->has_validity) PyBuffer_Release(&c->validity);
+    if (c->offsets.obj) PyBuffer_Release(&c->offsets);
+    if (c->data.obj) PyBuffer_Release(&c->data);
+    memset(c, 0, sizeof *c);
+}
+
+static int bincol_get(PyObject *t, BinCol *c, const char *what) {
+    memset(c, 0, sizeof *c);
+    PyObject *vobj, *oobj, *dobj;
+    if (!PyArg_ParseTuple(t, "OOOn", &vobj, &oobj, &dobj, &c->offset)) return -1;
+    if (vobj != Py_None) {
+        if (PyObject_GetBuffer(vobj, &c->validity, PyBUF_SIMPLE) < 0) return -1;
+        c->has_validity = 1;
+    }
+    if (PyObject_GetBuffer(oobj, &c->offsets, PyBUF_SIMPLE) < 0) { bincol_release(c); return -1; }
+    if (dobj == Py_None) {
+        static const char empty = 0;
+        if (PyBuffer_FillInfo(&c->data, NULL, (void *)&empty, 0, 1, PyBUF_SIMPLE) < 0) { bincol_release(c); return -1; }
+        c->data.obj = Py_None; Py_INCREF(Py_None);
+    } else if (PyObject_GetBuffer(dobj, &c->data, PyBUF_SIMPLE) < 0) { bincol_release(c); return -1; }
+    c->length = c->offsets.len / 4 - 1 - c->offset;
+    if (c->offset < 0 || c->length < 0) { PyErr_Format(PyExc_ValueError, "bad %s column buffers", what); bincol_release(c); return -1; }
+    return 0;
+}
+
+/* Row i of a column: sets *p (NULL for null) and *n; -1 (with an exception) if the buffers lie. */
+static inline int bincol_row(const BinCol *c, Py_ssize_t i, const uint8_t **p, int32_t *n) {
+    Py_ssize_t j = c->offset + i;
+    if (c->has_validity) {
+        if ((j >> 3) >= c->validity.len) { PyErr_SetString(PyExc_ValueError, "validity bitmap too short"); return -1; }
+        if (!(((const uint8_t *)c->validity.buf)[j >> 3] & (1u << (j & 7)))) { *p = NULL; *n = -1; return 0; }
+    }
+    const int32_t *offs = (const int32_t *)c->offsets.buf;
+    int32_t a = offs[j], b = offs[j + 1];
+    if (a < 0 || b < a || b > c->data.len) { PyErr_SetString(PyExc_ValueError, "binary offsets out of range"); return -1; }
+    *p = (const uint8_t *)c->data.buf + a;
+    *n = b - a;
+    return 0;
+}
+
+static inline int put_uleb(Buf *b, uint64_t v) {
+    uint8_t tmp[10];
+    int k = 0;
+    while (v > 0x7f) { tmp[k++] = (uint8_t)((v & 0x7f) | 0x80); v >>= 7; }
+    tmp[k++] = (uint8_t)v;
+    return buf_put(b, tmp, k);
+}
+static inline int uleb_size(uint64_t v) { int k = 1; while (v > 0x7f) { v >>= 7; k++; } return k; }
+static inline uint64_t zz32(int32_t v) { return (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31)); }
+static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* encode_v2(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes)
+ *   -> (records_area: bytes, end_row, first_timestamp, max_timestamp)
+ *
+ * Encodes rows [start, end_row) as v2 records with offset deltas 0.. and timestamp deltas
+ * relative to row `start`'s timestamp, stopping before the row that would take the records
+ * area past max_bytes (at least one row). keys and the header arguments may be None;
+ * timestamps is an int64 buffer indexed by row; header_counts an int32 buffer (0 = none). */
+static PyObject *kernel_encode_v2(PyObject *self, PyObject *args) {
+    PyObject *kobj, *vobj, *tsobj, *hcobj, *hkobj, *hvobj;
+    Py_ssize_t start, stop, max_bytes;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnn", &kobj, &vobj, &tsobj, &hcobj, &hkobj, &hvobj, &start, &stop, &max_bytes))
+        return NULL;
+    BinCol keys = {0}, values = {0}, hkeys = {0}, hvals = {0};
+    Py_buffer ts = {0}, hc = {0};
+    int have_keys = kobj != Py_None, have_headers = hcobj != Py_None;
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (have_keys && bincol_get(kobj, &keys, "key") < 0) goto done;
+    if (bincol_get(vobj, &values, "value") < 0) goto done;
+    if (PyObject_GetBuffer(tsobj, &ts, PyBUF_SIMPLE) < 0) goto done;
+    if (have_headers) {
+        if (PyObject_GetBuffer(hcobj, &hc, PyBUF_SIMPLE) < 0) goto done;
+        if (bincol_get(hkobj, &hkeys, "header key") < 0 || bincol_get(hvobj, &hvals, "header value") < 0) goto done;
+    }
+    if (start < 0 || stop < start || stop > values.length || ts.len / 8 < stop ||
+        (have_keys && keys.length < stop) || (have_headers && hc.len / 4 < stop)) {
+        PyErr_SetString(PyExc_ValueError, "encode_v2: row range outside the columns");
+        goto done;
+    }
+    const int64_t *tsv = (const int64_t *)ts.buf;
+    const int32_t *hcv = have_headers ? (const int32_t *)hc.buf : NULL;
+    int64_t base_ts = start < stop ? tsv[start] : -1, max_ts = base_ts;
+    Py_ssize_t h = 0; /* next header entry */
+    if (have_headers) for (Py_ssize_t i = 0; i < start; i++) h += hcv[i];
+    Py_ssize_t row = start;
+    for (; row < stop; row++) {
+        const uint8_t *kp = NULL, *vp = NULL;
+        int32_t kn = -1, vn = -1;
+        if (have_keys && bincol_row(&keys, row, &kp, &kn) < 0) goto done;
+        if (bincol_row(&values, row, &vp, &vn) < 0) goto done;
+        int64_t t = tsv[row];
+        int32_t nh = have_headers ? hcv[row] : 0;
+        if (nh < 0 || (have_headers && (h + nh > hkeys.length || h + nh > hvals.length))) {
+            PyErr_SetString(PyExc_ValueError, "header counts outside the header columns");
+            goto done;
+        }
+        int32_t delta = (int32_t)(row - start);
+        uint64_t tsd = zz64((int64_t)((uint64_t)t - (uint64_t)base_ts));
+        Py_ssize_t body = 1 + uleb_size(tsd) + uleb_size(zz32(delta)) + uleb_size(zz32(kn)) + (kn > 0 ? kn : 0) +
+                          uleb_size(zz32(vn)) + (vn > 0 ? vn : 0) + uleb_size(zz32(nh));
+        for (int32_t k = 0; k < nh; k++) {
+            const uint8_t *hp = NULL, *hv = NULL;
+            int32_t hn = 0, hvn = -1;
+            if (bincol_row(&hkeys, h + k, &hp, &hn) < 0 || bincol_row(&hvals, h + k, &hv, &hvn) < 0) goto done;
+            if (!hp) { PyErr_SetString(PyExc_ValueError, "Invalid null header key found in headers"); goto done; }
+            body += uleb_size(zz32(hn)) + hn + uleb_size(zz32(hvn)) + (hvn > 0 ? hvn : 0);
+        }
+        if (body > INT32_LIMIT) { PyErr_SetString(PyExc_OverflowError, "record larger than 2 GiB"); goto done; }
+        Py_ssize_t total = uleb_size(zz32((int32_t)body)) + body;
+        if (row > start && out.len + total > max_bytes) break;
+        if (buf_reserve(&out, total) < 0) goto done;
+        put_uleb(&out, zz32((int32_t)body));
+        uint8_t zero = 0;
+        buf_put(&out, &zero, 1);
+        put_uleb(&out, tsd);
+        put_uleb(&out, zz32(delta));
+        put_uleb(&out, zz32(kn));
+        if (kn > 0) buf_put(&out, kp, kn);
+        put_uleb(&out, zz32(vn));
+        if (vn > 0) buf_put(&out, vp, vn);
+        put_uleb(&out, zz32(nh));
+        for (int32_t k = 0; k < nh; k++) {
+            const uint8_t *hp = NULL, *hv = NULL;
+            int32_t hn = 0, hvn = -1;
+            bincol_row(&hkeys, h + k, &hp, &hn);
+            bincol_row(&hvals, h + k, &hv, &hvn);
+            put_uleb(&out, zz32(hn));
+            buf_put(&out, hp, hn);
+            put_uleb(&out, zz32(hvn));
+            if (hvn > 0) buf_put(&out, hv, hvn);
+        }
+        h += nh;
+        if (t > max_ts) max_ts = t;
+    }
+    {
+        PyObject *bytes = PyBytes_FromStringAndSize((const char *)out.data, out.len);
+        if (bytes) result = Py_BuildValue("NnLL", bytes, row, (long long)base_ts, (long long)max_ts);
+    }
+done:
+    buf_free(&out);
+    if (have_keys) bincol_release(&keys);
+    bincol_release(&values);
+    if (ts.obj) PyBuffer_Release(&ts);
+    if (hc.obj) PyBuffer_Release(&hc);
+    if (have_headers) { bincol_release(&hkeys); bincol_release(&hvals); }
+    return result;
+}
+
+
+/* ---------------------------------------------------------------- whole batches */
+
+static inline uint8_t *w_uleb(uint8_t *w, uint64_t v) {
+    while (v > 0x7f) { *w++ = (uint8_t)((v & 0x7f) | 0x80); v >>= 7; }
+    *w++ = (uint8_t)v;
+    return w;
+}
+static inline uint8_t *w_be64(uint8_t *w, uint64_t v) { for (int i = 7; i >= 0; i--) *w++ = (uint8_t)(v >> (8 * i)); return w; }
+static inline uint8_t *w_be32(uint8_t *w, uint32_t v) { for (int i = 3; i >= 0; i--) *w++ = (uint8_t)(v >> (8 * i)); return w; }
+static inline uint8_t *w_be16(uint8_t *w, uint16_t v) { *w++ = (uint8_t)(v >> 8); *w++ = (uint8_t)v; return w; }
+
+#define BATCH_OVERHEAD 61
+/* A batch's size must fit batchLength (int32, counting from byte 12). */
+#define MAX_RECORDS_AREA (INT32_LIMIT - BATCH_OVERHEAD)
+
+typedef struct {
+    BinCol keys, values, hkeys, hvals;
+    Py_buffer ts, hc;
+    int have_keys, have_headers;
+    const int64_t *tsv;
+    const int32_t *hcv;
+} EncCols;
+
+static void enccols_release(EncCols *c) {
+    if (c->have_keys) bincol_release(&c->keys);
+    bincol_release(&c->values);
+    if (c->ts.obj) PyBuffer_Release(&c->ts);
+    if (c->hc.obj) PyBuffer_Release(&c->hc);
+    if (c->have_headers) { bincol_release(&c->hkeys); bincol_release(&c->hvals); }
+}
+
+static int enccols_get(EncCols *c, PyObject *kobj, PyObject *vobj, PyObject *tsobj, PyObject *hcobj, PyObject *hkobj,
+                       PyObject *hvobj, Py_ssize_t start, Py_ssize_t stop) {
+    memset(c, 0, sizeof *c);
+    if (kobj != Py_None) {
+        if (bincol_get(kobj, &c->keys, "key") < 0) return -1;
+        c->have_keys = 1;
+    }
+    if (bincol_get(vobj, &c->values, "value") < 0) return -1;
+    if (PyObject_GetBuffer(tsobj, &c->ts, PyBUF_SIMPLE) < 0) return -1;
+    if (hcobj != Py_None) {
+        if (PyObject_GetBuffer(hcobj, &c->hc, PyBUF_SIMPLE) < 0) return -1;
+        if (bincol_get(hkobj, &c->hkeys, "header key") < 0) return -1;
+        if (bincol_get(hvobj, &c->hvals, "header value") < 0) { bincol_release(&c->hkeys); return -1; }
+        c->have_headers = 1;
+    }
+    if (start < 0 || stop < start || stop > c->values.length || c->ts.len / 8 < stop ||
+        (c->have_keys && c->keys.length < stop) || (c->have_headers && c->hc.len / 4 < stop)) {
+        PyErr_SetString(PyExc_ValueError, "encode: row range outside the columns");
+        return -1;
+    }
+    c->tsv = (const int64_t *)c->ts.buf;
+    c->hcv = c->have_headers ? (const int32_t *)c->hc.buf : NULL;
+    return 0;
+}
+
+/* The body size of row `row` (its length varint not included) in a batch whose first row is `first`
+ * with base timestamp base_ts; h is the row's first header entry. -1 with an exception. */
+static inline Py_ssize_t row_size(const EncCols *c, Py_ssize_t row, Py_ssize_t first, int64_t base_ts, Py_ssize_t h) {
+    const uint8_t *kp = NULL, *vp;
+    int32_t kn = -1, vn;
+    if (c->have_keys && bincol_row(&c->keys, row, &kp, &kn) < 0) return -1;
+    if (bincol_row(&c->values, row, &vp, &vn) < 0) return -1;
+    int32_t nh = c->have_headers ? c->hcv[row] : 0;
+    if (nh < 0 || (c->have_headers && (h + nh > c->hkeys.length || h + nh > c->hvals.length))) {
+        PyErr_SetString(PyExc_ValueError, "header counts outside the header columns");
+        return -1;
+    }
+    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[row] - (uint64_t)base_ts));
+    Py_ssize_t body = 1 + uleb_size(tsd) + uleb_size(zz32((int32_t)(row - first))) + uleb_size(zz32(kn)) +
+                      (kn > 0 ? kn : 0) + uleb_size(zz32(vn)) + (vn > 0 ? vn : 0) + uleb_size(zz32(nh));
+    for (int32_t k = 0; k < nh; k++) {
+        const uint8_t *hp = NULL, *hv = NULL;
+        int32_t hn = 0, hvn = -1;
+        if (bincol_row(&c->hkeys, h + k, &hp, &hn) < 0 || bincol_row(&c->hvals, h + k, &hv, &hvn) < 0) return -1;
+        if (!hp) { PyErr_SetString(PyExc_ValueError, "Invalid null header key found in headers"); return -1; }
+        body += uleb_size(zz32(hn)) + hn + uleb_size(zz32(hvn)) + (hvn > 0 ? hvn : 0);
+    }
+    if (body > INT32_LIMIT - 5) { PyErr_SetString(PyExc_OverflowError, "record larger than 2 GiB"); return -1; }
+    return body;
+}
+
+/* Write row `row` (already sized and checked by row_size) at w; returns the end. */
+static inline uint8_t *row_write(const EncCols *c, uint8_t *w, Py_ssize_t row, Py_ssize_t first, int64_t base_ts,
+                                 Py_ssize_t h, int32_t body) {
+    const uint8_t *kp = NULL, *vp = NULL;
+    int32_t kn = -1, vn = -1;
+    if (c->have_keys) bincol_row(&c->keys, row, &kp, &kn);
+    bincol_row(&c->values, row, &vp, &vn);
+    int32_t nh = c->have_headers ? c->hcv[row] : 0;
+    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[row] - (uint64_t)base_ts));
+    w = w_uleb(w, zz32(body));
+    *w++ = 0; /* attributes */
+    w = w_uleb(w, tsd);
+    w = w_uleb(w, zz32((int32_t)(row - first)));
+    w = w_uleb(w, zz32(kn));
+    if (kn > 0) { memcpy(w, kp, (size_t)kn); w += kn; }
+    w = w_uleb(w, zz32(vn));
+    if (vn > 0) { memcpy(w, vp, (size_t)vn); w += vn; }
+    w = w_uleb(w, zz32(nh));
+    for (int32_t k = 0; k < nh; k++) {
+        const uint8_t *hp = NULL, *hv = NULL;
+        int32_t hn = 0, hvn = -1;
+        bincol_row(&c->hkeys, h + k, &hp, &hn);
+        bincol_row(&c->hvals, h + k, &hv, &hvn);
+        w = w_uleb(w, zz32(hn));
+        if (hn > 0) { memcpy(w, hp, (size_t)hn); w += hn; }
+        w = w_uleb(w, zz32(hvn));
+        if (hvn > 0) { memcpy(w, hv, (size_t)hvn); w += hvn; }
+    }
+    return w;
+}
+
+/* encode_v2_batches(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes,
+ *                   header) -> (list of bytes, meta)
+ *
+ * Encodes rows [start, stop) as consecutive v2 batches in one call. A batch is cut before the row
+ * that would take its records area past max_bytes (at least one row per batch; max_bytes is
+ * capped so a batch fits batchLength). Offset deltas start at 0 and timestamp deltas are relative
+ * to the first row of each batch, as encode_v2 does.
+ *
+ * header None: each bytes object is a records area (for a codec to compress).
+ * header (base_offset, partition_leader_epoch, attributes): each is a whole batch, the 61-byte
+ * header filled (base offset = base_offset + row - start, producer fields -1) and its CRC-32C.
+ *
+ * meta: int64 buffer of 3 entries per batch: end row (exclusive), first timestamp, max timestamp. */
+static PyObject *kernel_encode_v2_batches(PyObject *self, PyObject *args) {
+    PyObject *kobj, *vobj, *tsobj, *hcobj, *hkobj, *hvobj, *hdr;
+    Py_ssize_t start, stop, max_bytes;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnnO", &kobj, &vobj, &tsobj, &hcobj, &hkobj, &hvobj, &start, &stop, &max_bytes,
+                          &hdr))
+        return NULL;
+    long long base_offset = 0;
+    int leader_epoch = 0, attributes = 0;
+    int with_header = hdr != Py_None;
+    if (with_header && !PyArg_ParseTuple(hdr, "Lii", &base_offset, &leader_epoch, &attributes)) return NULL;
+    if (with_header && (attributes < -32768 || attributes > 32767)) {
+        PyErr_SetString(PyExc_ValueError, "attributes outside int16");
+        return NULL;
+    }
+    if (max_bytes < 1) max_bytes = 1;
+    if (max_bytes > MAX_RECORDS_AREA) max_bytes = MAX_RECORDS_AREA;
+    EncCols c;
+    PyObject *list = NULL, *result = NULL;
+    Buf meta = {0};
+    if (enccols_get(&c, kobj, vobj, tsobj, hcobj, hkobj, hvobj, start, stop) < 0) goto done;
+    if (with_header && stop > start && base_offset > 0 && (long long)(stop - start - 1) > INT64_MAX - base_offset) {
+        PyErr_SetString(PyExc_OverflowError, "encode: offsets past 2**63 - 1");
+        goto done;
+    }
+    list = PyList_New(0);
+    if (!list) goto done;
+    Py_ssize_t h = 0; /* the first header entry of row `row` */
+    if (c.have_headers) for (Py_ssize_t i = 0; i < start; i++) h += c.hcv[i];
+    Py_ssize_t row = start;
+    while (row < stop) {
+        Py_ssize_t first = row, h0 = h, area = 0;
+        int64_t base_ts = c.tsv[row], max_ts = base_ts;
+        /* pass 1: how many rows fit, and their size */
+        for (; row < stop; row++) {
+            Py_ssize_t body = row_size(&c, row, first, base_ts, h);
+            if (body < 0) goto done;
+            Py_ssize_t total = uleb_size(zz32((int32_t)body)) + body;
+            if (row > first && area + total > max_bytes) break;
+            if (area + total > MAX_RECORDS_AREA) {
+                PyErr_SetString(PyExc_OverflowError, "record batch larger than 2 GiB");
+                goto done;
+            }
+            area += total;
+            if (c.have_headers) h += c.hcv[row];
+            if (c.tsv[row] > max_ts) max_ts = c.tsv[row];
+        }
+        Py_ssize_t hsize = with_header ? BATCH_OVERHEAD : 0;
+        PyObject *bytes = PyBytes_FromStringAndSize(NULL, hsize + area);
+        if (!bytes) goto done;
+        uint8_t *base = (uint8_t *)PyBytes_AS_STRING(bytes);
+        /* pass 2: write them */
+        uint8_t *w = base + hsize;
+        Py_ssize_t hh = h0;
+        for (Py_ssize_t r = first; r < row; r++) {
+            Py_ssize_t body = row_size(&c, r, first, base_ts, hh); /* cannot fail: pass 1 checked it */
+            w = row_write(&c, w, r, first, base_ts, hh, (int32_t)body);
+            if (c.have_headers) hh += c.hcv[r];
+        }
+        if (w != base + hsize + area) {
+            Py_DECREF(bytes);
+            PyErr_SetString(PyExc_SystemError, "encode_v2_batches: size mismatch");
+            goto done;
+        }
+        if (with_header) {
+            int32_t count = (int32_t)(row - first);
+            uint8_t *q = base;
+            q = w_be64(q, (uint64_t)(base_offset + (long long)(first - start)));
+            q = w_be32(q, (uint32_t)(hsize + area - 12));
+            q = w_be32(q, (uint32_t)leader_epoch);
+            *q++ = 2;                               /* magic */
+            q += 4;                                 /* crc, below */
+            q = w_be16(q, (uint16_t)attributes);
+            q = w_be32(q, (uint32_t)(count - 1));   /* lastOffsetDelta */
+            q = w_be64(q, (uint64_t)base_ts);
+            q = w_be64(q, (uint64_t)max_ts);
+            q = w_be64(q, (uint64_t)-1);            /* producerId */
+            q = w_be16(q, (uint16_t)-1);            /* producerEpoch */
+            q = w_be32(q, (uint32_t)-1);            /* baseSequence */
+            q = w_be32(q, (uint32_t)count);
+            w_be32(base + 17, crc32c(base + 21, (size_t)(hsize + area - 21)));
+        }
+        int rc = PyList_Append(list, bytes);
+        Py_DECREF(bytes);
+        if (rc < 0) goto done;
+        int64_t m[3] = {(int64_t)row, base_ts, max_ts};
+        if (buf_put(&meta, m, sizeof m) < 0) goto done;
+    }
+    {
+        PyObject *mb = take_buffer(&meta);
+        if (mb) result = Py_BuildValue("ON", list, mb);
+    }
+done:
+    Py_XDECREF(list);
+    free(meta.data);
+    enccols_release(&c);
+    return result;
+}
+
+/* murmur2(keys) -> int32 buffer: Kafka's Utils.murmur2 of every key (0 for a null key). */
+static int32_t murmur2(const uint8_t *data, int32_t length) {
+    const uint32_t m = 0x5bd1e995;
+    const int r = 24;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    int32_t length4 = length / 4;
+    for (int32_t i = 0; i < length4; i++) {
+        int32_t i4 = i * 4;
+        uint32_t k = (uint32_t)data[i4] | ((uint32_t)data[i4 + 1] << 8) | ((uint32_t)data[i4 + 2] << 16) | ((uint32_t)data[i4 + 3] << 24);
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (length % 4) {
+    case 3: h ^= (uint32_t)data[(length & ~3) + 2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)data[(length & ~3) + 1] << 8;  /* fall through */
+    case 1: h ^= (uint32_t)data[length & ~3]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return (int32_t)h;
+}
+
+static PyObject *kernel_murmur2(PyObject *self, PyObject *args) {
+    PyObject *kobj;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "On", &kobj, &n)) return NULL;
+    BinCol keys;
+    if (bincol_get(kobj, &keys, "key") < 0) return NULL;
+    if (n < 0 || n > keys.length) { bincol_release(&keys); PyErr_SetString(PyExc_ValueError, "murmur2: n outside the column"); return NULL; }
+    Buf out = {0};
+    if (buf_reserve(&out, 4 * n + 1) < 0) { bincol_release(&keys); return NULL; }
+    int32_t *o = (int32_t *)out.data;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        int32_t len;
+        if (bincol_row(&keys, i, &p, &len) < 0) { bincol_release(&keys); buf_free(&out); return NULL; }
+        o[i] = p ? murmur2(p, len) : 0;
+    }
+    out.len = 4 * n;
+    bincol_release(&keys);
+    return take_buffer(&out);
+}
+
+static PyMethodDef kernel_functions[] = {
+    {"encode_v2", kernel_encode_v2, METH_VARARGS,
+     "encode_v2(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes)"
+     " -> (records, end_row, first_ts, max_ts)"},
+    {"encode_v2_batches", kernel_encode_v2_batches, METH_VARARGS,
+     "encode_v2_batches(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes,"
+     " header) -> (list of records areas, or of whole batches when header is (base_offset, leader_epoch,"
+     " attributes); int64 meta buffer of (end_row, first_ts, max_ts) per batch)"},
+    {"crc32c", kernel_crc32c, METH_VARARGS, "crc32c(data, software=False) -> CRC-32C of a buffer"},
+    {"murmur2", kernel_murmur2, METH_VARARGS, "murmur2(keys, n) -> int32 buffer of Kafka's murmur2 hashes"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "storage_core.record._kernel", "klog's native record kernel.", -1, kernel_functions,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&OwnedBufferType) < 0 || PyType_Ready(&RecordsBuilderType) < 0) return NULL;
+    PyObject *errors = PyImport_ImportModule("storage_core.errors");
+    if (!errors) return NULL;
+    InvalidRecordError = PyObject_GetAttrString(errors, "InvalidRecordError");
+    KlogError = PyObject_GetAttrString(errors, "KlogError");
+    Py_DECREF(errors);
+    if (!InvalidRecordError || !KlogError) return NULL;
+    crc32c_init();
+    PyObject *m = PyModule_Create(&kernel_module);
+    if (!m) return NULL;
+    Py_INCREF(&RecordsBuilderType);
+    if (PyModule_AddObject(m, "RecordsBuilder", (PyObject *)&RecordsBuilderType) < 0) {
+        Py_DECREF(&RecordsBuilderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,731 @@
+"""Record batches to Arrow and back, in bulk: the hot path of every read and write.
+
+Decoding fills Arrow buffers straight from the records (no per-record Python objects) through
+the native kernel ``storage_core.record._kernel``; :class:`PyRecordsBuilder` is the same builder in
+pure Python, the reference the tests compare the kernel with and the fallback where the kernel
+is not built (a one-time warning says so).
+
+The output schema is Spark's Kafka source (``KafkaRecordToRowConverter``)::
+
+    key binary, value binary, topic string, partition int, offset bigint,
+    timestamp timestamp(us, UTC), timestampType int
+    [, headers array<struct<key: string, value: binary>>]   (null when a record has none)
+    [, batch metadata columns, see METADATA_FIELDS]
+
+Encoding goes the other way: Arrow columns ``key``, ``value``, ``headers``, ``timestamp`` to
+v2 record batches of bounded size.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from storage_core.errors import KlogError
+from storage_core.limits import INT32_MAX
+from storage_core.limits import INT64_MAX as _I64_MAX
+from storage_core.limits import INT64_MIN as _I64_MIN
+from storage_core.record.compression import CompressionType, compress, v2_decompressors
+from storage_core.record.control import ControlRecordType
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.records import (
+    COMPRESSION_CODEC_MASK,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+    DefaultRecordBatch,
+    Header,
+    Record,
+    TimestampType,
+    batch_attributes,
+    decode_record,
+    encode_record,
+    wrap_int64,
+    write_batch_header,
+)
+
+__all__ = [
+    "ArrowDecoder",
+    "METADATA_FIELDS",
+    "PyRecordsBuilder",
+    "decode_batches",
+    "encode_arrow",
+    "kafka_schema",
+    "native_kernel",
+]
+
+HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestampType", pa.int32()),
+]
+HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
+
+#: Batch metadata columns (opt-in): name, Arrow type.
+METADATA_FIELDS = [
+    pa.field("batchBaseOffset", pa.int64()),
+    pa.field("batchLastOffset", pa.int64()),
+    pa.field("leaderEpoch", pa.int32()),
+    pa.field("producerId", pa.int64()),
+    pa.field("producerEpoch", pa.int32()),
+    pa.field("sequence", pa.int32()),
+    pa.field("isTransactional", pa.bool_()),
+    pa.field("compression", pa.string()),
+    pa.field("magic", pa.int32()),
+]
+
+
+def kafka_schema(include_headers: bool = False, include_metadata: bool = False) -> pa.Schema:
+    fields = list(BASE_FIELDS)
+    if include_headers:
+        fields.append(HEADERS_FIELD)
+    if include_metadata:
+        fields += METADATA_FIELDS
+    return pa.schema(fields)
+
+
+# --- the builders ---------------------------------------------------------------------------
+
+
+class RecordsBuilderProtocol(Protocol):
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def add_v2(self, data: Any, count: int, base_offset: int, base_timestamp: int,
+               log_append_time: int | None, min_offset: int, end_offset: int) -> int: ...
+
+    def add_record(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                   headers: Sequence[tuple[str, bytes | None]] | None) -> None: ...
+
+    def finish(self) -> dict[str, Any]: ...
+
+
+def _check_timestamp(offset: int, timestamp: int) -> None:
+    if not -_MAX_MS <= timestamp <= _MAX_MS:
+        from storage_core.errors import InvalidRecordError
+
+        raise InvalidRecordError(f"Record at offset {offset} has timestamp {timestamp} ms, outside what a microsecond "
+                                 "timestamp can hold (Spark's Kafka source fails here too)")
+
+
+class PyRecordsBuilder:
+    """Pure-Python twin of ``_kernel.RecordsBuilder``: same methods, same buffers."""
+
+    def __init__(self, with_headers: bool = False) -> None:
+        self.with_headers = with_headers
+        self._reset()
+
+    def _reset(self) -> None:
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(v) for v in self.values if v) + sum(len(k) for k in self.keys if k) + 16 * len(self.offsets)
+
+    def add_v2(self, data: Any, count: int, base_offset: int, base_timestamp: int,
+               log_append_time: int | None, min_offset: int, end_offset: int) -> int:
+        from storage_core.errors import InvalidRecordError
+
+        view = memoryview(data)
+        if count < 0:
+            raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch")
+        if count > len(view):
+            raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch: only "
+                                     f"{len(view)} bytes of records")
+        pos = 0
+        decoded = []
+        for _ in range(count):
+            rec, pos = decode_record(view, pos, base_offset, base_timestamp, -1, log_append_time)
+            decoded.append(rec)
+        if pos != len(view):
+            raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+        for rec in decoded:
+            if min_offset <= rec.offset < end_offset:
+                _check_timestamp(rec.offset, rec.timestamp)
+        appended = 0
+        for rec in decoded:
+            if min_offset <= rec.offset < end_offset:
+                self.add_record(rec.offset, rec.timestamp, rec.key, rec.value,
+                                [(h.key, h.value) for h in rec.headers])
+                appended += 1
+        return appended
+
+    def add_record(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                   headers: Sequence[tuple[str, bytes | None]] | None) -> None:
+        _check_timestamp(offset, timestamp)
+        self.offsets.append(offset)
+        self.timestamps.append(timestamp)
+        self.keys.append(None if key is None else bytes(key))
+        self.values.append(None if value is None else bytes(value))
+        if self.with_headers:
+            self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def finish(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n": len(self.offsets),
+            "offsets_array": pa.array(self.offsets, pa.int64()),
+            "timestamps_array": pa.array(self.timestamps, pa.int64()),
+            "key_array": pa.array(self.keys, pa.binary()),
+            "value_array": pa.array(self.values, pa.binary()),
+        }
+        if self.with_headers:
+            out["headers_array"] = pa.array(self.headers, HEADER_TYPE)
+        self._reset()
+        return out
+
+
+_KERNEL_WARNED = False
+
+
+def native_kernel() -> Any | None:
+    """The native kernel module, or None (with a one-time warning) where it is not built.
+
+    ``KLOG_PURE_PYTHON=1`` forces the pure-Python path.
+    """
+    global _KERNEL_WARNED
+    if os.environ.get("KLOG_PURE_PYTHON") == "1":
+        return None
+    try:
+        from storage_core.record import _kernel  # type: ignore[attr-defined]
+    except ImportError as exc:
+        if not _KERNEL_WARNED:
+            _KERNEL_WARNED = True
+            warnings.warn(f"klog's native kernel is unavailable ({exc}); using the pure-Python decoder, "
+                          "which is much slower. Reinstall with a C compiler to build it.",
+                          RuntimeWarning, stacklevel=2)
+        return None
+    return _kernel
+
+
+def new_builder(with_headers: bool, native: bool | None = None) -> RecordsBuilderProtocol:
+    """A records builder: the kernel's unless ``native`` is False or the kernel is missing."""
+    kernel = native_kernel() if native is not False else None
+    if native and kernel is None:
+        raise KlogError("the native kernel was requested but is not available")
+    if kernel is not None:
+        return kernel.RecordsBuilder(with_headers)  # type: ignore[no-any-return]
+    return PyRecordsBuilder(with_headers)
+
+
+def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str, pa.Array]:
+    """Turn a builder's finished buffers into Arrow arrays (no copies for the kernel's)."""
+    if "offsets_array" in parts:  # PyRecordsBuilder
+        arrays = {
+            "offset": parts["offsets_array"],
+            "ts_ms": parts["timestamps_array"],
+            "key": parts["key_array"],
+            "value": parts["value_array"],
+        }
+        if with_headers:
+            arrays["headers"] = parts["headers_array"]
+        return arrays
+    n = parts["n"]
+    buf = pa.py_buffer
+    arrays = {
+        "offset": pa.Array.from_buffers(pa.int64(), n, [None, buf(parts["offsets"])]),
+        "ts_ms": pa.Array.from_buffers(pa.int64(), n, [None, buf(parts["timestamps"])]),
+        "key": pa.Array.from_buffers(pa.binary(), n,
+                                     [buf(parts["key_valid"]), buf(parts["key_offsets"]), buf(parts["key_data"])]),
+        "value": pa.Array.from_buffers(pa.binary(), n, [buf(parts["value_valid"]), buf(parts["value_offsets"]),
+                                                        buf(parts["value_data"])]),
+    }
+    if with_headers:
+        nh = parts["nh"]
+        hk = pa.Array.from_buffers(pa.string(), nh, [None, buf(parts["hk_offsets"]), buf(parts["hk_data"])])
+        try:
+            hk.validate(full=True)
+        except pa.ArrowInvalid:
+            # Kafka decodes header keys as UTF-8 with replacement characters; so does the Python twin
+            raw = pa.Array.from_buffers(pa.binary(), nh, [None, buf(parts["hk_offsets"]), buf(parts["hk_data"])])
+            hk = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+        hv = pa.Array.from_buffers(pa.binary(), nh, [buf(parts["hv_valid"]), buf(parts["hv_offsets"]),
+                                                     buf(parts["hv_data"])])
+        entries = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
+        arrays["headers"] = pa.Array.from_buffers(HEADER_TYPE, n, [buf(parts["hdr_valid"]), buf(parts["hdr_offsets"])],
+                                                  children=[entries])
+    return arrays
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+#: The largest |timestamp| in ms whose microseconds fit an int64.
+_MAX_MS = _I64_MAX // 1000
+
+
+#: One row per batch that added records (the kernel's ``BatchInfo``, storage_core/record/_kernel.c).
+BATCH_INFO_DTYPE = np.dtype([
+    ("base_offset", "<i8"),
+    ("last_offset", "<i8"),
+    ("producer_id", "<i8"),
+    ("count", "<i4"),           # records added from the batch
+    ("leader_epoch", "<i4"),
+    ("base_sequence", "<i4"),
+    ("producer_epoch", "<i2"),
+    ("attributes", "<i2"),      # v2 attributes (codec, transactional); the codec for legacy batches
+    ("magic", "i1"),
+    ("timestamp_type", "i1"),
+    ("pad", "V6"),
+])
+assert BATCH_INFO_DTYPE.itemsize == 48
+
+#: Why :meth:`ArrowDecoder.add_run` stopped (the kernel's RUN_* codes).
+RUN_END = 0
+RUN_SHORT = 1
+RUN_SLOW_PATH = 2
+RUN_FULL = 3
+
+_CODEC_LABELS = np.array([c.label for c in sorted(CompressionType, key=int)], dtype=object)
+#: The codecs, for the kernel's bulk decoder: codec id → function of a records area.
+_KERNEL_DECOMPRESSORS = v2_decompressors()
+
+
+def _info_row(batch: AnyBatch, count: int) -> np.ndarray:
+    row = np.zeros(1, BATCH_INFO_DTYPE)
+    row[0]["base_offset"] = batch.base_offset
+    row[0]["last_offset"] = batch.last_offset
+    row[0]["producer_id"] = batch.producer_id
+    row[0]["count"] = count
+    row[0]["leader_epoch"] = batch.partition_leader_epoch
+    row[0]["base_sequence"] = batch.base_sequence
+    row[0]["producer_epoch"] = batch.producer_epoch
+    row[0]["attributes"] = batch.attributes if batch.magic >= 2 else int(batch.compression)
+    row[0]["magic"] = batch.magic
+    row[0]["timestamp_type"] = int(batch.timestamp_type)
+    return row
+
+
+class ArrowDecoder:
+    """Accumulates the records of many batches and emits ``pyarrow.RecordBatch``es.
+
+    Control batches are skipped (consumers never see them); records outside
+    ``[min_offset, end_offset)`` are dropped. Call :meth:`add` per batch (CRC checked by the
+    caller or with ``verify=True``), then :meth:`finish`.
+    """
+
+    def __init__(self, topic: str, partition: int, *, include_headers: bool = False,
+                 include_metadata: bool = False, native: bool | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.include_metadata = include_metadata
+        self.schema = kafka_schema(include_headers, include_metadata)
+        self._builder = new_builder(include_headers, native)
+        self._run = getattr(self._builder, "add_v2_run", None)  # the kernel's bulk path, if any
+        self._infos: list[np.ndarray] = []
+
+    @property
+    def num_rows(self) -> int:
+        return self._builder.num_rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._builder.nbytes
+
+    def add(self, batch: AnyBatch, *, min_offset: int = _I64_MIN, end_offset: int = _I64_MAX,
+            verify: bool = True) -> int:
+        """Decode one batch into the buffers; returns how many records were kept."""
+        if verify:
+            batch.ensure_valid()
+        if batch.is_control:
+            return 0
+        if isinstance(batch, DefaultRecordBatch):
+            if batch.last_offset < min_offset or batch.base_offset >= end_offset:
+                return 0
+            payload = batch.records_payload()
+            lat = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+            try:
+                n = self._builder.add_v2(payload, batch.records_count, batch.base_offset, batch.base_timestamp,
+                                         lat, min_offset, end_offset)
+            except KlogError as exc:
+                exc.located(path=batch.path, position=batch.position)
+                raise
+        else:
+            kept = [r for r in batch.records() if min_offset <= r.offset < end_offset]
+            try:
+                for rec in kept:
+                    _check_timestamp(rec.offset, rec.timestamp)
+            except KlogError as exc:
+                exc.located(path=batch.path, position=batch.position)
+                raise
+            for rec in kept:
+                self._builder.add_record(rec.offset, rec.timestamp, rec.key, rec.value, None)
+            n = len(kept)
+        if n:
+            self._infos.append(_info_row(batch, n))
+        return n
+
+    def add_run(self, data: bytes | bytearray | memoryview, *, min_offset: int = _I64_MIN,
+                end_offset: int = _I64_MAX, verify: bool = True, max_bytes: int | None = None) -> tuple[int, int]:
+        """Decode the whole v2 batches at the start of ``data`` in one kernel call.
+
+        The same as :meth:`add` on each batch in turn, for as many batches as the kernel can
+        take: it stops before a batch that is cut off (``RUN_SHORT``) or that needs the object
+        path (``RUN_SLOW_PATH``: a legacy batch, a bad header or CRC, a record the kernel
+        refuses, a codec error), leaving it untouched so that :meth:`add` can decode it or raise
+        its error with file and position; with ``max_bytes`` also before a batch once the decoder
+        holds that many bytes (``RUN_FULL``: :meth:`finish`, then go on). Returns (bytes consumed,
+        why it stopped). Without the kernel nothing is consumed and the answer is ``RUN_SLOW_PATH``.
+        """
+        if self._run is None:
+            return 0, RUN_SLOW_PATH
+        consumed, why, info = self._run(data, min_offset, end_offset, verify, _KERNEL_DECOMPRESSORS,
+                                        -1 if max_bytes is None else max_bytes)
+        if len(info):
+            self._infos.append(np.frombuffer(info, dtype=BATCH_INFO_DTYPE))
+        return consumed, why
+
+    def finish(self) -> pa.RecordBatch:
+        """Everything added since the last finish, as one RecordBatch in :attr:`schema`."""
+        parts = self._builder.finish()
+        n = int(parts["n"])
+        arrays = _arrays_from_buffers(parts, self.include_headers)
+        info = np.concatenate(self._infos) if self._infos else np.zeros(0, BATCH_INFO_DTYPE)
+        self._infos.clear()
+        counts = info["count"].astype(np.int64)
+        # the builders refuse timestamps whose microseconds overflow (see _check_timestamp)
+        ts_us = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n) * 1000
+        columns: list[pa.Array] = [
+            arrays["key"],
+            arrays["value"],
+            pa.repeat(pa.scalar(self.topic, pa.string()), n) if n else pa.array([], pa.string()),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n) if n else pa.array([], pa.int32()),
+            arrays["offset"],
+            pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts_us)]),
+            pa.array(np.repeat(info["timestamp_type"].astype(np.int32), counts), pa.int32()),
+        ]
+        if self.include_headers:
+            columns.append(arrays["headers"])
+        if self.include_metadata:
+            columns += self._metadata_columns(info, counts, arrays["offset"])
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    @staticmethod
+    def _metadata_columns(info: np.ndarray, counts: np.ndarray, offsets: pa.Array) -> list[pa.Array]:
+        def rep(field: str, dtype: Any) -> np.ndarray:
+            return np.repeat(info[field].astype(dtype), counts)
+
+        base = rep("base_offset", np.int64)
+        seq_base = rep("base_sequence", np.int64)
+        off = offsets.to_numpy(zero_copy_only=False)
+        seq = np.where(seq_base >= 0, (seq_base + (off - base)) % (1 << 31), -1).astype(np.int32)
+        attributes = info["attributes"].astype(np.int64)
+        codecs = pa.array(_CODEC_LABELS[attributes & COMPRESSION_CODEC_MASK].tolist(), pa.string())
+        return [
+            pa.array(base, pa.int64()),
+            pa.array(rep("last_offset", np.int64), pa.int64()),
+            pa.array(rep("leader_epoch", np.int32), pa.int32()),
+            pa.array(rep("producer_id", np.int64), pa.int64()),
+            pa.array(rep("producer_epoch", np.int32), pa.int32()),
+            pa.array(seq, pa.int32()),
+            pa.array(np.repeat((attributes & TRANSACTIONAL_FLAG_MASK) != 0, counts), pa.bool_()),
+            codecs.take(pa.array(np.repeat(np.arange(len(info), dtype=np.int64), counts))),
+            pa.array(rep("magic", np.int32), pa.int32()),
+        ]
+
+
+def decode_batches(batches: Iterable[AnyBatch], topic: str = "", partition: int = 0, *,
+                   include_headers: bool = False, include_metadata: bool = False,
+                   min_offset: int = _I64_MIN, end_offset: int = _I64_MAX,
+                   native: bool | None = None, verify: bool = True) -> pa.RecordBatch:
+    """Decode a run of batches into one RecordBatch (control records left out)."""
+    dec = ArrowDecoder(topic, partition, include_headers=include_headers, include_metadata=include_metadata,
+                       native=native)
+    for b in batches:
+        dec.add(b, min_offset=min_offset, end_offset=end_offset, verify=verify)
+    return dec.finish()
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+#: Default bound on one encoded batch (records area before compression).
+DEFAULT_BATCH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class EncodeColumns:
+    """Arrow rows normalised for encoding: binary columns, int64 ms timestamps, flat headers."""
+
+    num_rows: int
+    keys: pa.Array | None
+    values: pa.Array
+    timestamps: np.ndarray
+    header_counts: np.ndarray | None
+    header_keys: pa.Array | None
+    header_values: pa.Array | None
+
+
+def _one_chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array; a single chunk is taken as it is (combine_chunks would copy it)."""
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
+
+
+def _as_binary(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
+    arr = _one_chunk(arr)
+    t = arr.type
+    if pa.types.is_binary(t) or pa.types.is_string(t):
+        return arr.cast(pa.binary()) if pa.types.is_string(t) else arr
+    if pa.types.is_large_binary(t) or pa.types.is_large_string(t) or pa.types.is_binary_view(t) \
+            or pa.types.is_string_view(t) or pa.types.is_null(t):
+        return arr.cast(pa.binary())
+    raise KlogError(f"column {name!r} has type {t}; expected string or binary")
+
+
+def prepare_columns(table: pa.RecordBatch | pa.Table, default_timestamp_ms: int | None = None) -> EncodeColumns:
+    """Check and normalise ``key``, ``value``, ``headers``, ``timestamp`` for :func:`encode_arrow`."""
+    import pyarrow.compute as pc
+
+    names = table.column_names
+    n = table.num_rows
+    if "value" not in names:
+        raise KlogError(f"no 'value' column; expected a string or binary 'value' column among {names}")
+    values = _as_binary(table.column("value"), "value")
+    keys = _as_binary(table.column("key"), "key") if "key" in names else None
+    if "timestamp" in names:
+        ts = _one_chunk(table.column("timestamp"))
+        if pa.types.is_timestamp(ts.type):
+            # to milliseconds, rounding down (floorDiv, as Spark's microsToMillis) rather than toward zero
+            raw = ts.cast(pa.int64())
+            unit = ts.type.unit
+            if unit == "s":
+                ts = pc.multiply_checked(raw, 1000)
+            elif unit != "ms":
+                factor = 1000 if unit == "us" else 1_000_000
+                vals = np.floor_divide(raw.to_numpy(zero_copy_only=False), factor) if raw.null_count == 0 else None
+                ts = pa.array(vals, pa.int64()) if vals is not None else pa.array(
+                    [None if v is None else v // factor for v in raw.to_pylist()], pa.int64())
+            else:
+                ts = raw
+        elif pa.types.is_integer(ts.type):
+            ts = ts.cast(pa.int64())
+        else:
+            raise KlogError(f"column 'timestamp' has type {ts.type}; expected timestamp or int64 milliseconds")
+        if ts.null_count:
+            if default_timestamp_ms is None:
+                raise KlogError("column 'timestamp' has nulls and no default timestamp was given")
+            ts = pc.fill_null(ts, default_timestamp_ms)
+        timestamps = np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        if default_timestamp_ms is None:
+            raise KlogError("no 'timestamp' column and no default timestamp was given")
+        timestamps = np.full(n, default_timestamp_ms, dtype=np.int64)
+    header_counts = header_keys = header_values = None
+    if "headers" in names:
+        h = _one_chunk(table.column("headers"))
+        if not (pa.types.is_list(h.type) or pa.types.is_large_list(h.type)) \
+                or not pa.types.is_struct(h.type.value_type) \
+                or [f.name for f in h.type.value_type] != ["key", "value"]:
+            raise KlogError(f"column 'headers' has type {h.type}; expected array<struct<key: string, value: binary>>")
+        counts = pc.fill_null(pc.list_value_length(h), 0)
+        header_counts = np.ascontiguousarray(counts.to_numpy(zero_copy_only=False), dtype=np.int32)
+        flat = h.flatten()
+        hk, hv = flat.flatten()
+        header_keys = _as_binary(hk, "headers.key")
+        header_values = _as_binary(hv, "headers.value")
+        if header_keys.null_count:
+            raise KlogError("column 'headers' has a null header key; Kafka header keys cannot be null")
+    return EncodeColumns(n, keys, values, timestamps, header_counts, header_keys, header_values)
+
+
+def _bincol(arr: pa.Array) -> tuple[Any, Any, Any, int]:
+    validity, offsets, data = arr.buffers()
+    return (validity if arr.null_count else None, offsets, data, arr.offset)
+
+
+def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) -> tuple[bytes, int, int, int]:
+    """Reference twin of ``_kernel.encode_v2``: same bytes, one Python object per row."""
+    base_ts = int(cols.timestamps[start]) if start < stop else -1
+    max_ts = base_ts
+    out = bytearray()
+    h = int(cols.header_counts[:start].sum()) if cols.header_counts is not None else 0
+    row = start
+    while row < stop:
+        key = cols.keys[row].as_py() if cols.keys is not None else None
+        value = cols.values[row].as_py()
+        nh = int(cols.header_counts[row]) if cols.header_counts is not None else 0
+        headers = []
+        for k in range(h, h + nh):
+            assert cols.header_keys is not None and cols.header_values is not None
+            hk = cols.header_keys[k].as_py()
+            headers.append(Header(hk.decode("utf-8", "replace"), cols.header_values[k].as_py()))
+        t = int(cols.timestamps[row])
+        rec = encode_record(row - start, wrap_int64(t - base_ts), key, value, headers)
+        if row > start and len(out) + len(rec) > max_bytes:
+            break
+        out += rec
+        h += nh
+        max_ts = max(max_ts, t)
+        row += 1
+    return bytes(out), row, base_ts, max_ts
+
+
+#: The largest records area of one batch: its size must fit batchLength (int32, from byte 12).
+MAX_RECORDS_AREA = INT32_MAX - RECORD_BATCH_OVERHEAD
+
+
+def _py_encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int,
+                          header: tuple[int, int, int] | None) -> tuple[list[bytes], np.ndarray]:
+    """Reference twin of ``_kernel.encode_v2_batches``: rows ``[start, stop)`` as consecutive
+    batches, each a records area (``header`` None) or a whole batch with its header and CRC
+    (``header`` = ``(base_offset, partition_leader_epoch, attributes)``, base offset of row
+    ``start``); plus an int64 array of ``(end row, first timestamp, max timestamp)`` per batch."""
+    max_bytes = min(max(1, max_bytes), MAX_RECORDS_AREA)
+    out: list[bytes] = []
+    meta: list[tuple[int, int, int]] = []
+    row = start
+    while row < stop:
+        area, end, first_ts, max_ts = _py_encode_v2(cols, row, stop, max_bytes)
+        if header is None:
+            out.append(area)
+        else:
+            base_offset, leader_epoch, attributes = header
+            buf = bytearray(RECORD_BATCH_OVERHEAD + len(area))
+            buf[RECORD_BATCH_OVERHEAD:] = area
+            write_batch_header(buf, base_offset=base_offset + row - start, partition_leader_epoch=leader_epoch,
+                               attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
+                               max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                               records_count=end - row)
+            out.append(bytes(buf))
+        meta.append((end, first_ts, max_ts))
+        row = end
+    return out, np.array(meta, dtype=np.int64).reshape(-1, 3)
+
+
+def encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int,
+                      header: tuple[int, int, int] | None, native: bool | None = None
+                      ) -> tuple[list[bytes], np.ndarray]:
+    """Rows ``[start, stop)`` of prepared columns as v2 batches (see :func:`_py_encode_v2_batches`),
+    with the kernel unless ``native`` is False or it is not built."""
+    kernel = native_kernel() if native is not False else None
+    if native and kernel is None:
+        raise KlogError("the native kernel was requested but is not available")
+    if kernel is None:
+        return _py_encode_v2_batches(cols, start, stop, max_bytes, header)
+    batches, meta = kernel.encode_v2_batches(
+        _bincol(cols.keys) if cols.keys is not None else None, _bincol(cols.values), cols.timestamps,
+        cols.header_counts,
+        _bincol(cols.header_keys) if cols.header_keys is not None else None,
+        _bincol(cols.header_values) if cols.header_values is not None else None,
+        start, stop, max_bytes, header)
+    return batches, np.frombuffer(meta, dtype=np.int64).reshape(-1, 3)
+
+
+def encode_arrow(
+    table: pa.RecordBatch | pa.Table,
+    *,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    compression_level: int | None = None,
+    max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+    default_timestamp_ms: int | None = None,
+    partition_leader_epoch: int = -1,
+    native: bool | None = None,
+) -> list[bytes]:
+    """Encode Arrow rows (``key``, ``value``, optional ``headers`` and ``timestamp``) as v2 batches.
+
+    Offsets run from ``base_offset`` up; a batch is cut before the record that would take its
+    uncompressed records area past ``max_batch_bytes`` - 61. ``timestamp`` may be ``timestamp[*]``
+    or int64 milliseconds; missing or null timestamps take ``default_timestamp_ms``.
+    """
+    cols = prepare_columns(table, default_timestamp_ms)
+    if cols.num_rows and not _I64_MIN <= base_offset <= _I64_MAX - (cols.num_rows - 1):
+        raise KlogError(f"base offset {base_offset} with {cols.num_rows} records runs outside Kafka's int64 offsets")
+    budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
+    attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
+    if compression == CompressionType.NONE:  # whole batches, header and CRC included, in one call
+        batches, _ = encode_v2_batches(cols, 0, cols.num_rows, budget,
+                                       (base_offset, partition_leader_epoch, attributes), native)
+        return batches
+    areas, meta = encode_v2_batches(cols, 0, cols.num_rows, budget, None, native)
+    out: list[bytes] = []
+    row = 0
+    for area, (end, first_ts, max_ts) in zip(areas, meta.tolist(), strict=True):
+        payload = compress(compression, area, compression_level)
+        buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+        buf[RECORD_BATCH_OVERHEAD:] = payload
+        write_batch_header(buf, base_offset=base_offset + row, partition_leader_epoch=partition_leader_epoch,
+                           attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
+                           max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                           records_count=end - row)
+        out.append(bytes(buf))
+        row = end
+    return out
+
+
+def murmur2_partitions(keys: pa.Array, num_partitions: int) -> np.ndarray:
+    """Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % n``.
+
+    Null keys get -1 (the caller spreads them). Uses the kernel; the pure-Python twin is
+    :func:`storage_core.record.columnar.murmur2`.
+    """
+    keys = _as_binary(keys, "key")
+    kernel = native_kernel()
+    if kernel is not None:
+        hashes = np.frombuffer(kernel.murmur2(_bincol(keys), len(keys)), dtype=np.int32, count=len(keys))
+    else:
+        hashes = np.array([murmur2(k) if k is not None else 0 for k in keys.to_pylist()], dtype=np.int32)
+    parts = (hashes.astype(np.int64) & 0x7FFFFFFF) % num_partitions
+    if keys.null_count:
+        valid = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        parts = np.where(valid, parts, -1)
+    return parts.astype(np.int32)
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (signed 32-bit result)."""
+    m = 0x5BD1E995
+    mask = 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    rest = length % 4
+    tail = length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def records_of(batch: AnyBatch) -> list[tuple[Record, ControlRecordType | None]]:
+    """Per-record view with the control type (for tools): ``(record, control type or None)``."""
+    recs = batch.records()
+    if batch.is_control:
+        return [(r, ControlRecordType.parse(r.key)) for r in recs]
+    return [(r, None) for r in recs]
+

@@ -1,0 +1,151 @@
+"""Walking the batches of a record-set file (``FileRecords.java``, ``FileLogInputStream.java``).
+
+The walk, at each ``position``:
+
+1. stop if fewer than :data:`HEADER_SIZE_UP_TO_MAGIC` (17) bytes remain;
+2. read ``offset`` (8), ``size`` (4) and ``magic`` (byte 16);
+3. ``size < 14`` (the smallest legacy message) is a :class:`CorruptRecordError`;
+4. a batch that runs past the end is a *partial tail*: the end of the data, not an error
+   (Kafka's recovery truncates it later); the walk reports it in :attr:`BatchWalk.partial_tail`;
+5. magic 0/1 → :class:`LegacyRecordBatch`, otherwise :class:`DefaultRecordBatch`; advance by
+   ``12 + size``.
+
+Files are read in large chunks (:data:`READ_CHUNK_BYTES`); a batch never costs a system call
+of its own. Nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.errors import CorruptRecordError, KlogError
+from storage_core.record.legacy_records import RECORD_OVERHEAD_V0, LegacyRecordBatch
+from storage_core.record.records import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    DefaultRecordBatch,
+)
+
+__all__ = ["AnyBatch", "BatchWalk", "FileRecords", "PartialTail", "batch_from_bytes", "iter_batches",
+           "READ_CHUNK_BYTES"]
+
+AnyBatch = DefaultRecordBatch | LegacyRecordBatch
+
+#: Bytes read from a file at a time.
+READ_CHUNK_BYTES = 8 << 20
+_OFFSET_SIZE = struct.Struct(">qi")
+
+
+@dataclass(frozen=True, slots=True)
+class PartialTail:
+    """Bytes at the end of a file that do not make a whole batch."""
+
+    position: int
+    size: int
+    declared_size: int | None  # the batch's declared size (LOG_OVERHEAD included), if readable
+
+
+def batch_from_bytes(buf: bytes | bytearray | memoryview, position: int = 0, path: str | None = None) -> AnyBatch:
+    """Wrap the bytes of exactly one batch, choosing the class by the magic byte."""
+    if buf[MAGIC_OFFSET] < MAGIC_VALUE_V2:
+        return LegacyRecordBatch(buf, position, path)
+    return DefaultRecordBatch(buf, position, path)
+
+
+class BatchWalk(Iterator[AnyBatch]):
+    """An iterator over batches that remembers where the valid data ended.
+
+    After the walk, :attr:`valid_bytes` is the position just past the last whole batch and
+    :attr:`partial_tail` says what followed it, if anything.
+    """
+
+    def __init__(self, chunks: Iterator[AnyBatch]) -> None:
+        self._it = chunks
+        self.valid_bytes = 0
+        self.partial_tail: PartialTail | None = None
+
+    def __next__(self) -> AnyBatch:
+        return next(self._it)
+
+
+def _walk_view(view: memoryview, base: int, start: int, end: int, path: str | None,
+               at_eof: bool, walk: BatchWalk) -> Iterator[AnyBatch]:
+    """Batches of ``view[start:end]``; ``base`` is the file position of ``view[0]``.
+
+    Stops at the first batch that does not fit; if ``at_eof`` that is a partial tail.
+    """
+    pos = start
+    while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
+        _offset, size = _OFFSET_SIZE.unpack_from(view, pos)
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
+                path=path, position=base + pos)
+        total = LOG_OVERHEAD + size
+        if total > end - pos:
+            if at_eof:
+                walk.partial_tail = PartialTail(base + pos, end - pos, total)
+            return
+        yield batch_from_bytes(view[pos:pos + total], base + pos, path)
+        pos += total
+        walk.valid_bytes = base + pos
+    if at_eof and end > pos:
+        walk.partial_tail = PartialTail(base + pos, end - pos, None)
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, *, path: str | None = None, base_position: int = 0) -> BatchWalk:
+    """Walk the batches of an in-memory record set (a fetch response's records, say)."""
+    view = memoryview(buf)
+    walk = BatchWalk(iter(()))
+    walk.valid_bytes = base_position
+    walk._it = _walk_view(view, base_position, 0, len(view), path, True, walk)
+    return walk
+
+
+class FileRecords:
+    """A record-set file (``.log``, a snapshot ``.checkpoint``, a fetch capture), read-only."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self.size_in_bytes = self.path.stat().st_size
+        except FileNotFoundError:
+            raise KlogError(f"No such record file: {self.path}") from None
+        if not self.path.is_file():
+            raise KlogError(f"Not a regular file: {self.path}")
+
+    def batches(self, start: int = 0, end: int | None = None, *, chunk_bytes: int = READ_CHUNK_BYTES) -> BatchWalk:
+        """Walk from byte ``start`` (a batch boundary) to ``end`` (default: the file's end)."""
+        stop = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
+        walk = BatchWalk(iter(()))
+        walk.valid_bytes = start
+        walk._it = self._walk(start, stop, chunk_bytes, walk)
+        return walk
+
+    def _walk(self, start: int, stop: int, chunk_bytes: int, walk: BatchWalk) -> Iterator[AnyBatch]:
+        name = str(self.path)
+        with open(self.path, "rb", buffering=0) as f:
+            pos = start
+            while pos < stop:
+                want = min(chunk_bytes, stop - pos)
+                f.seek(pos)
+                chunk = f.read(want)
+                if len(chunk) >= HEADER_SIZE_UP_TO_MAGIC and len(chunk) < stop - pos:
+                    # make sure the first batch of the chunk fits, however large it is
+                    _off, size = _OFFSET_SIZE.unpack_from(chunk, 0)
+                    if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > len(chunk):
+                        chunk += f.read(min(LOG_OVERHEAD + size, stop - pos) - len(chunk))
+                at_eof = pos + len(chunk) >= stop
+                before = walk.valid_bytes
+                yield from _walk_view(memoryview(chunk), pos, 0, len(chunk), name, at_eof, walk)
+                if at_eof or walk.valid_bytes == before:
+                    if not at_eof:  # cannot happen: the first batch was made to fit
+                        raise CorruptRecordError("walk made no progress", path=name, position=pos)
+                    return
+                pos = walk.valid_bytes

@@ -1,0 +1,143 @@
+"""A byte range of a record-set file, decoded into Arrow: the bulk path of every read.
+
+:func:`decode_file_range` reads the range in large chunks into one reusable buffer and hands
+each chunk to :meth:`ArrowDecoder.add_run <storage_core.record.columnar.ArrowDecoder.add_run>`, which
+decodes run after run of whole v2 batches in one kernel call (CRC checked, control batches and
+batches outside the offset range skipped, codecs called back in Python). Whatever the kernel
+does not take - a legacy batch, a corrupt header or CRC, a codec error, a record it refuses -
+goes through the object path (:mod:`storage_core.record.file_records`, :meth:`ArrowDecoder.add`) one
+batch at a time, which decodes it or raises its error with the file and position. So the two
+paths give the same rows and the same errors; the tests compare them on every fixture.
+
+Memory is bounded by the chunk (:data:`~storage_core.record.file_records.READ_CHUNK_BYTES`, or one
+batch if a batch is larger) plus what the decoder buffers before the caller's flush limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from storage_core.errors import KlogError
+from storage_core.limits import INT64_MAX as _I64_MAX
+from storage_core.limits import INT64_MIN as _I64_MIN
+from storage_core.record.columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
+from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
+from storage_core.record.legacy_records import RECORD_OVERHEAD_V0
+from storage_core.record.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+
+__all__ = ["decode_file_range", "decode_view"]
+
+
+
+class _ChunkReader:
+    """Reads ``[pos, stop)`` of a file a chunk at a time into one reusable buffer.
+
+    A chunk always holds the whole first batch when its size is readable (however large the
+    batch), so every chunk makes progress.
+    """
+
+    def __init__(self, f: object, stop: int, chunk_bytes: int, first: int) -> None:
+        self._f = f
+        self._stop = stop
+        self._buf = bytearray(max(1, min(chunk_bytes, stop - first)))
+        self._chunk_bytes = chunk_bytes
+
+    def read(self, pos: int) -> memoryview:
+        want = min(self._chunk_bytes, self._stop - pos)
+        if want > len(self._buf):
+            self._buf = bytearray(want)
+        n = self._read_into(pos, memoryview(self._buf)[:want])
+        if n >= HEADER_SIZE_UP_TO_MAGIC and n < self._stop - pos:
+            size = int.from_bytes(self._buf[8:12], "big", signed=True)
+            total = min(LOG_OVERHEAD + size, self._stop - pos)
+            if size >= RECORD_OVERHEAD_V0 and total > n:  # the first batch must fit
+                if total > len(self._buf):
+                    grown = bytearray(total)
+                    grown[:n] = self._buf[:n]
+                    self._buf = grown
+                n += self._read_into(pos + n, memoryview(self._buf)[n:total])
+        return memoryview(self._buf)[:n]
+
+    def _read_into(self, pos: int, into: memoryview) -> int:
+        f = self._f
+        f.seek(pos)  # type: ignore[attr-defined]
+        got = 0
+        while got < len(into):
+            k = f.readinto(into[got:])  # type: ignore[attr-defined]
+            if not k:
+                break
+            got += k
+        return got
+
+
+def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eof: bool = True,
+                path: str | None = None, min_offset: int = _I64_MIN, end_offset: int = _I64_MAX,
+                verify: bool = True, max_bytes: int | None = None) -> int:
+    """Decode the whole batches at the start of ``view`` (file position ``position``) into ``dec``.
+
+    Returns the bytes consumed. It stops before a batch cut off by the end of ``view``; with
+    ``at_eof`` that batch is a partial tail (the end of the data), otherwise the next read should
+    start there. With ``max_bytes`` it also stops before a batch once ``dec`` holds that many bytes
+    (the caller finishes it and goes on from there). Errors are raised by the object path, located
+    at the batch they are about.
+    """
+    off = 0
+    while off < len(view):
+        if max_bytes is not None and dec.nbytes >= max_bytes:
+            break
+        used, why = dec.add_run(view[off:] if off else view, min_offset=min_offset, end_offset=end_offset,
+                                verify=verify, max_bytes=max_bytes)
+        off += used
+        if why in (RUN_END, RUN_FULL) or (why == RUN_SHORT and not at_eof):
+            break
+        # the object path, for one batch: decode it, raise its error, or find the partial tail
+        try:
+            batch = next(_walk_view(view, position, off, len(view), path, at_eof, BatchWalk(iter(()))), None)
+            if batch is None:
+                break
+            if verify:
+                batch.ensure_valid()
+            dec.add(batch, min_offset=min_offset, end_offset=end_offset, verify=False)
+        except KlogError as exc:
+            exc.located(path=path, position=position + off)
+            raise
+        off += batch.size_in_bytes
+    return off
+
+
+def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: ArrowDecoder, *,
+                      min_offset: int = _I64_MIN, end_offset: int = _I64_MAX, verify: bool = True,
+                      flush_bytes: int | None = None, flush_rows: int | None = None,
+                      chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[pa.RecordBatch]:
+    """Decode the batches of ``records`` from byte ``start`` (a batch boundary) to ``stop``.
+
+    Records are added to ``dec``; whenever it holds ``flush_bytes`` bytes (checked before each batch)
+    or ``flush_rows`` rows (checked after each chunk) its contents are yielded as a RecordBatch, so
+    the batches handed on stay near ``flush_bytes`` whatever the chunk size. What remains at the end
+    stays in ``dec`` for the caller to finish. A partial batch at the end of the range ends the
+    walk, as in :meth:`FileRecords.batches`. Errors carry the file and the position of the batch.
+    """
+    end = records.size_in_bytes if stop is None else min(stop, records.size_in_bytes)
+    name = str(records.path)
+    pos = start
+    with open(records.path, "rb", buffering=0) as f:
+        reader = _ChunkReader(f, end, chunk_bytes, start)
+        while pos < end:
+            view = reader.read(pos)
+            at_eof = pos + len(view) >= end
+            off = 0
+            while True:
+                used = decode_view(view[off:] if off else view, dec, position=pos + off, at_eof=at_eof, path=name,
+                                   min_offset=min_offset, end_offset=end_offset, verify=verify,
+                                   max_bytes=flush_bytes)
+                off += used
+                full = flush_bytes is not None and dec.nbytes >= flush_bytes
+                if full or (flush_rows is not None and dec.num_rows >= flush_rows):
+                    yield dec.finish()
+                if not full or off >= len(view):
+                    break  # the rest of the chunk needs the next read (or there is none)
+            pos += off
+            if off == 0 or (at_eof and pos < end):
+                return  # a partial batch at the end of the range

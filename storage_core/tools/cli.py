@@ -1,0 +1,657 @@
+"""The ``klog`` command line. Every command: ``--help`` with examples, one-line errors
+(``--debug`` for a traceback), ``--quiet``, a progress bar on stderr for long runs (only on a
+terminal), exit codes 0 ok, 1 data problem found, 2 usage error (3: a bug in klog).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from storage_core.errors import (
+    InvalidOptionError,
+    InvalidTopicError,
+    KlogError,
+    LogConfigError,
+    LogDirLockedError,
+    PendingCommitError,
+    StorageError,
+    UnsafePathError,
+)
+from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
+from storage_core.limits import INT32_MAX, INT64_MAX
+
+EXIT_OK = 0
+EXIT_DATA = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+MAIN_EPILOG = """examples:
+  klog describe /var/lib/kafka/data              what is in a log dir (read-only)
+  klog verify /var/lib/kafka/data                check every CRC and index (read-only)
+  klog export data --topic orders --start-time 2026-11-22T10:00Z -o orders.parquet
+  klog dump data/orders-0/00000000000000000000.log --print-data-log
+  klog COMMAND --help                            options and examples of a command
+exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
+"""
+
+#: Files (dump) or runs (verify, export) smaller than this get no progress bar.
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every subcommand accepts after its name too (``klog verify DIR --debug``)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+    return common
+
+
+class _Bar:
+    """A tqdm bar on stderr, only on a terminal and without --quiet (KLOG_PROGRESS=1 forces it, =0 hides it)."""
+
+    def __init__(self, args: argparse.Namespace, total: int, desc: str, unit: str = "B",
+                 threshold: int = PROGRESS_MIN_BYTES) -> None:
+        forced = os.environ.get("KLOG_PROGRESS")
+        show = forced == "1" or (forced != "0" and sys.stderr.isatty() and total >= threshold)
+        self._bar: Any = None
+        if show and not getattr(args, "quiet", False):
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, unit_divisor=1024 if unit == "B"
+                             else 1000, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def echo(self, line: str, file: Any = None) -> None:
+        """A line (on stderr by default) that does not tear the bar."""
+        out = sys.stderr if file is None else file
+        if self._bar is not None:
+            self._bar.write(line, file=out)
+        else:
+            print(line, file=out)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+DUMP_EXAMPLES = """examples:
+  klog dump 00000000000000000000.log                     batch headers, like kafka-dump-log
+  klog dump --print-data-log 00000000000000000000.log    every record with key and payload
+  klog dump --jsonl 00000000000000000000.log > out.jsonl one JSON object per record
+  klog dump 00000000000000000000.index                   offset index entries
+  klog dump --verify-index-only 00000000000000000000.index   entries checked against the .log
+"""
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from storage_core.tools.dump import dump_jsonl, dump_text
+
+    missing = [p for p in args.files if not Path(p).is_file()]
+    if missing:
+        raise InvalidOptionError(f"no such file: {', '.join(missing)} (expected .log, .index, .timeindex, "
+                                 ".txnindex or other record-set files)")
+    if args.max_bytes is not None and args.max_bytes < 0:
+        raise InvalidOptionError(f"--max-bytes must be >= 0, got {args.max_bytes}")
+    out = sys.stdout
+    status = EXIT_OK
+    for path in args.files:
+        if path.endswith(INDEX_SUFFIXES):
+            from storage_core.tools.dump import dump_index
+
+            if dump_index(path, out, sys.stderr, sanity_only=args.index_sanity_check,
+                          verify_only=args.verify_index_only):
+                status = EXIT_DATA
+            continue
+        size = Path(path).stat().st_size
+        # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
+        with _Bar(args, size if not sys.stdout.isatty() else 0, Path(path).name) as bar:
+            if args.jsonl:
+                summary = dump_jsonl(path, out, progress=bar.update)
+            else:
+                summary = dump_text(path, out, deep=args.deep_iteration, print_data=args.print_data_log,
+                                    max_bytes=args.max_bytes, progress=bar.update)
+        if summary.error is not None or summary.invalid_batches:
+            status = EXIT_DATA
+            if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
+                print(f"klog: {summary.error}", file=sys.stderr)
+    return status
+
+
+DESCRIBE_EXAMPLES = """examples:
+  klog describe /var/lib/kafka/data                 every topic-partition of a log dir
+  klog describe data --topic orders --json          one topic, as JSON
+  klog describe /mnt/a,/mnt/b                        several log dirs (Kafka's log.dirs)
+  klog describe data/orders-0                        one partition dir
+~RECORDS is end offset - start offset, from the indexes (an upper bound where compaction left gaps).
+exit codes: 0 ok, 1 an index or segment could not be read, 2 usage error (no such dir or topic)
+"""
+
+VERIFY_EXAMPLES = """examples:
+  klog verify /var/lib/kafka/data          check CRCs and indexes of every partition (read-only)
+  klog verify data/orders-0 --quiet        one partition; only the exit code and problems
+exit codes: 0 all good (warnings allowed), 1 data is corrupt or lost, 2 usage error
+"""
+
+
+def _log_dirs(arg: str) -> list[str]:
+    return [p for p in arg.split(",") if p]
+
+
+def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from storage_core.log.manager import find_partitions
+    from storage_core.read.planner import choose_partitions
+
+    dirs = _log_dirs(args.dir)
+    parts = find_partitions(dirs)
+    chosen = choose_partitions(parts, dirs, topics=sorted(set(args.topic))) if args.topic else None
+    return parts if chosen is None else chosen
+
+
+def _dir_bytes(path: Any) -> int:
+    return sum(f.stat().st_size for f in path.glob("*" + LOG_SUFFIX))
+
+
+def _fmt_ts(ms: int | None) -> str:
+    import datetime as dt
+
+    if ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from storage_core.tools.report import describe_partition
+
+    parts = _partitions(args)
+    with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
+        rows = []
+        for p in parts:
+            try:
+                rows.append(describe_partition(p))
+            except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
+                if not args.quiet:
+                    bar.echo(f"warning: {p.topic_partition}: {exc}")
+            bar.update(1)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        return EXIT_OK
+    header = ["TOPIC", "PART", "START", "END", "~RECORDS", "SEGS", "BYTES", "FIRST TIMESTAMP", "MAX TIMESTAMP",
+              "CODECS"]
+    table = [[r.topic, str(r.partition), str(r.start_offset), str(r.end_offset), str(r.estimated_records),
+              str(r.segments), str(r.size_bytes), _fmt_ts(r.first_timestamp), _fmt_ts(r.max_timestamp),
+              ",".join(r.codecs) or "-"] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
+    for row in [header, *table]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if not args.quiet:
+        topics = len({r.topic for r in rows})
+        print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
+              f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from storage_core.tools.report import verify_partition
+
+    status = EXIT_OK
+    parts = _partitions(args)
+    sizes = [_dir_bytes(p.path) for p in parts]
+    with _Bar(args, sum(sizes), "verify") as bar:
+        for p, size in zip(parts, sizes, strict=True):
+            rep = verify_partition(p)
+            bar.update(size)
+            for w in rep.warnings:
+                if not args.quiet:
+                    bar.echo(f"warning: {w}")
+            for e in rep.errors:
+                bar.echo(f"error: {e}")
+            if rep.errors:
+                status = EXIT_DATA
+            if not args.quiet:
+                state = "CORRUPT" if rep.errors else "ok"
+                bar.echo(f"{p.topic_partition}: {state} ({rep.batches} batches, {len(rep.errors)} errors, "
+                         f"{len(rep.warnings)} warnings)", sys.stdout)
+    if not args.quiet:
+        print(f"verified {_plural(len(parts), 'partition')} ({_human(sum(sizes))}): "
+              f"{'corrupt or lost data found' if status else 'no corrupt data'}")
+    return status
+
+
+EXPORT_EXAMPLES = """examples:
+  klog export data --topic orders -o orders.parquet                       the whole topic
+  klog export data --topic orders --start-time 2026-11-22T10:00Z --end-time 2026-11-22T11:00Z -o hour.parquet
+  klog export data --topic orders --partition 0 --start-offset 1000 --end-offset 2000 -o part0.parquet
+  klog export /mnt/copy --topic payments --read-committed --headers -o payments.parquet
+Times are epoch milliseconds or ISO-8601 (no zone means UTC). Ranges follow the Spark source: a start
+time gives each partition's first record at or after it, an end time or offset is exclusive.
+The columns are spark.read.format("klog")'s: key, value, topic, partition, offset, timestamp,
+timestampType (+ headers with --headers, + batch metadata with --metadata). No Spark is needed.
+exit codes: 0 ok, 1 a corrupt batch in the range (nothing is written), 2 usage error
+"""
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from storage_core.tools.export import ExportRequest, export_parquet, parse_time, plan_export
+
+    req = ExportRequest(
+        log_dirs=tuple(_log_dirs(args.dir)), topic=args.topic,
+        partitions=tuple(args.partition) if args.partition else None,
+        start_offset=args.start_offset, end_offset=args.end_offset,
+        start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
+        end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
+        read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata)
+    plan = plan_export(req)
+    for r in plan.ranges:
+        for note in r.notes:
+            if not args.quiet:
+                print(f"warning: {r.topic_partition}: {note}", file=sys.stderr)
+    with _Bar(args, plan.nbytes, f"export {args.topic}") as bar:
+        summary = export_parquet(req, plan, args.output, compression=args.compression, overwrite=args.overwrite,
+                                 progress=bar.update)
+    if not args.quiet:
+        for r in plan.ranges:
+            print(f"{r.topic_partition}: offsets {r.start}..{r.end} ({r.end - r.start} offsets)")
+        print(f"exported {summary.records:,} records ({_human(summary.bytes_read)} of record batches from "
+              f"{_plural(summary.partitions, 'partition')}) to {summary.output} ({_human(summary.bytes_written)})")
+    return EXIT_OK
+
+
+RECOVER_EXAMPLES = """examples:
+  klog recover data                 revalidate every segment, cut torn tails, rebuild indexes
+exit codes: 0 nothing was cut, 1 bytes were cut (listed), 2 usage error
+This writes to the log dir: never run it on a dir a live broker owns (the .lock prevents it).
+"""
+
+RETENTION_EXAMPLES = """examples:
+  klog retention data --config retention.ms=604800000        delete segments older than 7 days
+  klog retention data --topic orders --config retention.bytes=1073741824
+"""
+
+
+def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
+    from storage_core.log.config import LogConfig
+
+    props = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise InvalidOptionError(f"--config expects name=value, got {pair!r}")
+        k, v = pair.split("=", 1)
+        props[k.strip()] = v.strip()
+    return LogConfig.from_properties(props)
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    from storage_core.log.manager import LogManager, find_partitions
+
+    dirs = _log_dirs(args.dir)
+    total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
+    with _Bar(args, total, "recover") as bar:
+        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)))
+    status = EXIT_OK
+    try:
+        for what in lm.recovered_commits:
+            print(f"settled an interrupted {what}")
+        for tp, log in sorted(lm.logs.items()):
+            for note in log.recovery_notes:
+                print(f"{tp}: {note}")
+            if log.truncated_bytes:
+                status = EXIT_DATA
+                print(f"{tp}: cut {log.truncated_bytes} bytes after offset {log.log_end_offset - 1}")
+            elif not args.quiet:
+                print(f"{tp}: ok, log end offset {log.log_end_offset}")
+    finally:
+        lm.close()
+    if not args.quiet:
+        print(f"recovered {_plural(len(lm.logs), 'partition')} in {args.dir}: "
+              f"{'bytes were cut (listed above)' if status else 'nothing was cut'}")
+    return status
+
+
+def _cmd_retention(args: argparse.Namespace) -> int:
+    from storage_core.log.manager import LogManager
+
+    cfg = _configs(args.config)
+    lm = LogManager(_log_dirs(args.dir), writable=True, config=cfg)
+    try:
+        if args.topic:
+            missing = set(args.topic) - {tp.topic for tp in lm.logs}
+            if missing:
+                raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}")
+            for tp in [tp for tp in lm.logs if tp.topic not in set(args.topic)]:
+                lm.logs.pop(tp).close()
+        deleted = lm.retention(args.now)
+        for tp, bases in sorted(deleted.items()):
+            print(f"{tp}: deleted {len(bases)} segments, log start offset now {lm.logs[tp].log_start_offset}")
+        if not deleted and not args.quiet:
+            print("nothing to delete")
+    finally:
+        lm.close()
+    return EXIT_OK
+
+
+COMPACT_EXAMPLES = """examples:
+  klog compact /var/lib/kafka/data                   every topic whose cleanup.policy includes compact
+  klog compact data --topic users --topic orders     these topics, whatever their cleanup.policy
+  klog compact data --memory 64M --json              a bigger offset map; the summary as JSON
+  klog compact copy-of-broker-dir --roll             roll active segments first, so that all data is cleanable
+topic configs: Kafka's internal topics are compacted; other topics take cleanup.policy and the
+cleaner's configs from <log dir>/klog-topic-configs.json (see the README).
+exit codes: 0 cleaned (or nothing to clean), 1 corrupt data or config file, 2 usage error
+"""
+
+_BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in ("K", "M", "G") else ""
+    number = t[: len(t) - len(unit)]
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a size in bytes such as 16777216, 64M or 1G; got {text!r}")
+    return int(number) * _BYTE_UNITS[unit]
+
+
+class _Progress:
+    """A progress bar on stderr: tqdm when installed, else a line redrawn at most once a second."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.total = 0
+        self.done = 0
+        self._bar = None
+        self._last = 0.0
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, desc="compact",
+                                 file=sys.stderr, leave=False)
+
+    def __call__(self, done: int, added: int) -> None:
+        if not self.enabled:
+            return
+        self.total += added
+        self.done = min(self.done + done, self.total) if self.total else self.done + done
+        if self._bar is not None:
+            if added:
+                self._bar.total = self.total
+                self._bar.refresh()
+            self._bar.update(done)
+            return
+        import time
+
+        now = time.monotonic()
+        if now - self._last >= 1.0:
+            self._last = now
+            pct = 100.0 * self.done / self.total if self.total else 0.0
+            print(f"\rcompact: {self.done >> 20} / {self.total >> 20} MiB ({pct:.0f}%)", end="", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled and self._last:
+            print(file=sys.stderr)
+
+
+def _topic_name(text: str) -> str:
+    """``--topic``: a name Kafka accepts (no ``..``, ``/``, NUL, at most 249 characters)."""
+    from storage_core.log.topic_partition import validate_topic_name
+
+    try:
+        validate_topic_name(text)
+    except InvalidTopicError as exc:
+        raise argparse.ArgumentTypeError(exc.detail) from None
+    return text
+
+
+def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} (an integer in {low}..{high}); got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} in {low}..{high}; got {value}")
+        return value
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+_epoch_ms = _bounded_int("a time in epoch milliseconds", 0, INT64_MAX)
+_partition_number = _bounded_int("a partition number", 0, INT32_MAX)
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    import json
+
+    from storage_core.cleaner import LogCleaner
+    from storage_core.log.manager import LogManager
+
+    cleaner_results = []
+    lm = LogManager(_log_dirs(args.dir), writable=True)
+    progress = _Progress(not args.quiet)
+    try:
+        if args.topic:
+            missing = set(args.topic) - {tp.topic for tp in lm.logs}
+            if missing:
+                raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}; expected one "
+                                         f"of {', '.join(sorted({tp.topic for tp in lm.logs})) or '(none)'}")
+            chosen = [tp for tp in sorted(lm.logs) if tp.topic in set(args.topic)]
+        else:
+            chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
+        cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
+        for tp in chosen:
+            if args.roll and lm.logs[tp].active_segment.size_in_bytes > 0:
+                lm.logs[tp].roll()  # as a broker does after segment.ms: the data becomes cleanable
+            result = cleaner.clean_log(lm.logs[tp], force=True)
+            assert result is not None
+            cleaner_results.append(result)
+    finally:
+        progress.close()
+        lm.close()
+    rows = [r.summary() for r in cleaner_results]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        if not args.quiet:
+            print(f"no compacted topics in {args.dir}: name topics with --topic, or set cleanup.policy=compact in "
+                  "klog-topic-configs.json")
+        return EXIT_OK
+    header = ["TOPIC", "PART", "BYTES BEFORE", "BYTES AFTER", "RECORDS READ", "REMOVED", "TOMBSTONES KEPT",
+              "TOMBSTONES REMOVED", "PASSES"]
+    table = [[str(r["topic"]), str(r["partition"]), str(r["bytes_before"]), str(r["bytes_after"]),
+              str(r["records_read"]), str(r["records_removed"]), str(r["tombstones_kept"]),
+              str(r["tombstones_removed"]), str(r["passes"])] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
+    for row in [header, *table]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    before = sum(int(r["bytes_before"]) for r in rows)  # type: ignore[call-overload]
+    after = sum(int(r["bytes_after"]) for r in rows)  # type: ignore[call-overload]
+    print(f"total: {len(rows)} partitions, {before} -> {after} bytes")
+    if not args.roll and any(r["passes"] == 0 for r in rows) and not args.quiet:
+        print("partitions with 0 passes hold only their active segment, which Kafka never cleans; "
+              "--roll rolls it first")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.",
+                                     epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("dump", help="print the batches and records of segment files",
+                       description="Print the batches (and records) of .log files, like kafka-dump-log.sh.",
+                       epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
+    p.add_argument("files", nargs="+", metavar="FILE", help=".log (or other record-set) files")
+    p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies --deep-iteration)")
+    p.add_argument("--jsonl", action="store_true",
+                   help="one JSON object per record, comparable with Kafka's own decoding")
+    p.add_argument("--max-bytes", type=int, default=None, help="read at most this many bytes of each file")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="for .index files: check every entry against the .log without printing the entries")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="for .index/.timeindex files: only run Kafka's index sanity check")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no repeated error on stderr")
+    p.set_defaults(func=_cmd_dump)
+
+    p = sub.add_parser("describe", help="topics, partitions, offsets, time ranges, sizes, codecs of log dirs",
+                       description="Describe the partitions of Kafka log dirs (read-only: nothing is written).",
+                       epilog=DESCRIBE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quiet", action="store_true", help="the table only (no totals line, no progress bar)")
+    p.set_defaults(func=_cmd_describe)
+
+    p = sub.add_parser("verify", help="check every batch's CRC and every index entry (read-only)",
+                       description="Verify log dirs: CRC and structure of every batch, index entries against the "
+                       "log. Missing or untrimmed indexes (which Kafka rebuilds) are warnings.",
+                       epilog=VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="print errors only (no warnings, no progress bar)")
+    p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("export", help="a topic or a range of it to Parquet (pyarrow, no Spark)",
+                       description="Export a topic, or an offset or time range of it, to one Parquet file with\n"
+                       "the columns of spark.read.format('klog'). Read-only: the log dir is not written.",
+                       epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--topic", required=True, type=_topic_name, help="the topic to export")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
+    p.add_argument("--partition", type=_partition_number, action="append", metavar="N", help="only this partition (repeatable)")
+    p.add_argument("--start-offset", type=int, metavar="OFFSET", help="first offset (default: the log start)")
+    p.add_argument("--end-offset", type=int, metavar="OFFSET", help="end offset, exclusive (default: the log end)")
+    p.add_argument("--start-time", metavar="TIME", help="from the first record at or after TIME (ms or ISO-8601)")
+    p.add_argument("--end-time", metavar="TIME", help="up to the first record at or after TIME, exclusive")
+    p.add_argument("--read-committed", action="store_true",
+                   help="stop at the last stable offset and leave out aborted transactions")
+    p.add_argument("--headers", action="store_true", help="add the headers column")
+    p.add_argument("--metadata", action="store_true", help="add the batch metadata columns")
+    p.add_argument("--compression", default="zstd", metavar="CODEC",
+                   help="Parquet compression: none, snappy, gzip, zstd (default), lz4, brotli")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("recover", help="recover log dirs as a broker would after a crash (writes)",
+                       description="Revalidate every batch, truncate torn tails, rebuild indexes, then write the "
+                       "checkpoints and the clean-shutdown marker.",
+                       epilog=RECOVER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--quiet", action="store_true", help="print only what was cut")
+    p.set_defaults(func=_cmd_recover)
+
+    p = sub.add_parser("retention", help="apply retention.ms / retention.bytes now (writes)",
+                       description="Delete old segments by Kafka's retention rules (delete by rename to .deleted, "
+                       "removed after file.delete.delay.ms).",
+                       epilog=RETENTION_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
+    p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                   help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable)")
+    p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--quiet", action="store_true", help="print only what was deleted")
+    p.set_defaults(func=_cmd_retention)
+
+    p = sub.add_parser("compact", help="compact topics now, as Kafka's log cleaner does (writes)",
+                       description="Run Kafka's log cleaner on the named topics (default: every topic whose "
+                       "cleanup.policy includes compact) now, whatever their dirty ratio and policy: keep the "
+                       "latest record of each key, drop tombstones past delete.retention.ms and aborted "
+                       "transactions, with the .cleaned/.swap/.deleted protocol.",
+                       epilog=COMPACT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
+    p.add_argument("--memory", type=_byte_size, default=16 << 20, metavar="BYTES",
+                   help="offset map memory (24 bytes per key, as Kafka counts; default 16M); a full map "
+                   "means more passes")
+    p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
+    p.add_argument("--roll", action="store_true",
+                   help="roll each partition's active segment first (Kafka never cleans the active segment)")
+    p.add_argument("--json", action="store_true", help="the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_compact)
+    return parser
+
+
+def _is_usage(exc: KlogError) -> bool:
+    """A wrong path, name or value given by the user, or a file system that is full or read-only
+    (exit 2), as opposed to bad data found (exit 1)."""
+    if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
+                        UnsafePathError)):
+        return True
+    return exc.detail.startswith(("no such ", "not a directory"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return int(func(args))
+    except KlogError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"klog: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if _is_usage(exc) else EXIT_DATA
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (klog dump ... | head): not an error
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("klog: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # permission denied, disk full, a path that vanished: the system said no
+        if debug:
+            traceback.print_exc()
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"klog: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - a bug in klog: say so in one line, traceback with --debug
+        if debug:
+            traceback.print_exc()
+        print(f"klog: error: internal error {type(exc).__name__}: {exc} (this is a bug in klog; rerun with "
+              "--debug for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
