@@ -22,7 +22,7 @@ import os
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,9 @@ from .records import (
     wrap_int64,
     write_batch_header,
 )
+
+if TYPE_CHECKING:
+    from .txn_index import TxnFilter
 
 __all__ = [
     "ArrowDecoder",
@@ -376,7 +379,8 @@ class ArrowDecoder:
         return n
 
     def add_run(self, data: bytes | bytearray | memoryview, *, min_offset: int = _I64_MIN,
-                end_offset: int = _I64_MAX, verify: bool = True, max_bytes: int | None = None) -> tuple[int, int]:
+                end_offset: int = _I64_MAX, verify: bool = True, max_bytes: int | None = None,
+                txn: TxnFilter | None = None) -> tuple[int, int]:
         """Decode the whole v2 batches at the start of ``data`` in one kernel call.
 
         The same as :meth:`add` on each batch in turn, for as many batches as the kernel can
@@ -386,11 +390,23 @@ class ArrowDecoder:
         its error with file and position; with ``max_bytes`` also before a batch once the decoder
         holds that many bytes (``RUN_FULL``: :meth:`finish`, then go on). Returns (bytes consumed,
         why it stopped). Without the kernel nothing is consumed and the answer is ``RUN_SLOW_PATH``.
+
+        With ``txn`` (read_committed) every batch walked goes through the filter first, its state
+        updated in place, and only the batches it admits are decoded; a batch the kernel cannot
+        decide (a compressed or malformed transactional control batch, an ABORT marker without its
+        index entry) stops the run with ``RUN_SLOW_PATH`` for :meth:`TxnFilter.admit
+        <storage_core.txn_index.TxnFilter.admit>` to decide or raise. A filter without kernel state
+        (:class:`~storage_core.txn_index.PyTxnFilter`) leaves every batch to the object path.
         """
         if self._run is None:
             return 0, RUN_SLOW_PATH
+        state = None
+        if txn is not None:
+            state = txn.kernel_state
+            if state is None:
+                return 0, RUN_SLOW_PATH
         consumed, why, info = self._run(data, min_offset, end_offset, verify, _KERNEL_DECOMPRESSORS,
-                                        -1 if max_bytes is None else max_bytes)
+                                        -1 if max_bytes is None else max_bytes, state)
         if len(info):
             self._infos.append(np.frombuffer(info, dtype=BATCH_INFO_DTYPE))
         return consumed, why
