@@ -715,7 +715,8 @@ enum {
  * batch in file order, before any offset-range skip:
  *
  *   1. the aborted transactions whose first offset the batch reaches (first <= batch last offset)
- *      put their producers in the aborting set;
+ *      put their producers in the aborting set, unless their ABORT marker lies behind the batch
+ *      (last < batch last offset: a transaction that ended before the slice);
  *   2. a control batch never gives rows. If it is transactional with producer id >= 0: an ABORT
  *      marker (its first record's key has type 0) takes its producer out of the aborting set - but
  *      if the marker's offset is no aborted transaction's last offset and the producer returned
@@ -795,9 +796,11 @@ static PidSlot *txn_slot(TxnFilter *f, int64_t pid) {
 /* Step 1 for a batch whose last offset is last_offset. 0, or -1 with MemoryError set. */
 static inline int txn_advance(TxnFilter *f, int64_t last_offset) {
     while (f->next < f->n && f->aborted[f->next].first <= last_offset) {
-        PidSlot *s = txn_slot(f, f->aborted[f->next].pid);
-        if (!s) return -1;
-        s->flags |= PID_ABORTING;
+        if (f->aborted[f->next].last >= last_offset) {
+            PidSlot *s = txn_slot(f, f->aborted[f->next].pid);
+            if (!s) return -1;
+            s->flags |= PID_ABORTING;
+        }
         f->next++;
     }
     return 0;

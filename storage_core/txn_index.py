@@ -95,7 +95,11 @@ class TxnFilter(Protocol):
     Built from the aborted transactions overlapping the slice (:func:`new_txn_filter`). A producer
     joins the aborted set once a batch reaches the first offset of one of its aborted transactions
     (``batch.last_offset >= first_offset``) and leaves it at its ABORT marker; its transactional
-    data batches in between are left out. Control batches are never admitted. An ABORT marker
+    data batches in between are left out. A transaction whose marker lies behind the batch that
+    reaches it (``last_offset < batch.last_offset``) ended before the slice and adds nothing: Kafka's
+    fetches never list one (their list starts at the fetch offset), but a piece of a Spark range
+    is given the whole range's list, and such an entry would leave its producer in the set for
+    good and hide its later committed transactions. Control batches are never admitted. An ABORT marker
     without its ``aborted`` entry, after transactional data of that producer was returned since its
     last marker, means the transaction index is incomplete: that is a :class:`CorruptIndexError`
     (with the batch's file and position), never a silent read of aborted data. Without such data
@@ -161,8 +165,10 @@ class PyTxnFilter:
 
     def admit(self, batch: AnyBatch) -> bool:
         pending = self._pending
-        while self._next < len(pending) and pending[self._next].first_offset <= batch.last_offset:
-            self._aborting.add(pending[self._next].producer_id)
+        last = batch.last_offset
+        while self._next < len(pending) and pending[self._next].first_offset <= last:
+            if pending[self._next].last_offset >= last:  # not a transaction that ended before the slice
+                self._aborting.add(pending[self._next].producer_id)
             self._next += 1
         if batch.is_control:
             if batch.is_transactional and batch.producer_id >= 0:
