@@ -96,15 +96,17 @@ class TxnFilter(Protocol):
     joins the aborted set once a batch reaches the first offset of one of its aborted transactions
     (``batch.last_offset >= first_offset``) and leaves it at its ABORT marker; its transactional
     data batches in between are left out. A transaction whose marker lies behind the batch that
-    reaches it (``last_offset < batch.last_offset``) ended before the slice and adds nothing: Kafka's
-    fetches never list one (their list starts at the fetch offset), but a piece of a Spark range
-    is given the whole range's list, and such an entry would leave its producer in the set for
-    good and hide its later committed transactions. Control batches are never admitted. An ABORT marker
-    without its ``aborted`` entry, after transactional data of that producer was returned since its
-    last marker, means the transaction index is incomplete: that is a :class:`CorruptIndexError`
-    (with the batch's file and position), never a silent read of aborted data. Without such data
-    the marker is one the cleaner kept after removing every batch of its transaction (Kafka drops
-    the index entry then and keeps the marker until its delete horizon): nothing to skip.
+    reaches it (``last_offset < batch.last_offset``) ended before the slice and adds nothing:
+    Kafka's fetches never list one (their list starts at the fetch offset), but a piece of a Spark
+    range is given the whole range's list, and such an entry would leave its producer in the set
+    for good and hide its later committed transactions.
+
+    Control batches are never admitted. An ABORT marker without its ``aborted`` entry, after
+    transactional data of that producer was returned since its last marker, means the transaction
+    index is incomplete: that is a :class:`CorruptIndexError` (with the batch's file and position),
+    never a silent read of aborted data. Without such data the marker is one the cleaner kept after
+    removing every batch of its transaction (Kafka drops the index entry then and keeps the marker
+    until its delete horizon): nothing to skip.
 
     Every batch of the slice must go through :meth:`admit`, including those below the first
     offset wanted (they move the state on). The state persists: the bulk path
