@@ -4,7 +4,10 @@ Decoding: runs of one to three record batches (every codec), mutated or not, thr
 walker, CRC check and both columnar builders (C kernel and Python), and through the kernel's bulk
 path (``decode_view``: ``add_v2_run`` with the object path for what it leaves). Invariants: only
 ``KlogError``s come out, whatever decodes is valid Arrow, and the bulk path gives exactly the rows
-and the error class of the batch-by-batch kernel path.
+and the error class of the batch-by-batch kernel path. The pool also holds transactional batches
+and COMMIT/ABORT markers (some compressed); every input is read under read_committed too, with a
+random aborted list, in bulk (the kernel's TxnFilter) and batch by batch (filter_read_committed,
+the Python reference): the same rows, or the same error class at the same position.
 
 Encoding (every other input): random Arrow rows (null keys, values and header values, headers,
 any int64 timestamps, sliced arrays) through ``encode_v2_batches`` with the kernel and its
@@ -25,17 +28,21 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from storage_core.errors import KlogError
+from storage_core.log.txn_index import AbortedTxn
 from storage_core.record import columnar
 from storage_core.record.columnar import HEADER_TYPE, ArrowDecoder
 from storage_core.record.compression import CompressionType
-from storage_core.record.file_records import iter_batches
+from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.file_records import AnyBatch, iter_batches
 from storage_core.record.records import DefaultRecordBatch, Header, Record, build_batch, crc32c
 from storage_core.record.scan import decode_view
+from storage_core.record.txn_filter import filter_read_committed, new_txn_filter
 
 
 def seeds(rng: random.Random) -> list[bytes]:
@@ -47,6 +54,18 @@ def seeds(rng: random.Random) -> list[bytes]:
                        (Header("h", b"v"),) if i % 2 else ())
                 for i in range(rng.randrange(1, 12))]
         out.append(build_batch(recs, compression=codec))
+    for pid in (1, 2):  # transactional data and markers, for read_committed
+        base = rng.randrange(30)
+        recs = [Record(base + i, 1_700_000_000_000, b"k", bytes(rng.randrange(256) for _ in range(rng.randrange(20))))
+                for i in range(rng.randrange(1, 4))]
+        out.append(build_batch(recs, compression=rng.choice(list(CompressionType)), producer_id=pid, producer_epoch=0,
+                               base_sequence=0, is_transactional=True))
+        for kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            at = rng.randrange(30)
+            marker = Record(at, 1_700_000_000_000, kind.key_bytes(), EndTransactionMarker(kind, 0).value_bytes())
+            for codec in (CompressionType.NONE, CompressionType.LZ4):
+                out.append(build_batch([marker], compression=codec, producer_id=pid, producer_epoch=0,
+                                       is_transactional=True, is_control=True))
     return out
 
 
@@ -175,6 +194,29 @@ def decode(data: bytes, mode: str) -> tuple[object, str | None]:
     return rb.set_column(i, "timestamp", rb.column(i).cast(pa.int64())).to_pylist(), None
 
 
+def decode_committed(data: bytes, aborted: list[AbortedTxn], bulk: bool) -> tuple[object, object]:
+    """read_committed: the kernel's filter in bulk runs, or filter_read_committed batch by batch."""
+    dec = ArrowDecoder("t", 0, include_headers=True, native=bulk)
+
+    def checked() -> Iterator[AnyBatch]:
+        for batch in iter_batches(data):
+            batch.ensure_valid()
+            yield batch
+
+    try:
+        if bulk:
+            decode_view(memoryview(data), dec, txn=new_txn_filter(aborted, native=True))
+        else:
+            for batch in filter_read_committed(checked(), aborted):
+                dec.add(batch, verify=False)
+    except KlogError as exc:
+        return None, (type(exc).__name__, exc.position)
+    rb = dec.finish()
+    rb.validate(full=True)
+    i = rb.schema.get_field_index("timestamp")
+    return rb.set_column(i, "timestamp", rb.column(i).cast(pa.int64())).to_pylist(), None
+
+
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 100_000
     rng = random.Random(int(argv[1]) if len(argv) > 1 else 1)
@@ -206,6 +248,19 @@ def main(argv: list[str]) -> int:
         if "kernel" in outcomes and "bulk" in outcomes and outcomes["kernel"] != outcomes["bulk"]:
             disagree += 1
             print(f"DISAGREE kernel={outcomes['kernel'][1]} bulk={outcomes['bulk'][1]} input={data.hex()}")
+        if columnar.native_kernel() is not None:
+            aborted = [AbortedTxn(rng.choice((1, 2)), rng.randrange(30), rng.randrange(30), 0)
+                       for _ in range(rng.randrange(3))]
+            try:
+                committed = [decode_committed(data, aborted, bulk) for bulk in (True, False)]
+            except Exception as exc:  # noqa: BLE001 - this is what the run looks for
+                untyped += 1
+                print(f"UNTYPED read_committed {type(exc).__name__}: {exc} aborted={aborted} input={data.hex()}")
+            else:
+                if committed[0] != committed[1]:
+                    disagree += 1
+                    print(f"DISAGREE read_committed bulk={committed[0][1]} batches={committed[1][1]} "
+                          f"aborted={aborted} input={data.hex()}")
     print(f"inputs={n} decodes={3 * (n - encodes)} encodes={encodes} untyped={untyped} disagreements={disagree} "
           f"seconds={time.time() - t:.0f}")
     return 1 if untyped or disagree else 0

@@ -12,6 +12,8 @@ def test_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "ratio uncompressed klog/kafka-python:" in out
     assert "ratio lz4 klog/kafka-python:" in out
+    assert "ratio txn uncompressed read_committed/read_uncommitted time:" in out
+    assert "ratio txn lz4 read_committed/read_uncommitted time:" in out
 
 
 def test_encode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,11 +86,13 @@ def test_benchmarks_add_their_rows_to_the_summary_table() -> None:
     before = len(_summary.rows())
     decode.main(["--records", "1500", "--repeat", "1", "--no-pure-python"])
     rows = _summary.rows()[before:]
-    assert [r.what.split(",")[0] for r in rows] == ["columnar decode"] * 3
+    assert [r.what.split(",")[0] for r in rows] == ["columnar decode"] * 5
+    assert [r.what.split(",")[1].strip() for r in rows[3:]] == ["read_committed vs read_uncommitted on the same "
+                                                               "transactional data"] * 2
     assert all(r.ratio > 0 and r.peak_rss for r in rows)
     table = _summary.table(rows)
     assert table.splitlines()[0] == "| what | klog | peer in the same run | ratio | target | met | peak RSS |"
-    assert "≥ 50×" in table and "≥ 0.7×" in table and "MiB |" in table
+    assert "≥ 50×" in table and "≥ 0.7×" in table and "≤ 1.2×" in table and "MiB |" in table
 
 
 def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> None:

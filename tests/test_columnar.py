@@ -317,3 +317,20 @@ def test_bulk_read_flushes_by_bytes_inside_a_chunk(tmp_path) -> None:  # type: i
     largest_batch = max(len(b.records_payload()) for b in iter_batches(raw))  # one record batch past the budget
     assert max(p.column("key").nbytes + p.column("value").nbytes for p in parts) < 20_000 + 2 * largest_batch + 16 * 3000
     assert pa.Table.from_batches(parts).combine_chunks().to_batches()[0].equals(want)
+
+
+def test_kernel_type_stub_matches_the_module() -> None:
+    """storage_core/record/_kernel.pyi names what the kernel exports, with the same signatures (mypy's stubtest)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mypy.stubtest")
+    if _col.native_kernel() is None:
+        pytest.skip("the native kernel is not built")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "mypy.stubtest", "storage_core.record._kernel"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -47,9 +47,9 @@ from kafka_corpus import (
 )
 
 import storage_core
-from storage_core.log.txn_index import filter_read_committed
 from storage_core.read.piece_reader import batches_of, read_piece
 from storage_core.record.columnar import kafka_schema
+from storage_core.record.txn_filter import filter_read_committed
 
 pytestmark = pytest.mark.interop
 

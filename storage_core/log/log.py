@@ -51,7 +51,7 @@ from storage_core.log.segment import FetchData, LogSegment, RollParams, batches_
 from storage_core.log.time_index import TimestampOffset
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition
-from storage_core.log.txn_index import AbortedTxn, filter_read_committed
+from storage_core.log.txn_index import AbortedTxn
 from storage_core.record.file_records import AnyBatch, iter_batches
 from storage_core.record.records import (
     ATTRIBUTES_OFFSET,
@@ -62,6 +62,7 @@ from storage_core.record.records import (
     crc32c,
     set_base_offset,
 )
+from storage_core.record.txn_filter import filter_read_committed
 
 #: ListOffsets special timestamps (``ListOffsetsRequest``).
 EARLIEST_TIMESTAMP = -2

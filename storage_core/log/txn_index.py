@@ -16,15 +16,10 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage_core.errors import CorruptIndexError
-
-if TYPE_CHECKING:
-    from storage_core.record.file_records import AnyBatch
 
 #: version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64
 ABORTED_TXN = struct.Struct(">hqqqq")
@@ -87,45 +82,3 @@ class TransactionIndex:
         """Drop entries whose marker is at or past ``offset``."""
         keep = [t for t in self.read() if t.last_offset < offset]
         self.path.write_bytes(b"".join(t.pack() for t in keep))
-
-
-def filter_read_committed(batches: Iterable[AnyBatch], aborted: list[AbortedTxn], *,
-                          where: str | None = None) -> Iterator[AnyBatch]:
-    """READ_COMMITTED over a run of batches below the last stable offset (``CompletedFetch``).
-
-    ``aborted`` are the aborted transactions overlapping the run, by first offset. A producer
-    joins the aborted set once a batch reaches its transaction's first offset and leaves it at
-    its ABORT marker; its transactional data batches in between are left out. Control batches
-    are never returned. An ABORT marker without its ``aborted`` entry, after transactional data
-    of that producer was returned, means the transaction index is incomplete: that is a
-    :class:`CorruptIndexError`, never a silent read of aborted data. Without such data the
-    marker is one the cleaner kept after removing every batch of its transaction (Kafka drops
-    the index entry then and keeps the marker until its delete horizon): nothing to skip.
-    """
-    from storage_core.record.control import ControlRecordType
-
-    pending = sorted(aborted, key=lambda t: (t.first_offset, t.last_offset))
-    markers = {t.last_offset for t in pending}
-    aborting: set[int] = set()
-    returned_open: set[int] = set()  # producers whose transactional data was returned since their last marker
-    i = 0
-    for batch in batches:
-        while i < len(pending) and pending[i].first_offset <= batch.last_offset:
-            aborting.add(pending[i].producer_id)
-            i += 1
-        if batch.is_control:
-            if batch.is_transactional and batch.producer_id >= 0:
-                recs = batch.records()
-                if recs and ControlRecordType.parse(recs[0].key) == ControlRecordType.ABORT:
-                    if batch.last_offset not in markers and batch.producer_id in returned_open:
-                        raise CorruptIndexError(
-                            f"ABORT marker at offset {batch.last_offset} (producer {batch.producer_id}) has no entry "
-                            "in the transaction index; run 'klog recover' to rebuild it", path=where)
-                    aborting.discard(batch.producer_id)
-                returned_open.discard(batch.producer_id)
-            continue
-        if batch.is_transactional and batch.producer_id in aborting:
-            continue
-        if batch.is_transactional:
-            returned_open.add(batch.producer_id)
-        yield batch

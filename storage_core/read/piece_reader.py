@@ -22,11 +22,11 @@ from storage_core.errors import KlogError
 from storage_core.files import base_offset_of
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import resolve_segment_file
-from storage_core.log.txn_index import filter_read_committed
 from storage_core.read.planner import Piece
 from storage_core.record.columnar import ArrowDecoder, kafka_schema
 from storage_core.record.file_records import AnyBatch, FileRecords
 from storage_core.record.scan import decode_file_range
+from storage_core.record.txn_filter import filter_read_committed, new_txn_filter
 
 __all__ = ["FLUSH_BYTES", "FLUSH_ROWS", "conform", "read_piece", "read_pieces"]
 
@@ -94,23 +94,27 @@ def batches_of(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
 
 
 def _bulk(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
-    """The bulk path: chunks of the slice → the kernel, errors as in :func:`batches_of`."""
+    """The bulk path: chunks of the slice → the kernel, errors as in :func:`batches_of`; under
+    read_committed one :class:`~storage_core.record.txn_filter.TxnFilter` over the piece's aborted
+    transactions sees every batch of the slice, in the kernel's runs and on the object path."""
     path = _piece_file(piece)
     records = FileRecords(path)
+    txn = None if piece.aborted is None else new_txn_filter(piece.aborted, where=piece.log_path)
     position: int | None = piece.start_position
     while position is not None and position < piece.end_position:
         try:
             yield from decode_file_range(records, position, piece.end_position, dec, min_offset=piece.min_offset,
                                          end_offset=piece.end_offset, verify=True, flush_bytes=FLUSH_BYTES,
-                                         flush_rows=FLUSH_ROWS)
+                                         flush_rows=FLUSH_ROWS, txn=txn)
             return
         except KlogError as exc:
             bad = exc.position if exc.position is not None else position
             position = _resume_after(piece, path, bad, exc, fail_on_data_loss)
 
 
-def _per_batch(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
-    """read_committed, batch by batch through :func:`filter_read_committed` (the reference)."""
+def per_batch(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    """read_committed batch by batch through :func:`filter_read_committed`: the reference the bulk
+    path is tested against (tests/test_read_paths_corpus.py), not used by readers."""
     assert piece.aborted is not None
     for batch in filter_read_committed(batches_of(piece, fail_on_data_loss), list(piece.aborted),
                                        where=piece.log_path):
@@ -126,8 +130,7 @@ def read_piece(piece: Piece, *, include_headers: bool = False, include_metadata:
     out_schema = schema if schema is not None else kafka_schema(include_headers, include_metadata)
     dec = ArrowDecoder(piece.topic, piece.partition, include_headers=include_headers,
                        include_metadata=include_metadata)
-    walk = _bulk if piece.aborted is None else _per_batch
-    for out in walk(piece, dec, fail_on_data_loss):
+    for out in _bulk(piece, dec, fail_on_data_loss):
         yield conform(out, out_schema)
     if dec.num_rows:
         yield conform(dec.finish(), out_schema)

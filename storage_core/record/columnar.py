@@ -18,11 +18,9 @@ v2 record batches of bounded size.
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +32,7 @@ from storage_core.limits import INT64_MIN as _I64_MIN
 from storage_core.record.compression import CompressionType, compress, v2_decompressors
 from storage_core.record.control import ControlRecordType
 from storage_core.record.file_records import AnyBatch
+from storage_core.record.kernel import native_kernel
 from storage_core.record.records import (
     COMPRESSION_CODEC_MASK,
     RECORD_BATCH_OVERHEAD,
@@ -48,6 +47,9 @@ from storage_core.record.records import (
     wrap_int64,
     write_batch_header,
 )
+
+if TYPE_CHECKING:
+    from storage_core.record.txn_filter import TxnFilter
 
 __all__ = [
     "ArrowDecoder",
@@ -194,29 +196,6 @@ class PyRecordsBuilder:
             out["headers_array"] = pa.array(self.headers, HEADER_TYPE)
         self._reset()
         return out
-
-
-_KERNEL_WARNED = False
-
-
-def native_kernel() -> Any | None:
-    """The native kernel module, or None (with a one-time warning) where it is not built.
-
-    ``KLOG_PURE_PYTHON=1`` forces the pure-Python path.
-    """
-    global _KERNEL_WARNED
-    if os.environ.get("KLOG_PURE_PYTHON") == "1":
-        return None
-    try:
-        from storage_core.record import _kernel  # type: ignore[attr-defined]
-    except ImportError as exc:
-        if not _KERNEL_WARNED:
-            _KERNEL_WARNED = True
-            warnings.warn(f"klog's native kernel is unavailable ({exc}); using the pure-Python decoder, "
-                          "which is much slower. Reinstall with a C compiler to build it.",
-                          RuntimeWarning, stacklevel=2)
-        return None
-    return _kernel
 
 
 def new_builder(with_headers: bool, native: bool | None = None) -> RecordsBuilderProtocol:
@@ -377,7 +356,8 @@ class ArrowDecoder:
         return n
 
     def add_run(self, data: bytes | bytearray | memoryview, *, min_offset: int = _I64_MIN,
-                end_offset: int = _I64_MAX, verify: bool = True, max_bytes: int | None = None) -> tuple[int, int]:
+                end_offset: int = _I64_MAX, verify: bool = True, max_bytes: int | None = None,
+                txn: TxnFilter | None = None) -> tuple[int, int]:
         """Decode the whole v2 batches at the start of ``data`` in one kernel call.
 
         The same as :meth:`add` on each batch in turn, for as many batches as the kernel can
@@ -387,11 +367,23 @@ class ArrowDecoder:
         its error with file and position; with ``max_bytes`` also before a batch once the decoder
         holds that many bytes (``RUN_FULL``: :meth:`finish`, then go on). Returns (bytes consumed,
         why it stopped). Without the kernel nothing is consumed and the answer is ``RUN_SLOW_PATH``.
+
+        With ``txn`` (read_committed) every batch walked goes through the filter first, its state
+        updated in place, and only the batches it admits are decoded; a batch the kernel cannot
+        decide (a compressed or malformed transactional control batch, an ABORT marker without its
+        index entry) stops the run with ``RUN_SLOW_PATH`` for :meth:`TxnFilter.admit
+        <storage_core.record.txn_filter.TxnFilter.admit>` to decide or raise. A filter without kernel state
+        (:class:`~storage_core.record.txn_filter.PyTxnFilter`) leaves every batch to the object path.
         """
         if self._run is None:
             return 0, RUN_SLOW_PATH
+        state = None
+        if txn is not None:
+            state = txn.kernel_state
+            if state is None:
+                return 0, RUN_SLOW_PATH
         consumed, why, info = self._run(data, min_offset, end_offset, verify, _KERNEL_DECOMPRESSORS,
-                                        -1 if max_bytes is None else max_bytes)
+                                        -1 if max_bytes is None else max_bytes, state)
         if len(info):
             self._infos.append(np.frombuffer(info, dtype=BATCH_INFO_DTYPE))
         return consumed, why

@@ -3,7 +3,9 @@
 :func:`decode_file_range` reads the range in large chunks into one reusable buffer and hands
 each chunk to :meth:`ArrowDecoder.add_run <storage_core.record.columnar.ArrowDecoder.add_run>`, which
 decodes run after run of whole v2 batches in one kernel call (CRC checked, control batches and
-batches outside the offset range skipped, codecs called back in Python). Whatever the kernel
+batches outside the offset range skipped, codecs called back in Python; under read_committed the
+batches of aborted transactions left out by a :class:`~storage_core.record.txn_filter.TxnFilter` whose
+state the kernel updates as it goes). Whatever the kernel
 does not take - a legacy batch, a corrupt header or CRC, a codec error, a record it refuses -
 goes through the object path (:mod:`storage_core.record.file_records`, :meth:`ArrowDecoder.add`) one
 batch at a time, which decodes it or raises its error with the file and position. So the two
@@ -16,6 +18,7 @@ batch if a batch is larger) plus what the decoder buffers before the caller's fl
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -26,6 +29,9 @@ from storage_core.record.columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDeco
 from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
 from storage_core.record.legacy_records import RECORD_OVERHEAD_V0
 from storage_core.record.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+
+if TYPE_CHECKING:
+    from storage_core.record.txn_filter import TxnFilter
 
 __all__ = ["decode_file_range", "decode_view"]
 
@@ -74,21 +80,22 @@ class _ChunkReader:
 
 def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eof: bool = True,
                 path: str | None = None, min_offset: int = _I64_MIN, end_offset: int = _I64_MAX,
-                verify: bool = True, max_bytes: int | None = None) -> int:
+                verify: bool = True, max_bytes: int | None = None, txn: TxnFilter | None = None) -> int:
     """Decode the whole batches at the start of ``view`` (file position ``position``) into ``dec``.
 
     Returns the bytes consumed. It stops before a batch cut off by the end of ``view``; with
     ``at_eof`` that batch is a partial tail (the end of the data), otherwise the next read should
     start there. With ``max_bytes`` it also stops before a batch once ``dec`` holds that many bytes
     (the caller finishes it and goes on from there). Errors are raised by the object path, located
-    at the batch they are about.
+    at the batch they are about. With ``txn`` (read_committed) every whole batch goes through the
+    filter, in the kernel's runs and on the object path alike, and only what it admits is decoded.
     """
     off = 0
     while off < len(view):
         if max_bytes is not None and dec.nbytes >= max_bytes:
             break
         used, why = dec.add_run(view[off:] if off else view, min_offset=min_offset, end_offset=end_offset,
-                                verify=verify, max_bytes=max_bytes)
+                                verify=verify, max_bytes=max_bytes, txn=txn)
         off += used
         if why in (RUN_END, RUN_FULL) or (why == RUN_SHORT and not at_eof):
             break
@@ -99,7 +106,8 @@ def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eo
                 break
             if verify:
                 batch.ensure_valid()
-            dec.add(batch, min_offset=min_offset, end_offset=end_offset, verify=False)
+            if txn is None or txn.admit(batch):
+                dec.add(batch, min_offset=min_offset, end_offset=end_offset, verify=False)
         except KlogError as exc:
             exc.located(path=path, position=position + off)
             raise
@@ -110,7 +118,7 @@ def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eo
 def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: ArrowDecoder, *,
                       min_offset: int = _I64_MIN, end_offset: int = _I64_MAX, verify: bool = True,
                       flush_bytes: int | None = None, flush_rows: int | None = None,
-                      chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[pa.RecordBatch]:
+                      chunk_bytes: int = READ_CHUNK_BYTES, txn: TxnFilter | None = None) -> Iterator[pa.RecordBatch]:
     """Decode the batches of ``records`` from byte ``start`` (a batch boundary) to ``stop``.
 
     Records are added to ``dec``; whenever it holds ``flush_bytes`` bytes (checked before each batch)
@@ -118,6 +126,11 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
     the batches handed on stay near ``flush_bytes`` whatever the chunk size. What remains at the end
     stays in ``dec`` for the caller to finish. A partial batch at the end of the range ends the
     walk, as in :meth:`FileRecords.batches`. Errors carry the file and the position of the batch.
+
+    ``txn`` (read_committed): a :class:`~storage_core.record.txn_filter.TxnFilter` over the slice's aborted
+    transactions (:func:`~storage_core.record.txn_filter.new_txn_filter`), which must see every batch from
+    the slice's start. Its state lives on between chunks and between calls: after a skip past
+    damage, go on with the same filter, as the per-batch path goes on with its own.
     """
     end = records.size_in_bytes if stop is None else min(stop, records.size_in_bytes)
     name = str(records.path)
@@ -131,7 +144,7 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
             while True:
                 used = decode_view(view[off:] if off else view, dec, position=pos + off, at_eof=at_eof, path=name,
                                    min_offset=min_offset, end_offset=end_offset, verify=verify,
-                                   max_bytes=flush_bytes)
+                                   max_bytes=flush_bytes, txn=txn)
                 off += used
                 full = flush_bytes is not None and dec.nbytes >= flush_bytes
                 if full or (flush_rows is not None and dec.num_rows >= flush_rows):
