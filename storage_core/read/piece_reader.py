@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from storage_core.errors import KlogError
-from storage_core.files import base_offset_of
+from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, base_offset_of
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import resolve_segment_file
 from storage_core.read.planner import Piece
@@ -65,7 +65,7 @@ def _resume_after(piece: Piece, path: str | Path, bad: int, exc: KlogError, fail
 def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None:
     """The first offset-index position past ``after``, from the index beside ``log_file`` (the
     segment file being read: ``X.log``, or ``X.log.deleted`` with ``X.index.deleted``)."""
-    index = log_file.with_name(log_file.name.replace(".log", ".index", 1))
+    index = log_file.with_name(log_file.name.replace(LOG_SUFFIX, INDEX_SUFFIX, 1))
     if not index.exists():
         return None
     with OffsetIndex(index, base_offset_of(piece.log_path)) as oi:

@@ -28,14 +28,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.files import LOG_START_OFFSET_CHECKPOINT
+from storage_core.files import LOG_START_OFFSET_CHECKPOINT, has_log_files
 from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.log import Log, lost_data_notes
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
@@ -137,7 +136,7 @@ class ReadPlan:
 # --- selection ------------------------------------------------------------------------------------
 
 def _with_segments(pd: PartitionDir) -> bool:
-    return any(n.endswith(".log") for n in os.listdir(pd.path))
+    return has_log_files(pd.path)
 
 
 def _spec_name(spec: OffsetSpec, starting: bool) -> str:
