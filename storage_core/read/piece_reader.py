@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from storage_core.errors import KlogError
+from storage_core.errors import CorruptIndexError, KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, base_offset_of
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import resolve_segment_file
@@ -54,8 +54,8 @@ def _resume_after(piece: Piece, path: str | Path, bad: int, exc: KlogError, fail
     """Where to go on after damage at byte ``bad`` (None: nowhere, the slice is done). Raises
     ``exc`` under failOnDataLoss=true; otherwise logs the bytes skipped, up to the next entry of
     the offset index."""
-    if fail_on_data_loss:
-        raise exc
+    if fail_on_data_loss or isinstance(exc, CorruptIndexError):
+        raise exc  # an incomplete transaction index is never skipped: it would read aborted data
     resume = _next_index_position(piece, bad, Path(path))
     log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
                 (resume or piece.end_position) - bad, piece.log_path, bad, exc)
