@@ -12,16 +12,13 @@ Run: ``python -m benchmarks.export [--records N] [--codecs none,lz4]``.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks import _summary as summary
+from benchmarks._spark import bench_session
 from benchmarks.spark_read import build
 
 #: The issue's target: export within 1.5x of the Spark scan's per-core rate.
@@ -85,24 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--codecs", default="none,lz4", help="segment codecs, one run each (default %(default)s)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    repo = str(Path(__file__).resolve().parent.parent)
-    os.environ["PYTHONPATH"] = repo + os.pathsep + os.environ.get("PYTHONPATH", "")
-    from pyspark.sql import SparkSession
-
-    work = Path(tempfile.mkdtemp(prefix="klog-bench-export-"))
-    owned = SparkSession.getActiveSession() is None
-    spark = (SparkSession.builder.master(f"local[{SPARK_CORES}]").appName("klog-bench-export")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
+    with bench_session("klog-bench-export", cores=SPARK_CORES) as (spark, work):
         for codec in args.codecs.split(","):
             _run_codec(spark, work / codec, args.records, args.repeat, codec)
-    finally:
-        if owned:
-            spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

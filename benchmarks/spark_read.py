@@ -17,10 +17,6 @@ Run: ``python -m benchmarks.spark_read [--records N]``.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import _summary as summary
+from benchmarks._spark import bench_session
 
 T0 = 1_700_000_000_000
 
@@ -196,24 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--codecs", default="none,lz4", help="segment codecs, one run each (default %(default)s)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    repo = str(Path(__file__).resolve().parent.parent)
-    os.environ["PYTHONPATH"] = repo + os.pathsep + os.environ.get("PYTHONPATH", "")
-    from pyspark.sql import SparkSession
-
-    work = Path(tempfile.mkdtemp(prefix="klog-bench-spark-"))
-    owned = SparkSession.getActiveSession() is None  # a session someone else made (a test's) stays up
-    spark = (SparkSession.builder.master("local[2]").appName("klog-bench").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
+    with bench_session("klog-bench-spark", cores=2) as (spark, work):
         spark.dataSource.register(_memory_source())
         for codec in args.codecs.split(","):
             _run_codec(spark, work / codec, args.records, args.repeat, codec)
-    finally:
-        if owned:
-            spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
