@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.planner import NO_PRUNING, Pruning
 from storage_core.record.columnar import kafka_schema
 
@@ -65,6 +66,7 @@ class KlogReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         from .planning import plan
 
+        warn_ignored(self.opts.ignored, "read")  # once per query: Spark plans a scan once
         parts, _ranges = plan(self.opts, self.pruning)
         return list(parts)
 
@@ -100,6 +102,7 @@ class KlogDataSource(DataSource):
 
         opts = parse_write_options(self.options)
         validate_schema(schema, opts)
+        warn_ignored(opts.ignored, "write")
         return KlogWriter(opts, overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

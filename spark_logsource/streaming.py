@@ -54,6 +54,7 @@ from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir, find_partitions
 from storage_core.log.staged import collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition
+from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.planner import (
     PartitionRange,
     check_listed,
@@ -152,6 +153,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
         self._latest: Offsets | None = None  # for reportLatestOffset
         self._last_admitted = time.monotonic()
+        self._warned = False  # the driver's reader warns of ignored options at its first trigger
 
     # -- offsets
     def initialOffset(self) -> dict[str, dict[str, int]]:
@@ -186,6 +188,9 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = {tp: st.end for tp, st in scan(self.opts).items()}
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        if not self._warned:  # executors' readers never get here: one warning per query
+            warn_ignored(self.opts.read.ignored, "stream")
+            self._warned = True
         begin = offsets_from_json(start)
         states = scan(self.opts)
         until: Offsets = dict(begin)  # partitions that vanished keep their offsets
@@ -320,6 +325,9 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
         return f"{STAGING_PREFIX}{self._query_tag}-{task:05d}-{uuid.uuid4().hex[:12]}-{attempt}"  # task order first
 
     def commit(self, messages: list[KlogCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        # Spark sets up a writer at the query's start and again for every batch's commit, all in
+        # one runner process per query: its first commit gives the query's one warning
+        warn_ignored(self.opts.ignored, "stream write", once_key=f"{self.opts.log_dir}|{self.sink_id}")
         staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
         overwrite_topics: set[str] = set()
         if self.overwrite:

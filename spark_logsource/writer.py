@@ -32,12 +32,14 @@ from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
+from storage_core.read.kafka_compat import split_kafka_options
+from storage_core.read.options import unknown_options_message
 from storage_core.record.compression import CompressionType
 
 log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
-                 "includeheaders"}
+                 "includeheaders", "kafka.compression.type"}
 #: Upper bound of an encoded batch's records area (kept under max.message.bytes).
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
 STALE_STAGING_S = 24 * 3600
@@ -56,16 +58,24 @@ class WriteOptions:
     config_props: Mapping[str, str]  # the topic configs given as options, stored for the topics written
     max_batch_bytes: int
     lock_timeout_s: float
+    ignored: tuple[str, ...] = ()  # Spark Kafka-sink options that mean nothing without a broker
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
-    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    spelled = {str(k).lower(): str(k) for k in options}  # the user's spelling, for messages
+    opts, ignored = split_kafka_options({str(k).lower(): str(v) for k, v in options.items()}, write=True)
     config_props = {k: v for k, v in opts.items() if k in CONFIG_KEYS}
     unknown = sorted(k for k in opts if k not in WRITE_OPTIONS and k not in config_props)
     if unknown:
-        raise InvalidOptionError(f"unknown write option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
-                                 "format klog; known: path, topic, numPartitions, compression, maxBatchBytes, "
-                                 "lockTimeoutMs and topic configs by their Kafka names (segment.bytes, ...)")
+        raise InvalidOptionError(unknown_options_message([spelled[k] for k in unknown], WRITE_OPTIONS | set(CONFIG_KEYS),
+                                                         "write")
+                                 + "path, topic, numPartitions, compression, maxBatchBytes, lockTimeoutMs, "
+                                 "includeHeaders and topic configs by their Kafka names (segment.bytes, ...)")
+    codec_name = opts.get("compression")
+    producer_codec = opts.get("kafka.compression.type")
+    if codec_name is not None and producer_codec is not None and codec_name.strip().lower() != producer_codec.strip().lower():
+        raise InvalidOptionError(f"options compression={codec_name!r} and kafka.compression.type={producer_codec!r} "
+                                 "disagree; give one")
     path = opts.get("path", "").strip()
     if not path:
         raise InvalidOptionError("no path: use df.write.format('klog').save('/path/to/log-dir')")
@@ -89,9 +99,10 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         return v
 
     config = LogConfig.from_properties(config_props)
-    codec = CompressionType.from_name(opts.get("compression", "none"))
+    codec = CompressionType.from_name(codec_name or producer_codec or "none")
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
-                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000)
+                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000,
+                        ignored)
 
 
 def validate_schema(schema: StructType, opts: WriteOptions) -> None:

@@ -105,7 +105,7 @@ def test_export_equals_kafka(d: Path, tmp_path: Path) -> None:
 
 
 def test_read_arrow_rejects_bad_options(tmp_path: Path) -> None:
-    with pytest.raises(InvalidOptionError, match="unknown option 'startingoffset'"):
+    with pytest.raises(InvalidOptionError, match="unknown option 'startingOffset'"):
         storage_core.read_arrow(tmp_path, startingOffset="earliest")
     with pytest.raises(InvalidOptionError, match="isolationLevel"):
         storage_core.read_arrow(tmp_path, isolationLevel="serializable")

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.options import ReadOptions, parse_read_options
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import ReadPlan, plan_read
@@ -45,7 +46,9 @@ def read_options(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     given = {k: _option_text(v) for k, v in options.items() if v is not None}
     given["path"] = ",".join(os.fspath(p) for p in paths)
-    return parse_read_options(given)
+    opts = parse_read_options(given)
+    warn_ignored(opts.ignored, "read")
+    return opts
 
 
 def plan(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **options: object) -> ReadPlan:

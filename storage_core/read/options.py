@@ -47,6 +47,7 @@ from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
 from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
+from storage_core.read.kafka_compat import BROKER_ONLY_OPTIONS, split_kafka_options
 
 EARLIEST = -2
 LATEST = -1
@@ -72,6 +73,9 @@ _CANONICAL = {
     "maxbytesperpartition": "maxBytesPerPartition", "topicpattern": "topicPattern",
     "subscribepattern": "subscribePattern", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
+    # writes (spark_logsource.writer)
+    "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
+    **BROKER_ONLY_OPTIONS,
 }
 
 PartitionOffsets = Mapping[str, Mapping[int, int]]
@@ -108,10 +112,25 @@ class ReadOptions:
     min_partitions: int | None
     max_records_per_partition: int | None
     max_bytes_per_partition: int
+    #: Spark Kafka-source options given that mean nothing without a broker (see kafka_compat).
+    ignored: tuple[str, ...] = ()
 
 
 def option_name(key: str) -> str:
     return _CANONICAL.get(key, key)
+
+
+def unknown_options_message(given: list[str], known: set[str], what: str) -> str:
+    """``unknown option 'startingOffset' (did you mean 'startingOffsets'?) for format klog; known
+    [what] options: `` -- the caller appends the list. ``given`` in the user's spelling (Spark hands
+    a source its option names lower-cased, so from Spark that is all there is)."""
+    hints = []
+    candidates = sorted(set(known) | set(BROKER_ONLY_OPTIONS))
+    for name in given:
+        close = difflib.get_close_matches(name.lower(), candidates, n=1, cutoff=0.6)
+        hints.append(f"{name!r}" + (f" (did you mean {option_name(close[0])!r}?)" if close else ""))
+    return (f"unknown {what + ' ' if what else ''}option{'s' if len(given) > 1 else ''} {', '.join(hints)} for format "
+            f"klog (Spark Kafka-source options are accepted too); known {what + ' ' if what else ''}options: ")
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
@@ -251,16 +270,13 @@ def _check_timestamps(m: Mapping[str, Mapping[int, int]], name: str) -> None:
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     """Validate the options of a read; raises InvalidOptionError naming what is wrong."""
-    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    spelled = {str(k).lower(): str(k) for k in options}  # the user's spelling, for messages
+    opts, ignored = split_kafka_options({str(k).lower(): str(v) for k, v in options.items()}, write=False)
     known = READ_OPTIONS | STREAM_ONLY_OPTIONS
     unknown = sorted(k for k in opts if k not in known)
     if unknown:
-        hints = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.6)
-            hints.append(f"{k!r}" + (f" (did you mean {option_name(close[0])!r}?)" if close else ""))
-        raise InvalidOptionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)} for "
-                                 "format klog; known options: " + ", ".join(sorted(option_name(k) for k in READ_OPTIONS)))
+        raise InvalidOptionError(unknown_options_message([spelled[k] for k in unknown], known, "")
+                                 + ", ".join(sorted(option_name(k) for k in READ_OPTIONS)))
     path = opts.get("path")
     if not path or not path.strip():
         raise InvalidOptionError("no path: use spark.read.format('klog').load('/path/to/kafka-log-dir')")
@@ -321,6 +337,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         min_partitions=min_parts,
         max_records_per_partition=max_records,
         max_bytes_per_partition=max_bytes or DEFAULT_MAX_BYTES_PER_PARTITION,
+        ignored=ignored,
     )
 
 
