@@ -1,33 +1,43 @@
 # The two commands of the README, and what CI runs before the tests. Each sets up everything it
 # needs on a fresh machine.
-#   make quickstart   create .venv, install klog, run examples/quickstart.py
-#   make test         create .venv, install klog with its test tools, run the test suite
-#   make lint         create .venv, install klog with its test tools, ruff check + mypy
+#   make quickstart   create .venv, install klog with Spark, run examples/quickstart.py
+#   make test         create .venv, install klog with Spark and the test tools, run the test suite
+#   make lint         the same install, ruff check + mypy
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.klog-installed
+# what the install depends on: a change reinstalls (and rebuilds the native kernel)
+SOURCES := pyproject.toml setup.py storage_core/record/_kernel.c
+RUN_STAMP := $(VENV)/.klog-installed
+DEV_STAMP := $(VENV)/.klog-dev-installed
 
 .PHONY: quickstart test bench lint clean
 
-$(STAMP): pyproject.toml setup.py storage_core/record/_kernel.c
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev]' --config-settings editable_mode=compat
-	touch $(STAMP)
 
-quickstart: $(STAMP)
+$(RUN_STAMP): $(VENV)/bin/python $(SOURCES)
+	$(PY) -m pip install -q -e '.[spark]'
+	touch $(RUN_STAMP)
+
+$(DEV_STAMP): $(RUN_STAMP)
+	$(PY) -m pip install -q -e '.[spark,dev]'
+	touch $(DEV_STAMP)
+
+quickstart: $(RUN_STAMP)
 	$(PY) examples/quickstart.py
+	@echo "klog is installed in $(VENV): run $(VENV)/bin/klog --help, or '. $(VENV)/bin/activate' to put klog on the PATH"
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(PY) -m pytest -n 2
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m benchmarks
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check storage_core spark_logsource tests benchmarks examples
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info storage_core/record/*.so klog-data
+	rm -rf $(VENV) build *.egg-info storage_core/record/*.so klog-data klog-data-checkpoints

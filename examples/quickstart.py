@@ -79,7 +79,9 @@ def main() -> None:
 
     # 4. where the data is, and what to run next
     klog = Path(sys.executable).with_name("klog")
-    print(f"\nthe data is in {DATA}; next: {klog.name} describe {DATA}\n")
+    on_path = shutil.which("klog") == str(klog)
+    command = "klog" if on_path else os.path.relpath(klog)  # .venv/bin/klog unless the venv is active
+    print(f"\nthe data is in {DATA}; next: {command} describe {DATA}\n")
     sys.stdout.flush()
     subprocess.run([str(klog), "describe", str(DATA)], check=True)
 

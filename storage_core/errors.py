@@ -34,6 +34,7 @@ __all__ = [
     "SegmentGoneError",
     "StorageError",
     "UnsafePathError",
+    "NotALogDirError",
 ]
 
 
@@ -198,3 +199,8 @@ class UnsafePathError(KlogError):
     opens follow symlinks, as a broker does)."""
 
     kafka_exception = "KafkaStorageException"
+
+
+class NotALogDirError(KlogError, ValueError):
+    """A path given to read as a Kafka log dir (or partition dir) holds no topic-partition
+    directories: the message says what it does hold, and which child looks like a log dir."""

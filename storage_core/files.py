@@ -62,6 +62,7 @@ __all__ = [
     "TIME_INDEX_SUFFIX",
     "TMP_SUFFIX",
     "TOPIC_CONFIGS_FILE",
+    "LOG_DIR_FILES",
     "TXN_INDEX_SUFFIX",
     "base_offset_of",
     "delete_dir_name",
@@ -170,6 +171,8 @@ def delete_dir_name(dir_name: str, unique: str) -> str:
 
 #: Topic configs of a log dir written without a broker (:mod:`storage_core.log.topic_configs`).
 TOPIC_CONFIGS_FILE = "klog-topic-configs.json"
+#: Files a log dir holds beside its partition dirs (a broker's, and klog's own).
+LOG_DIR_FILES = (LOCK_FILE, CLEAN_SHUTDOWN_FILE, *OFFSET_CHECKPOINT_FILES, META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE)
 #: A task's staged segments, a dir inside the partition dir: ``.klog-staging-<job>-<task>-...``.
 STAGING_PREFIX = ".klog-staging-"
 #: A commit's journal in the log dir: ``.klog-commit-<job>.json``.

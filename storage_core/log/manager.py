@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, storage_error
+from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, NotALogDirError, storage_error
 from storage_core.files import (
+    LOG_DIR_FILES,
     LOG_START_OFFSET_CHECKPOINT,
     MARKED_DIR_SUFFIXES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -52,8 +53,14 @@ def open_log_read_only(pd: PartitionDir) -> Log:
     return Log(pd.path, recovery_point=recovery, log_start_offset=start, had_clean_shutdown=clean)
 
 
-def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDir]:
-    """Every partition under the given log dirs (or partition dirs), sorted by topic and partition."""
+def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,
+                    allow_empty: bool = False) -> list[PartitionDir]:
+    """Every partition under the given log dirs (or partition dirs), sorted by topic and partition.
+
+    With ``required`` (every read path), a path that holds no topic-partition dir is a
+    :class:`NotALogDirError` saying what the path holds instead; ``allow_empty`` (a stream, which
+    may start before the first topic is written) lets through a path that is empty or holds only
+    a log dir's own files."""
     out: dict[TopicPartition, PartitionDir] = {}
     for raw in paths:
         root = Path(raw)
@@ -62,6 +69,7 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDi
         if not root.is_dir():
             raise KlogError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
         candidates = [root] if has_log_files(root) else sorted(p for p in root.iterdir() if p.is_dir())
+        found = 0
         for d in candidates:
             if d.name.endswith(MARKED_DIR_SUFFIXES):
                 continue
@@ -74,7 +82,54 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDi
             if tp in out:
                 raise KlogError(f"partition {tp} is in two log dirs: {out[tp].path} and {d}")
             out[tp] = PartitionDir(tp, d, d.parent)
+            found += 1
+        if required and not found:
+            _no_partitions(root, allow_empty)
     return [out[k] for k in sorted(out)]
+
+
+def _no_partitions(root: Path, allow_empty: bool) -> None:
+    """Raise NotALogDirError for ``root``, which holds no partition dir, unless ``allow_empty`` and
+    it holds nothing but a log dir's own files."""
+    entries = sorted(root.iterdir(), key=lambda p: p.name)
+    if allow_empty and all(p.name in LOG_DIR_FILES for p in entries):
+        return
+    if not entries:
+        raise NotALogDirError(f"{root} is empty: no topic-partition directories (<topic>-<partition>, e.g. orders-0) "
+                              "to read; expected a Kafka log dir (a broker's log.dirs entry) or a partition dir")
+    names = [p.name + ("/" if p.is_dir() else "") for p in entries]
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    marked = [p.name for p in entries if p.is_dir() and p.name.endswith(MARKED_DIR_SUFFIXES)]
+    hint = ""
+    if marked:
+        hint = f"; {', '.join(marked[:3])} {'is' if len(marked) == 1 else 'are'} marked for deletion or moving (skipped)"
+    elif all(p.name in LOG_DIR_FILES for p in entries):
+        hint = "; it is a log dir whose partitions are all gone"
+    else:
+        children = [(p, _partition_dir_names(p)) for p in entries if p.is_dir()]
+        looks = [(p, tps) for p, tps in children if tps]
+        if looks:
+            hint = "; " + "; ".join(f"{p} looks like a Kafka log dir (it holds {', '.join(tps[:3])}"
+                                    f"{', ...' if len(tps) > 3 else ''}): pass that path" for p, tps in looks[:3])
+    raise NotALogDirError(f"no topic-partition directories (<topic>-<partition>, e.g. orders-0) in {root}: it holds "
+                          f"{shown}{hint}; expected a Kafka log dir (a broker's log.dirs entry) or a partition dir")
+
+
+def _partition_dir_names(d: Path) -> list[str]:
+    """The names of the partition dirs (with segments) directly under ``d``."""
+    try:
+        subdirs = sorted(p for p in d.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    out = []
+    for p in subdirs[:10_000]:
+        try:
+            TopicPartition.parse_dir_name(p.name)
+        except InvalidTopicError:
+            continue
+        if has_log_files(p):
+            out.append(p.name)
+    return out
 
 
 # --- LogManager ---------------------------------------------------------------------------------

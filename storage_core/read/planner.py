@@ -176,8 +176,9 @@ def select_partitions(opts: ReadOptions, *, streaming: bool = False) -> list[Par
     """The partitions a read selects, sorted: ``topics`` (each must exist), ``topicPattern``,
     ``assign`` (each partition must exist), else the partitions a JSON ``startingOffsets``/
     ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
-    are read too), else every partition. Only directories with segments count."""
-    dirs = [p for p in find_partitions(opts.paths) if _with_segments(p)]
+    are read too), else every partition. Only directories with segments count. A path with no
+    partition dirs is an error (a stream may start on an empty log dir)."""
+    dirs = [p for p in find_partitions(opts.paths, required=True, allow_empty=streaming) if _with_segments(p)]
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
                                assign=opts.assign)
     if chosen is not None:

@@ -18,6 +18,7 @@ from storage_core.errors import (
     KlogError,
     LogConfigError,
     LogDirLockedError,
+    NotALogDirError,
     PendingCommitError,
     StorageError,
     UnsafePathError,
@@ -105,29 +106,34 @@ DUMP_EXAMPLES = """examples:
   klog dump --jsonl 00000000000000000000.log > out.jsonl one JSON object per record
   klog dump 00000000000000000000.index                   offset index entries
   klog dump --verify-index-only 00000000000000000000.index   entries checked against the .log
+  klog dump data/orders-0                                every segment of a partition, in offset order
+  klog dump 00000000000000000123.snapshot                producer state (a producer snapshot)
+exit codes: 0 ok (a torn tail after valid batches is reported, as Kafka does), 1 a corrupt batch, a bad CRC,
+an index that disagrees with its log, or a file with no Kafka batch at all, 2 usage error (no such file)
 """
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from storage_core.tools.dump import dump_jsonl, dump_text
+    from storage_core.files import SNAPSHOT_SUFFIX
+    from storage_core.tools.dump import dump_jsonl, dump_snapshot, dump_text, files_to_dump
 
-    missing = [p for p in args.files if not Path(p).is_file()]
-    if missing:
-        raise InvalidOptionError(f"no such file: {', '.join(missing)} (expected .log, .index, .timeindex, "
-                                 ".txnindex or other record-set files)")
     if args.max_bytes is not None and args.max_bytes < 0:
         raise InvalidOptionError(f"--max-bytes must be >= 0, got {args.max_bytes}")
+    files = files_to_dump(args.files)
     out = sys.stdout
     status = EXIT_OK
-    for path in args.files:
+    for path in files:
         if path.endswith(INDEX_SUFFIXES):
             from storage_core.tools.dump import dump_index
 
             if dump_index(path, out, sys.stderr, sanity_only=args.index_sanity_check,
                           verify_only=args.verify_index_only):
                 status = EXIT_DATA
+            continue
+        if path.endswith(SNAPSHOT_SUFFIX):
+            dump_snapshot(path, out)
             continue
         size = Path(path).stat().st_size
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
@@ -141,6 +147,11 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             status = EXIT_DATA
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
+        elif summary.batches == 0 and summary.size_in_bytes > 0 and args.max_bytes != 0:
+            status = EXIT_DATA  # not one batch: these bytes are not Kafka's (a truncated tail after batches is)
+            print(f"klog: {path} holds no Kafka record batch: its first bytes do not parse as a batch header; "
+                  "expected a .log segment, an index (.index, .timeindex, .txnindex), a producer .snapshot or "
+                  "another record-set file", file=sys.stderr)
     return status
 
 
@@ -169,7 +180,7 @@ def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from storage_core.read.planner import choose_partitions
 
     dirs = _log_dirs(args.dir)
-    parts = find_partitions(dirs)
+    parts = find_partitions(dirs, required=True)
     chosen = choose_partitions(parts, dirs, topics=sorted(set(args.topic))) if args.topic else None
     return parts if chosen is None else chosen
 
@@ -295,6 +306,8 @@ This writes to the log dir: never run it on a dir a live broker owns (the .lock 
 RETENTION_EXAMPLES = """examples:
   klog retention data --config retention.ms=604800000        delete segments older than 7 days
   klog retention data --topic orders --config retention.bytes=1073741824
+exit codes: 0 ok (nothing or segments deleted, listed), 1 corrupt data or config file, 2 usage error
+This writes to the log dir: never run it on a dir a live broker owns (the .lock prevents it).
 """
 
 
@@ -507,16 +520,25 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    from storage_core import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.",
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"klog {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("dump", help="print the batches and records of segment files",
                        description="Print the batches (and records) of .log files, like kafka-dump-log.sh.",
                        epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
-    p.add_argument("files", nargs="+", metavar="FILE", help=".log (or other record-set) files")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=".log (or other record-set), .index, .timeindex, .txnindex or .snapshot files, or a "
+                   "partition dir")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
     p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies --deep-iteration)")
     p.add_argument("--jsonl", action="store_true",
@@ -597,7 +619,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "cleanup.policy includes compact) now, whatever their dirty ratio and policy: keep the "
                        "latest record of each key, drop tombstones past delete.retention.ms and aborted "
                        "transactions, with the .cleaned/.swap/.deleted protocol.",
-                       epilog=COMPACT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=COMPACT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--memory", type=_byte_size, default=16 << 20, metavar="BYTES",
@@ -616,7 +639,7 @@ def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, or a file system that is full or read-only
     (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
-                        UnsafePathError)):
+                        UnsafePathError, NotALogDirError)):
         return True
     return exc.detail.startswith(("no such ", "not a directory"))
 

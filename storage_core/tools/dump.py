@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from storage_core.errors import KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_offset_named
+from storage_core.limits import INT32_MAX
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords
 from storage_core.record.records import MAGIC_VALUE_V2, Record
@@ -273,3 +274,60 @@ def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sani
         return len(mismatches)
     finally:
         index.close()
+
+
+# --- producer snapshots (DumpLogSegments.dumpProducerIdSnapshot) --------------------------------
+
+
+def _first_sequence(last_sequence: int, offset_delta: int) -> int:
+    """``BatchMetadata.firstSeq``: ``DefaultRecordBatch.decrementSequence(lastSeq, offsetDelta)``."""
+    if last_sequence < offset_delta:
+        return INT32_MAX - (offset_delta - last_sequence) + 1
+    return last_sequence - offset_delta
+
+
+def dump_snapshot(path: str | os.PathLike[str], out: IO[str]) -> int:
+    """Print a producer ``.snapshot`` as kafka-dump-log does; returns the number of entries.
+    A corrupt snapshot raises :class:`~storage_core.errors.CorruptIndexError`."""
+    from storage_core.log.producer_state import ProducerStateManager
+
+    out.write(f"Dumping {path}\n")
+    state = ProducerStateManager.read_snapshot(path)
+    for e in state.producers.values():
+        txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
+        line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
+                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
+        if e.last_offset >= 0:
+            line += (f"firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
+                     f"{e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
+                     f"timestamp: {e.timestamp}")
+        out.write(line + "\n")
+    return len(state.producers)
+
+
+# --- what to dump ----------------------------------------------------------------------------------
+
+
+def files_to_dump(paths: list[str]) -> list[str]:
+    """The files ``klog dump`` prints for its arguments: a file as given; a partition dir as its
+    segments (``.log``) in offset order. Anything else is an InvalidOptionError saying what to pass."""
+    from pathlib import Path
+
+    from storage_core.errors import InvalidOptionError
+    from storage_core.files import has_log_files, is_log_file
+
+    out: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            out.append(raw)
+        elif p.is_dir():
+            if not has_log_files(p):
+                raise InvalidOptionError(f"{raw} is a directory with no segments (.log files); pass a partition dir "
+                                         "(<topic>-<partition>, e.g. orders-0) or the files to dump; for a whole log "
+                                         "dir use klog describe or klog verify")
+            out += [str(f) for f in sorted((f for f in p.iterdir() if is_log_file(f.name)), key=base_offset_of)]
+        else:
+            raise InvalidOptionError(f"no such file: {raw} (expected .log, .index, .timeindex, .txnindex, .snapshot "
+                                     "or other record-set files, or a partition dir)")
+    return out

@@ -20,6 +20,7 @@ def value(topic: str, partition: int, offset: int) -> str:
 def append(log_dir: Path, topic: str, partition: int, count: int, *, seed: int = 0) -> range:
     """Append ``count`` records in random-sized batches; returns their offsets."""
     rng = random.Random(f"{seed}/{topic}/{partition}")
+    log_dir.mkdir(parents=True, exist_ok=True)
     with LogManager([log_dir], writable=True) as m:
         log = m.create_log(TopicPartition(topic, partition))
         first = log.log_end_offset
