@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("KLOG_SHARED", REPO.parent / "shared"))
@@ -43,3 +45,17 @@ def expected_lines(path: Path) -> list[str]:
 
 def fixture_id(path: Path) -> str:
     return str(path.relative_to(KAFKA_FIXTURES))
+
+
+def params(paths: Iterable[Path], what: str) -> list[Any]:
+    """pytest parameters, one per fixture path (its id: the path under the fixtures); where there is
+    none, one skipped parameter whose reason says what is missing (not pytest's bare "got empty
+    parameter set")."""
+    import pytest
+
+    found = sorted(paths)
+    if not available():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=MISSING_REASON), id="no-fixtures")]
+    if not found:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no {what} under {KAFKA_FIXTURES}"), id="none")]
+    return [pytest.param(p, id=fixture_id(p)) for p in found]

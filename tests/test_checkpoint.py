@@ -44,19 +44,14 @@ from storage_core.log.checkpoint import (
     uuid_to_base64,
 )
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
-from tests.shared_fixtures import KAFKA_FIXTURES, MISSING_REASON, available, fixture_id
+from tests.shared_fixtures import KAFKA_FIXTURES, MISSING_REASON, available, params
 
 TP = TopicPartition
 
 
 def _fixture_params(*names: str) -> list[object]:
-    if not available():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=MISSING_REASON), id="no-fixtures")]
-    files = sorted({p for name in names for p in KAFKA_FIXTURES.rglob(name) if p.is_file()})
-    if not files:
-        reason = f"no {' / '.join(names)} files under {KAFKA_FIXTURES}"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
-    return [pytest.param(p, id=fixture_id(p)) for p in files]
+    return params({p for name in names for p in KAFKA_FIXTURES.rglob(name) if p.is_file()} if available() else [],
+                     " / ".join(names) + " files")
 
 
 def _tmp_files(directory: Path) -> list[str]:

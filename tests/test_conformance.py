@@ -39,7 +39,7 @@ def test_fixture_inventory() -> None:
 
 
 @needs_shared
-@pytest.mark.parametrize("path", FILES, ids=[sf.fixture_id(p) for p in FILES])
+@pytest.mark.parametrize("path", sf.params(FILES, "record-set files with Kafka's decoding"))
 def test_dump_jsonl_equals_kafka(path: Path) -> None:
     out = io.StringIO()
     dump_jsonl(path, out)
@@ -64,7 +64,7 @@ def _expected_data_records(path: Path) -> list[dict[str, object]]:
 
 @needs_shared
 @pytest.mark.parametrize("mode", ["kernel", "python", "bulk"])
-@pytest.mark.parametrize("path", FILES, ids=[sf.fixture_id(p) for p in FILES])
+@pytest.mark.parametrize("path", sf.params(FILES, "record-set files with Kafka's decoding"))
 def test_columnar_decode_equals_kafka(path: Path, mode: str) -> None:
     """Every record Kafka's FileRecords reads, decoded batch by batch by the kernel and by its
     pure-Python twin, and in bulk (``decode_file_range``, what Spark reads go through)."""

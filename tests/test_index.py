@@ -28,7 +28,7 @@ def test_there_are_60_index_pairs() -> None:
 
 
 @pytest.mark.conformance
-@pytest.mark.parametrize("tsv", PAIRS, ids=[sf.fixture_id(p) for p in PAIRS])
+@pytest.mark.parametrize("tsv", sf.params(PAIRS, "index dumps (*.index.expected.tsv)"))
 def test_broker_indexes_read_and_rebuild(tsv: Path) -> None:
     index = tsv.with_name(tsv.name[: -len(".expected.tsv")])
     log, tindex = index.with_suffix(".log"), index.with_suffix(".timeindex")

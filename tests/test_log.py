@@ -161,7 +161,7 @@ PARTITIONS = sorted({p.parent for p in sf.KAFKA_FIXTURES.rglob("*.log") if "capt
 
 
 @pytest.mark.conformance
-@pytest.mark.parametrize("part", PARTITIONS, ids=[sf.fixture_id(p) for p in PARTITIONS])
+@pytest.mark.parametrize("part", sf.params(PARTITIONS, "partition dirs"))
 def test_broker_partition_dirs_open_read_only(part: Path) -> None:
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in part.iterdir() if p.is_file()}
     with Log(part) as log:

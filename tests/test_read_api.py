@@ -83,7 +83,7 @@ def _ms(rows: list[tuple[int, str | None, str | None, int]]) -> list[tuple[int, 
 
 
 @needs_shared
-@pytest.mark.parametrize("d", DIRS, ids=[sf.fixture_id(d) for d in DIRS])
+@pytest.mark.parametrize("d", sf.params(DIRS, "partition dirs with Kafka's decoding"))
 def test_read_arrow_equals_kafka(d: Path) -> None:
     reader = storage_core.read_arrow(d, includeHeaders=True)
     table = reader.read_all()
@@ -95,7 +95,7 @@ def test_read_arrow_equals_kafka(d: Path) -> None:
 
 
 @needs_shared
-@pytest.mark.parametrize("d", DIRS, ids=[sf.fixture_id(d) for d in DIRS])
+@pytest.mark.parametrize("d", sf.params(DIRS, "partition dirs with Kafka's decoding"))
 def test_export_equals_kafka(d: Path, tmp_path: Path) -> None:
     topic = d.name.rpartition("-")[0]
     req = ExportRequest(log_dirs=(str(d),), topic=topic)

@@ -39,7 +39,7 @@ def _b64(b: bytes | bytearray | None) -> str | None:
 
 
 @pytest.mark.conformance
-@pytest.mark.parametrize("log_dir", LOG_DIRS, ids=[sf.fixture_id(p) for p in LOG_DIRS])
+@pytest.mark.parametrize("log_dir", sf.params(LOG_DIRS, "broker log dirs"))
 def test_broker_dirs_read_through_spark(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
     df = spark.read.format("klog").load(str(log_dir))
     got = sorted((r.topic, r.partition, r.offset, _b64(r.key), _b64(r.value),
