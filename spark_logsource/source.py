@@ -13,9 +13,8 @@ Two variants under the same name:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -35,10 +34,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from storage_core.read.kafka_compat import warn_ignored
-from storage_core.read.planner import NO_PRUNING, Pruning
-from storage_core.record.columnar import kafka_schema
 
 from .options import ReadOptions, parse_read_options
+
+if TYPE_CHECKING:  # the read path's modules (pyarrow, numpy, the log) load when a read starts, not for schema()
+    import pyarrow as pa
+
+    from storage_core.read.planner import Pruning
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
               "timestampType int")
@@ -60,8 +62,10 @@ class KlogReader(DataSourceReader):
     """Plans on the driver (a Python worker) and reads on executors; holds only parsed options."""
 
     def __init__(self, opts: ReadOptions) -> None:
+        from storage_core.read.planner import NO_PRUNING
+
         self.opts = opts
-        self.pruning = NO_PRUNING
+        self.pruning: Pruning = NO_PRUNING
 
     def partitions(self) -> Sequence[InputPartition]:
         from .planning import plan
@@ -71,6 +75,8 @@ class KlogReader(DataSourceReader):
         return list(parts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from storage_core.record.columnar import kafka_schema
+
         from .planning import KlogInputPartition
         from .reader import read_partition
 
@@ -169,6 +175,8 @@ class KlogPushdownReader(KlogReader):
                 if ms is not None:
                     tmin = ms if tmin is None else max(tmin, ms)
             yield f  # Spark applies it after the scan
+        from storage_core.read.planner import Pruning
+
         self.pruning = Pruning(topics, parts, pmin, pmax, omin, oend, tmin)
 
 

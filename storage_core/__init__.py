@@ -19,6 +19,9 @@ This package hands on the names most callers need: the exceptions, :class:`Compr
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from storage_core.errors import (
     CompressionError,
     CorruptIndexError,
@@ -31,19 +34,33 @@ from storage_core.errors import (
     RecordTooLargeError,
     UnsupportedCodecError,
 )
-from storage_core.record.compression import CompressionType
-from storage_core.record.records import Header, Record, TimestampType
+
+if TYPE_CHECKING:
+    from storage_core.read.api import plan, read_arrow
+    from storage_core.record.compression import CompressionType
+    from storage_core.record.records import Header, Record, TimestampType
 
 __version__ = "0.1.0"
 
+#: Names imported on first use (what they pull in, the codecs, numpy and pyarrow, is slow to
+#: import: a Spark worker that only asks the source for its schema never needs it).
+_LAZY = {
+    "CompressionType": "storage_core.record.compression",
+    "Header": "storage_core.record.records",
+    "Record": "storage_core.record.records",
+    "TimestampType": "storage_core.record.records",
+    "plan": "storage_core.read.api",
+    "read_arrow": "storage_core.read.api",
+}
+
 
 def __getattr__(name: str) -> object:
-    """The read API (``read_arrow``, ``plan``), imported on first use: it pulls in the log layer."""
-    if name in ("read_arrow", "plan"):
-        from storage_core import read
-
-        return getattr(read, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

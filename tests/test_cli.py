@@ -141,3 +141,21 @@ def test_dump_progress_bar_when_output_is_redirected(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "dump", "--quiet", str(path)], capture_output=True,
                          text=True, env=env)
     assert res.returncode == 0 and res.stderr == ""
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    res = klog("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"klog {version('klog')}"
+
+
+def test_every_command_takes_debug_and_says_its_exit_codes() -> None:
+    from storage_core.tools.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name in commands:
+        res = klog(name, "--help")
+        assert res.returncode == 0, name
+        assert "--debug" in res.stdout, f"klog {name} has no --debug"
+        assert "exit codes:" in res.stdout, f"klog {name} --help does not say its exit codes"

@@ -13,6 +13,18 @@ here; this layer imports the log and record layers, never Spark.
 
 from __future__ import annotations
 
-from storage_core.read.api import plan, read_arrow
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage_core.read.api import plan, read_arrow
 
 __all__ = ["plan", "read_arrow"]
+
+
+def __getattr__(name: str) -> object:
+    """``plan`` and ``read_arrow`` on first use: the options and the planner import without pyarrow."""
+    if name in __all__:
+        from storage_core.read import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

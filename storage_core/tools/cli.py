@@ -521,9 +521,13 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
-    from storage_core import __version__
+    """The installed distribution's version (pyproject.toml's), as ``pip show klog`` reports it."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("klog")
+    except PackageNotFoundError:
+        return "(not installed: running from a checkout)"
 
 
 def build_parser() -> argparse.ArgumentParser:
