@@ -11,13 +11,26 @@ Packages and modules, bottom up (each imports only what is below it; see ARCHITE
   log itself, producer state, checkpoints, configs, log dirs and their lock, staged writes and
   the journaled commit.
 - :mod:`storage_core.cleaner`: log compaction on top of the log.
+- :mod:`storage_core.read`: the one read path (planner, piece reader) and the Python read API.
 - :mod:`storage_core.tools`: the ``klog`` command line and its commands.
 
 This package hands on the names most callers need: the exceptions, :class:`CompressionType`,
-:class:`Record`, :class:`Header` and :class:`TimestampType`.
+:class:`Record`, :class:`Header` and :class:`TimestampType`, and the read API (imported on first
+use, as it pulls in the log layer)::
+
+    import storage_core as klog
+
+    klog.describe("/mnt/kafka-copy")                        # pyarrow.Table: one row per topic-partition
+    klog.read_arrow("/mnt/kafka-copy", topics="orders")     # pyarrow.RecordBatchReader of the records
+    klog.plan("/mnt/kafka-copy", startingTimestamp=...)     # each partition's resolved range, no reading
+
+``describe(path, **selection)`` takes ``topics``/``topicPattern``/``assign``; ``read_arrow`` and
+``plan`` take every option of ``spark.read.format("klog")`` by the same names.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from storage_core.errors import (
     CompressionError,
@@ -34,12 +47,19 @@ from storage_core.errors import (
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import Header, Record, TimestampType
 
+if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getattr__ imports them
+    from storage_core.read import describe, plan, read_arrow
+
 __version__ = "0.1.0"
 
 
+#: The read API's names, imported from :mod:`storage_core.read` on first use.
+_LAZY = ("describe", "plan", "read_arrow")
+
+
 def __getattr__(name: str) -> object:
-    """The read API (``read_arrow``, ``plan``), imported on first use: it pulls in the log layer."""
-    if name in ("read_arrow", "plan"):
+    """The read API (``describe``, ``read_arrow``, ``plan``), imported on first use: it pulls in the log layer."""
+    if name in _LAZY:
         from storage_core import read
 
         return getattr(read, name)
@@ -61,6 +81,7 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampType",
     "UnsupportedCodecError",
+    "describe",
     "plan",
     "read_arrow",
 ]

@@ -5,7 +5,9 @@
   per piece (Kafka's fetch rule);
 * :mod:`~storage_core.read.piece_reader` — one piece → Arrow (chunks, CRC, the bulk kernel walk,
   damage skipping, transaction filtering);
-* :mod:`~storage_core.read.api` — the public Python API: a log dir → ``pyarrow.RecordBatchReader``.
+* :mod:`~storage_core.read.api` — the public Python API: a log dir → ``pyarrow.RecordBatchReader``;
+* :mod:`~storage_core.read.describe` — what is in a log dir, one summary per partition
+  (``klog describe`` and :func:`storage_core.describe`).
 
 Spark's data source (``spark_logsource``), ``klog export`` and the Python API all go through
 here; this layer imports the log and record layers, never Spark.
@@ -14,5 +16,6 @@ here; this layer imports the log and record layers, never Spark.
 from __future__ import annotations
 
 from storage_core.read.api import plan, read_arrow
+from storage_core.read.describe import describe
 
-__all__ = ["plan", "read_arrow"]
+__all__ = ["describe", "plan", "read_arrow"]
