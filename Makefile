@@ -3,12 +3,13 @@
 #   make quickstart   create .venv, install klog, run examples/quickstart.py
 #   make test         create .venv, install klog with its test tools, run the test suite
 #   make lint         create .venv, install klog with its test tools, ruff check + mypy
+#   make notebooks    run every notebook (in a temporary dir) and store its outputs and plots in the .ipynb
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.klog-installed
 
-.PHONY: quickstart test bench lint clean
+.PHONY: quickstart test bench lint notebooks clean
 
 $(STAMP): pyproject.toml setup.py storage_core/record/_kernel.c
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+notebooks: $(STAMP)
+	$(PY) notebooks/execute.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check storage_core spark_logsource tests benchmarks examples
