@@ -3,6 +3,7 @@
 #   make quickstart   create .venv, install klog with Spark, run examples/quickstart.py
 #   make test         create .venv, install klog with Spark and the test tools, run the test suite
 #   make lint         the same install, ruff check + mypy
+#   make notebooks    run every notebook (in a temporary dir) and store its outputs and plots in the .ipynb
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +12,7 @@ SOURCES := pyproject.toml setup.py storage_core/record/_kernel.c
 RUN_STAMP := $(VENV)/.klog-installed
 DEV_STAMP := $(VENV)/.klog-dev-installed
 
-.PHONY: quickstart test bench lint clean
+.PHONY: quickstart test bench lint notebooks clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,9 @@ test: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(PY) -m benchmarks
+
+notebooks: $(DEV_STAMP)
+	$(PY) notebooks/execute.py
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check storage_core spark_logsource tests benchmarks examples

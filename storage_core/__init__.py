@@ -11,10 +11,21 @@ Packages and modules, bottom up (each imports only what is below it; see ARCHITE
   log itself, producer state, checkpoints, configs, log dirs and their lock, staged writes and
   the journaled commit.
 - :mod:`storage_core.cleaner`: log compaction on top of the log.
+- :mod:`storage_core.read`: the one read path (planner, piece reader) and the Python read API.
 - :mod:`storage_core.tools`: the ``klog`` command line and its commands.
 
 This package hands on the names most callers need: the exceptions, :class:`CompressionType`,
-:class:`Record`, :class:`Header` and :class:`TimestampType`.
+:class:`Record`, :class:`Header` and :class:`TimestampType`, and the read API (imported on first
+use, as it pulls in the log layer)::
+
+    import storage_core as klog
+
+    klog.describe("/mnt/kafka-copy")                        # pyarrow.Table: one row per topic-partition
+    klog.read_arrow("/mnt/kafka-copy", topics="orders")     # pyarrow.RecordBatchReader of the records
+    klog.plan("/mnt/kafka-copy", startingTimestamp=...)     # each partition's resolved range, no reading
+
+``describe(path, **selection)`` takes ``topics``/``topicPattern``/``assign``; ``read_arrow`` and
+``plan`` take every option of ``spark.read.format("klog")`` by the same names.
 """
 
 from __future__ import annotations
@@ -35,8 +46,9 @@ from storage_core.errors import (
     UnsupportedCodecError,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getattr__ imports them
     from storage_core.read.api import plan, read_arrow
+    from storage_core.read.describe import describe
     from storage_core.record.compression import CompressionType
     from storage_core.record.records import Header, Record, TimestampType
 
@@ -49,6 +61,7 @@ _LAZY = {
     "Header": "storage_core.record.records",
     "Record": "storage_core.record.records",
     "TimestampType": "storage_core.record.records",
+    "describe": "storage_core.read.describe",
     "plan": "storage_core.read.api",
     "read_arrow": "storage_core.read.api",
 }
@@ -78,6 +91,7 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampType",
     "UnsupportedCodecError",
+    "describe",
     "plan",
     "read_arrow",
 ]

@@ -5,7 +5,9 @@
   per piece (Kafka's fetch rule);
 * :mod:`~storage_core.read.piece_reader` — one piece → Arrow (chunks, CRC, the bulk kernel walk,
   damage skipping, transaction filtering);
-* :mod:`~storage_core.read.api` — the public Python API: a log dir → ``pyarrow.RecordBatchReader``.
+* :mod:`~storage_core.read.api` — the public Python API: a log dir → ``pyarrow.RecordBatchReader``;
+* :mod:`~storage_core.read.describe` — what is in a log dir, one summary per partition
+  (``klog describe`` and :func:`storage_core.describe`).
 
 Spark's data source (``spark_logsource``), ``klog export`` and the Python API all go through
 here; this layer imports the log and record layers, never Spark.
@@ -17,14 +19,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from storage_core.read.api import plan, read_arrow
+    from storage_core.read.describe import describe
 
-__all__ = ["plan", "read_arrow"]
+__all__ = ["describe", "plan", "read_arrow"]
+_MODULES = {"describe": "storage_core.read.describe", "plan": "storage_core.read.api", "read_arrow": "storage_core.read.api"}
 
 
 def __getattr__(name: str) -> object:
-    """``plan`` and ``read_arrow`` on first use: the options and the planner import without pyarrow."""
-    if name in __all__:
-        from storage_core.read import api
+    """The API's names on first use: the options and the planner import without pyarrow."""
+    if name in _MODULES:
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(_MODULES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

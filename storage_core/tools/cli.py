@@ -161,6 +161,7 @@ DESCRIBE_EXAMPLES = """examples:
   klog describe /mnt/a,/mnt/b                        several log dirs (Kafka's log.dirs)
   klog describe data/orders-0                        one partition dir
 ~RECORDS is end offset - start offset, from the indexes (an upper bound where compaction left gaps).
+LSO is the last stable offset: where a read_committed read stops (an open transaction holds it below END).
 exit codes: 0 ok, 1 an index or segment could not be read, 2 usage error (no such dir or topic)
 """
 
@@ -201,7 +202,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from storage_core.tools.report import describe_partition
+    from storage_core.read.describe import describe_partition
 
     parts = _partitions(args)
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
@@ -216,9 +217,10 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
         return EXIT_OK
-    header = ["TOPIC", "PART", "START", "END", "~RECORDS", "SEGS", "BYTES", "FIRST TIMESTAMP", "MAX TIMESTAMP",
-              "CODECS"]
-    table = [[r.topic, str(r.partition), str(r.start_offset), str(r.end_offset), str(r.estimated_records),
+    header = ["TOPIC", "PART", "START", "END", "LSO", "~RECORDS", "SEGS", "BYTES", "FIRST TIMESTAMP",
+              "MAX TIMESTAMP", "CODECS"]
+    table = [[r.topic, str(r.partition), str(r.start_offset), str(r.end_offset), str(r.last_stable_offset),
+              str(r.estimated_records),
               str(r.segments), str(r.size_bytes), _fmt_ts(r.first_timestamp), _fmt_ts(r.max_timestamp),
               ",".join(r.codecs) or "-"] for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]

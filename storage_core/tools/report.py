@@ -1,8 +1,5 @@
-"""What ``klog describe`` and ``klog verify`` compute, separate from how the CLI prints it.
-
-``describe`` reads only headers and indexes (no record decoding): offsets, time range, sizes,
-segment counts, codecs (from each segment's first batch) and a record-count estimate
-(end offset - start offset, which compaction gaps and control records make an upper bound).
+"""What ``klog verify`` computes, separate from how the CLI prints it. (``klog describe``'s
+summaries are :mod:`storage_core.read.describe`'s, shared with :func:`storage_core.describe`.)
 
 ``verify`` reads every batch: CRCs and structure, index entries against the log. A problem is
 an *error* when data is lost or corrupt (a bad CRC, an index entry that points to the wrong
@@ -18,58 +15,15 @@ from pathlib import Path
 from storage_core.errors import KlogError
 from storage_core.files import (
     INDEX_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
-    has_log_files,
 )
-from storage_core.log.checkpoint import OffsetCheckpointFile
-from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import scan_segment
 from storage_core.log.time_index import TimeIndex
 from storage_core.record.file_records import FileRecords
-from storage_core.record.records import DefaultRecordBatch
-
-
-@dataclass
-class PartitionSummary:
-    topic: str
-    partition: int
-    path: str
-    start_offset: int
-    end_offset: int
-    estimated_records: int
-    segments: int
-    size_bytes: int
-    first_timestamp: int | None
-    max_timestamp: int | None
-    codecs: list[str]
-
-
-def describe_partition(pd: PartitionDir) -> PartitionSummary:
-    tp = pd.topic_partition
-    if not has_log_files(pd.path):  # only orphan indexes (Kafka deletes them and starts empty)
-        return PartitionSummary(tp.topic, tp.partition, str(pd.path), 0, 0, 0, 0, 0, None, None, [])
-    # indexes are trusted (no recovery: describe reads no records), the log start offset is the
-    # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
-    starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
-    with Log(pd.path, had_clean_shutdown=True, log_start_offset=starts.get(tp)) as log:
-        codecs: set[str] = set()
-        first_ts = None
-        for seg in log.segments:
-            for batch in seg.batches():
-                codecs.add(batch.compression.label)
-                if first_ts is None and batch.max_timestamp >= 0:
-                    first_ts = batch.base_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
-                break
-        max_ts = max((s.max_timestamp_so_far.timestamp for s in log.segments), default=-1)
-        start, end = log.log_start_offset, log.log_end_offset
-        return PartitionSummary(pd.topic_partition.topic, pd.topic_partition.partition, str(pd.path), start, end,
-                                end - start, len(log.segments), log.size_in_bytes, first_ts,
-                                max_ts if max_ts >= 0 else None, sorted(codecs))
 
 
 @dataclass
