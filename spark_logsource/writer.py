@@ -34,6 +34,8 @@ from storage_core.log.staged import StagedPartition, StagingWriter, collect_stag
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
 from storage_core.record.compression import CompressionType
 
+from .errors import spark_entry
+
 log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
@@ -174,6 +176,7 @@ class KlogWriter(DataSourceArrowWriter):
             ensure_topic(opts, self.topics, opts.topic)
 
     # -- tasks
+    @spark_entry
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KlogCommitMessage:
         from pyspark import TaskContext
 
@@ -318,6 +321,7 @@ class KlogWriter(DataSourceArrowWriter):
         return out, rr
 
     # -- driver
+    @spark_entry
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
         overwrite_topics: set[str] = set()
@@ -328,6 +332,7 @@ class KlogWriter(DataSourceArrowWriter):
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect(older_than_s=STALE_STAGING_S)
 
+    @spark_entry
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         from storage_core.log.journal import recover_commits
         from storage_core.log.lock import LogDirLock
