@@ -32,6 +32,7 @@ from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
+from storage_core.read.options import did_you_mean
 from storage_core.record.compression import CompressionType
 
 from .errors import spark_entry
@@ -40,6 +41,8 @@ log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
                  "includeheaders"}
+_WRITE_NAMES = {"numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
+                "includeheaders": "includeHeaders"}
 #: Upper bound of an encoded batch's records area (kept under max.message.bytes).
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
 STALE_STAGING_S = 24 * 3600
@@ -65,7 +68,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     config_props = {k: v for k, v in opts.items() if k in CONFIG_KEYS}
     unknown = sorted(k for k in opts if k not in WRITE_OPTIONS and k not in config_props)
     if unknown:
-        raise InvalidOptionError(f"unknown write option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+        known = WRITE_OPTIONS | set(CONFIG_KEYS)
+        hints = [f"{k!r}{did_you_mean(k, known, lambda key: _WRITE_NAMES.get(key, key))}" for k in unknown]
+        raise InvalidOptionError(f"unknown write option{'s' if len(unknown) > 1 else ''} {', '.join(hints)} for "
                                  "format klog; known: path, topic, numPartitions, compression, maxBatchBytes, "
                                  "lockTimeoutMs and topic configs by their Kafka names (segment.bytes, ...)")
     path = opts.get("path", "").strip()

@@ -41,7 +41,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +139,31 @@ def option_long(opts: Mapping[str, str], key: str, *, minimum: int | None = None
     return v
 
 
+def epoch_ms(opts: Mapping[str, str], key: str) -> int | None:
+    """A timestamp option: milliseconds since the epoch, as in Spark's Kafka source. A date given
+    instead is named as one, with its value in milliseconds."""
+    raw = opts.get(key)
+    if raw is not None and not re.fullmatch(r"\s*[-+]?\d+\s*", raw):
+        import datetime as dt
+
+        text = raw.strip()
+        try:
+            when = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            ms = int(when.replace(tzinfo=when.tzinfo or dt.timezone.utc).timestamp() * 1000)
+            hint = f"{text}{'' if when.tzinfo else ' UTC'} is {ms}"
+        except ValueError:
+            hint = "e.g. 1767225600000 for 2026-01-01T00:00:00Z"
+        raise InvalidOptionError(f"option {option_name(key)}={raw!r} is not a number of epoch milliseconds; {hint}")
+    return option_long(opts, key, minimum=0)
+
+
+def did_you_mean(key: str, known: Iterable[str], name: Callable[[str], str] = option_name) -> str:
+    """`` (did you mean 'startingOffsets'?)`` for a misspelt option ``key`` (lower-cased, as are
+    ``known``; ``name`` spells a known key for the message), or an empty string."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {name(close[0])!r}?)" if close else ""
+
+
 def _json(opts: Mapping[str, str], key: str) -> Any:
     raw = opts[key]
     try:
@@ -193,7 +218,7 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int
 def start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpec:
     """Where a read starts. A batch read defaults to earliest and refuses latest (it would read
     nothing); a stream defaults to latest, as Spark's Kafka source."""
-    ts = option_long(opts, "startingtimestamp", minimum=0)
+    ts = epoch_ms(opts, "startingtimestamp")
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)
     if "startingoffsetsbytimestamp" in opts:
@@ -219,7 +244,7 @@ def start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpe
 
 
 def end_spec(opts: Mapping[str, str]) -> OffsetSpec:
-    ts = option_long(opts, "endingtimestamp", minimum=0)
+    ts = epoch_ms(opts, "endingtimestamp")
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)
     if "endingoffsetsbytimestamp" in opts:
@@ -255,10 +280,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     known = READ_OPTIONS | STREAM_ONLY_OPTIONS
     unknown = sorted(k for k in opts if k not in known)
     if unknown:
-        hints = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.6)
-            hints.append(f"{k!r}" + (f" (did you mean {option_name(close[0])!r}?)" if close else ""))
+        hints = [f"{k!r}{did_you_mean(k, known)}" for k in unknown]
         raise InvalidOptionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)} for "
                                  "format klog; known options: " + ", ".join(sorted(option_name(k) for k in READ_OPTIONS)))
     path = opts.get("path")
