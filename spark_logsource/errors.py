@@ -156,8 +156,10 @@ class FailingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         raise self.error
 
+    @spark_entry
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing was read."""
 
+    @spark_entry
     def stop(self) -> None:
         """Nothing to release."""
