@@ -139,7 +139,7 @@ def test_overwrite_replaces_the_data_and_keeps_offsets_rising(spark, tmp_path: P
     (["CAST(id AS STRING) AS value"], {"topic": "bad/name"}, "bad/name"),
     (["CAST(id AS STRING) AS value"], {"topic": "t", "compression": "brotli"}, "Unknown compression type 'brotli'"),
     (["CAST(id AS STRING) AS value"], {"topic": "t", "segment.bytes": "-5"}, "segment.bytes"),
-    (["CAST(id AS STRING) AS value"], {"topic": "t", "bogus": "1"}, "unknown write option bogus"),
+    (["CAST(id AS STRING) AS value"], {"topic": "t", "bogus": "1"}, "unknown write option 'bogus' for format klog"),
     (["CAST(id AS STRING) AS value", "CAST(id + 5 AS INT) AS partition"], {"topic": "t"}, "which has 1 partitions"),
 ])
 def test_input_errors(spark, tmp_path: Path, columns: list[str], opts: dict[str, str], message: str) -> None:  # type: ignore[no-untyped-def]
