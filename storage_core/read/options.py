@@ -149,7 +149,8 @@ def epoch_ms(opts: Mapping[str, str], key: str) -> int | None:
         text = raw.strip()
         try:
             when = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-            ms = int(when.replace(tzinfo=when.tzinfo or dt.timezone.utc).timestamp() * 1000)
+            epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+            ms = (when.replace(tzinfo=when.tzinfo or dt.timezone.utc) - epoch) // dt.timedelta(milliseconds=1)
             hint = f"{text}{'' if when.tzinfo else ' UTC'} is {ms}"
         except ValueError:
             hint = "e.g. 1767225600000 for 2026-01-01T00:00:00Z"
