@@ -35,6 +35,7 @@ from pyspark.sql.types import StructType
 
 from storage_core.read.kafka_compat import warn_ignored
 
+from .errors import spark_entry, stream_reader
 from .options import ReadOptions, parse_read_options
 
 if TYPE_CHECKING:  # the read path's modules (pyarrow, numpy, the log) load when a read starts, not for schema()
@@ -67,6 +68,7 @@ class KlogReader(DataSourceReader):
         self.opts = opts
         self.pruning: Pruning = NO_PRUNING
 
+    @spark_entry
     def partitions(self) -> Sequence[InputPartition]:
         from .planning import plan
 
@@ -74,6 +76,7 @@ class KlogReader(DataSourceReader):
         parts, _ranges = plan(self.opts, self.pruning)
         return list(parts)
 
+    @spark_entry
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from storage_core.record.columnar import kafka_schema
 
@@ -96,13 +99,16 @@ class KlogDataSource(DataSource):
     def _opts(self) -> ReadOptions:
         return parse_read_options(self.options)
 
+    @spark_entry
     def schema(self) -> str:
         o = parse_read_options(self.options, streaming=True)  # offsets are checked by the reader
         return schema_ddl(o.include_headers, o.include_metadata)
 
+    @spark_entry
     def reader(self, schema: StructType) -> DataSourceReader:
         return KlogReader(self._opts())
 
+    @spark_entry
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .writer import KlogWriter, parse_write_options, validate_schema
 
@@ -111,12 +117,14 @@ class KlogDataSource(DataSource):
         warn_ignored(opts.ignored, "write")
         return KlogWriter(opts, overwrite)
 
+    @spark_entry
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .options import parse_stream_options
         from .streaming import KlogStreamReader
 
-        return KlogStreamReader(parse_stream_options(self.options))
+        return stream_reader(lambda: KlogStreamReader(parse_stream_options(self.options)))
 
+    @spark_entry
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .streaming import stream_writer
 
@@ -141,6 +149,7 @@ class KlogPushdownReader(KlogReader):
     by planning (directory pruning and index seeks) and not re-applied by Spark; a lower bound on
     timestamp prunes through the time index but is handed back, since timestamps need not rise."""
 
+    @spark_entry
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         topics: frozenset[str] | None = None
         parts: frozenset[int] | None = None
@@ -199,5 +208,6 @@ class KlogPushdownDataSource(KlogDataSource):
     """``klog`` with filter pushdown; needs ``spark.sql.python.filterPushdown.enabled=true``
     (:func:`spark_logsource.register` sets it)."""
 
+    @spark_entry
     def reader(self, schema: StructType) -> DataSourceReader:
         return KlogPushdownReader(self._opts())

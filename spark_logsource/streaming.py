@@ -66,6 +66,7 @@ from storage_core.read.planner import (
 )
 from storage_core.record.columnar import kafka_schema
 
+from .errors import spark_entry
 from .options import ReadOptions, StreamOptions
 from .planning import KlogInputPartition, pack
 from .writer import KlogCommitMessage, KlogWriter, WriteOptions, existing_topics
@@ -156,6 +157,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._warned = False  # the driver's reader warns of ignored options at its first trigger
 
     # -- offsets
+    @spark_entry
     def initialOffset(self) -> dict[str, dict[str, int]]:
         o = self.opts
         states = scan(o)
@@ -177,6 +179,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     out[tp] = self._lost(tp, out[tp], st.log_start, "startingOffsets")
         return offsets_to_json(out)
 
+    @spark_entry
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
@@ -184,9 +187,11 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
+    @spark_entry
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {tp: st.end for tp, st in scan(self.opts).items()}
 
+    @spark_entry
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         if not self._warned:  # executors' readers never get here: one warning per query
             warn_ignored(self.opts.read.ignored, "stream")
@@ -223,6 +228,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._last_admitted = time.monotonic()
         return offsets_to_json(until)
 
+    @spark_entry
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return offsets_to_json(self._latest) if self._latest is not None else None
 
@@ -242,6 +248,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return log_start
 
     # -- planning
+    @spark_entry
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
         until = offsets_from_json(end)
@@ -278,6 +285,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lg.close()
         return pack(pieces, self.opts.read)
 
+    @spark_entry
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from .reader import read_partition
 
@@ -287,6 +295,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                               include_headers=o.include_headers, include_metadata=o.include_metadata,
                               fail_on_data_loss=o.fail_on_data_loss)
 
+    @spark_entry
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Nothing to release: a log dir keeps no per-reader state."""
 
@@ -324,6 +333,7 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
         # the writer is pickled once per query: each task attempt of each batch stages apart
         return f"{STAGING_PREFIX}{self._query_tag}-{task:05d}-{uuid.uuid4().hex[:12]}-{attempt}"  # task order first
 
+    @spark_entry
     def commit(self, messages: list[KlogCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         # Spark sets up a writer at the query's start and again for every batch's commit, all in
         # one runner process per query: its first commit gives the query's one warning
@@ -339,6 +349,7 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect_sink_staging()
 
+    @spark_entry
     def abort(self, messages: list[KlogCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         self._collect_sink_staging()
 

@@ -36,6 +36,8 @@ from storage_core.read.kafka_compat import split_kafka_options
 from storage_core.read.options import unknown_options_message
 from storage_core.record.compression import CompressionType
 
+from .errors import spark_entry
+
 log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
@@ -185,6 +187,7 @@ class KlogWriter(DataSourceArrowWriter):
             ensure_topic(opts, self.topics, opts.topic)
 
     # -- tasks
+    @spark_entry
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KlogCommitMessage:
         from pyspark import TaskContext
 
@@ -329,6 +332,7 @@ class KlogWriter(DataSourceArrowWriter):
         return out, rr
 
     # -- driver
+    @spark_entry
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
         overwrite_topics: set[str] = set()
@@ -339,6 +343,7 @@ class KlogWriter(DataSourceArrowWriter):
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect(older_than_s=STALE_STAGING_S)
 
+    @spark_entry
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         from storage_core.log.journal import recover_commits
         from storage_core.log.lock import LogDirLock

@@ -65,9 +65,9 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
     for raw in paths:
         root = Path(raw)
         if not root.exists():
-            raise KlogError(f"no such log directory: {root}")
+            raise NotALogDirError(f"no such log directory: {root}")
         if not root.is_dir():
-            raise KlogError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
+            raise NotALogDirError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
         candidates = [root] if has_log_files(root) else sorted(p for p in root.iterdir() if p.is_dir())
         found = 0
         for d in candidates:

@@ -158,6 +158,25 @@ def option_long(opts: Mapping[str, str], key: str, *, minimum: int | None = None
     return v
 
 
+def epoch_ms(opts: Mapping[str, str], key: str) -> int | None:
+    """A timestamp option: milliseconds since the epoch, as in Spark's Kafka source. A date given
+    instead is named as one, with its value in milliseconds."""
+    raw = opts.get(key)
+    if raw is not None and not re.fullmatch(r"\s*[-+]?\d+\s*", raw):
+        import datetime as dt
+
+        text = raw.strip()
+        try:
+            when = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+            ms = (when.replace(tzinfo=when.tzinfo or dt.timezone.utc) - epoch) // dt.timedelta(milliseconds=1)
+            hint = f"{text}{'' if when.tzinfo else ' UTC'} is {ms}"
+        except ValueError:
+            hint = "e.g. 1767225600000 for 2026-01-01T00:00:00Z"
+        raise InvalidOptionError(f"option {option_name(key)}={raw!r} is not a number of epoch milliseconds; {hint}")
+    return option_long(opts, key, minimum=0)
+
+
 def _json(opts: Mapping[str, str], key: str) -> Any:
     raw = opts[key]
     try:
@@ -212,7 +231,7 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int
 def start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpec:
     """Where a read starts. A batch read defaults to earliest and refuses latest (it would read
     nothing); a stream defaults to latest, as Spark's Kafka source."""
-    ts = option_long(opts, "startingtimestamp", minimum=0)
+    ts = epoch_ms(opts, "startingtimestamp")
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)
     if "startingoffsetsbytimestamp" in opts:
@@ -238,7 +257,7 @@ def start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpe
 
 
 def end_spec(opts: Mapping[str, str]) -> OffsetSpec:
-    ts = option_long(opts, "endingtimestamp", minimum=0)
+    ts = epoch_ms(opts, "endingtimestamp")
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)
     if "endingoffsetsbytimestamp" in opts:
