@@ -88,7 +88,7 @@ def test_batch_read_option_errors_lead_with_klogs_sentence(spark, src: Path, opt
 def test_batch_read_of_a_missing_path(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Exception) as info:
         _read(spark, tmp_path / "nope").count()
-    assert first_line(info.value) == (f"{PLAN}generate Python data source read partitions: KlogError: no such log "
+    assert first_line(info.value) == (f"{PLAN}generate Python data source read partitions: NotALogDirError: no such log "
                                       f"directory: {tmp_path / 'nope'}")
 
 
@@ -193,7 +193,7 @@ def test_write_unknown_option_suggests_the_name(spark, tmp_path: Path) -> None: 
         df.write.format("klog").option("topic", "w").option("numPartition", "3").mode("append").save(str(tmp_path))
     assert first_line(info.value).startswith(
         f"{PLAN}initialize Python data source writer: InvalidOptionError: unknown write option 'numpartition' "
-        "(did you mean 'numPartitions'?) for format klog; known: ")
+        "(did you mean 'numPartitions'?) for format klog; known write options: ")
 
 
 def test_write_without_a_value_column(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -130,7 +130,7 @@ def unknown_options_message(given: list[str], known: set[str], what: str) -> str
         close = difflib.get_close_matches(name.lower(), candidates, n=1, cutoff=0.6)
         hints.append(f"{name!r}" + (f" (did you mean {option_name(close[0])!r}?)" if close else ""))
     return (f"unknown {what + ' ' if what else ''}option{'s' if len(given) > 1 else ''} {', '.join(hints)} for format "
-            f"klog (Spark Kafka-source options are accepted too); known {what + ' ' if what else ''}options: ")
+            f"klog; known {what + ' ' if what else ''}options: ")
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
