@@ -124,16 +124,16 @@ def _read_struct(r: Reader, fields: tuple[FieldSpec, ...], version: int, flexibl
             last = tag
             size = r.unsigned_varint(f"size of tag {tag}")
             raw = r.take(size, f"tag {tag}")
-            f = tagged.get(tag)
-            if f is None:
+            tf = tagged.get(tag)
+            if tf is None:
                 unknown.append({"tag": tag, "data": b64(raw)})
                 continue
-            sub = Reader(raw, f"{r.what} tagged field {f.name}")
-            value = _read_field(sub, f, version, flexible)
+            sub = Reader(raw, f"{r.what} tagged field {tf.name}")
+            value = _read_field(sub, tf, version, flexible)
             if sub.remaining():
-                raise sub.fail(f"tagged field {f.name} leaves {sub.remaining()} of its {size} bytes unread")
-            if value != _default(f, version):
-                values[f.name] = value
+                raise sub.fail(f"tagged field {tf.name} leaves {sub.remaining()} of its {size} bytes unread")
+            if value != _default(tf, version):
+                values[tf.name] = value
     # JsonConverter writes the fields in their declared order, tagged or not
     out: Json = {f.json_name: values[f.name] for f in fields if f.name in values}
     if unknown:

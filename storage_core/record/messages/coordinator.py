@@ -12,7 +12,7 @@ version: 0 and 1 are both OffsetCommit keys (0 from Kafka 0.8.2, 1 since), 2 Gro
 
 from __future__ import annotations
 
-from storage_core.record.messages.schema import F, MessageSpec, message
+from storage_core.record.messages.schema import F, FieldSpec, MessageSpec, message
 
 GC = "group-coordinator/src/main/resources/common/message/"
 TC = "transaction-coordinator/src/main/resources/common/message/"
@@ -76,7 +76,7 @@ GROUP_METADATA_VALUE = message("GroupMetadataValue", 2, "0-4", "4+", (
 
 def _group_key(name: str, api_key: int, member: bool = False) -> MessageSpec:
     """The key of a group record: the group id, and the member id for a member's record."""
-    fields = (F("GroupId", "string", "0", about="The group id."),)
+    fields: tuple[FieldSpec, ...] = (F("GroupId", "string", "0", about="The group id."),)
     if member:
         fields += (F("MemberId", "string", "0", about="The member id."),)
     return message(name, api_key, "0", "none", fields, source=GC + name + ".json")
