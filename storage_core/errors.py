@@ -35,6 +35,8 @@ __all__ = [
     "StorageError",
     "UnsafePathError",
     "NotALogDirError",
+    "MessageDecodeError",
+    "UnknownMessageTypeError",
 ]
 
 
@@ -204,3 +206,18 @@ class UnsafePathError(KlogError):
 class NotALogDirError(KlogError, ValueError):
     """A path given to read as a Kafka log dir (or partition dir) holds no topic-partition
     directories: the message says what it does hold, and which child looks like a log dir."""
+
+
+class MessageDecodeError(KlogError):
+    """Bytes that should be one of Kafka's generated messages (a ``__consumer_offsets`` key or value,
+    a ``__cluster_metadata`` record, a KRaft control record) do not parse by the message's schema:
+    truncated, a length out of range, null where the schema allows none. The message names the
+    message, its version and the field being read."""
+
+    kafka_exception = "RuntimeException"
+
+
+class UnknownMessageTypeError(MessageDecodeError):
+    """A record type (apiKey) or version that klog has no schema for."""
+
+    kafka_exception = "UnsupportedVersionException"

@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage_core.errors import (
     InvalidOptionError,
@@ -25,6 +25,9 @@ from storage_core.errors import (
 )
 from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
 from storage_core.limits import INT32_MAX, INT64_MAX
+
+if TYPE_CHECKING:
+    from storage_core.record.messages.decoders import Decoder
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -108,6 +111,9 @@ DUMP_EXAMPLES = """examples:
   klog dump --verify-index-only 00000000000000000000.index   entries checked against the .log
   klog dump data/orders-0                                every segment of a partition, in offset order
   klog dump 00000000000000000123.snapshot                producer state (a producer snapshot)
+  klog dump --print-data-log __consumer_offsets-7        group offsets and metadata, decoded (by the dir's name)
+  klog dump --jsonl __cluster_metadata-0                 KRaft metadata records as JSON (key/value decoded)
+  klog dump 00000000000000000100-0000000001.checkpoint   a KRaft snapshot
 exit codes: 0 ok (a torn tail after valid batches is reported, as Kafka does), 1 a corrupt batch, a bad CRC,
 an index that disagrees with its log, or a file with no Kafka batch at all, 2 usage error (no such file)
 """
@@ -124,7 +130,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     files = files_to_dump(args.files)
     out = sys.stdout
     status = EXIT_OK
+    print_data = args.print_data_log or args.decoder not in (None, "none")
     for path in files:
+        decoder = _decoder(args.decoder, path)
         if path.endswith(INDEX_SUFFIXES):
             from storage_core.tools.dump import dump_index
 
@@ -139,10 +147,11 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
         with _Bar(args, size if not sys.stdout.isatty() else 0, Path(path).name) as bar:
             if args.jsonl:
-                summary = dump_jsonl(path, out, progress=bar.update)
+                summary = dump_jsonl(path, out, decoder=decoder, progress=bar.update)
             else:
-                summary = dump_text(path, out, deep=args.deep_iteration, print_data=args.print_data_log,
-                                    max_bytes=args.max_bytes, progress=bar.update)
+                summary = dump_text(path, out, deep=args.deep_iteration, print_data=print_data,
+                                    max_bytes=args.max_bytes, progress=bar.update, decoder=decoder,
+                                    skip_record_metadata=args.skip_record_metadata)
         if summary.error is not None or summary.invalid_batches:
             status = EXIT_DATA
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
@@ -153,6 +162,19 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                   "expected a .log segment, an index (.index, .timeindex, .txnindex), a producer .snapshot or "
                   "another record-set file", file=sys.stderr)
     return status
+
+
+def _decoder(option: str | None, path: str) -> Decoder | None:
+    """The decoder of a file: the one asked for, else the one of its topic (the partition dir's
+    name: ``__consumer_offsets-*``, ``__transaction_state-*``, ``__share_group_state-*``,
+    ``__cluster_metadata-*``; KRaft ``.checkpoint`` snapshots are cluster metadata)."""
+    from storage_core.record.messages.decoders import Decoder, decoder_for_path
+
+    if option == "none":
+        return None
+    if option is not None:
+        return Decoder(option)
+    return decoder_for_path(path)
 
 
 DESCRIBE_EXAMPLES = """examples:
@@ -555,6 +577,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-sanity-check", action="store_true",
                    help="for .index/.timeindex files: only run Kafka's index sanity check")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no repeated error on stderr")
+    dec = p.add_mutually_exclusive_group()
+    dec.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets-decoder",
+                     help="decode records as __consumer_offsets records (implies --print-data-log)")
+    dec.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
+                     const="transaction-log-decoder",
+                     help="decode records as __transaction_state records (implies --print-data-log)")
+    dec.add_argument("--cluster-metadata-decoder", dest="decoder", action="store_const",
+                     const="cluster-metadata-decoder",
+                     help="decode records as KRaft metadata records (implies --print-data-log)")
+    dec.add_argument("--share-group-state-decoder", dest="decoder", action="store_const",
+                     const="share-group-state-decoder",
+                     help="decode records as __share_group_state records (implies --print-data-log)")
+    dec.add_argument("--no-decoder", dest="decoder", action="store_const", const="none",
+                     help="print internal topics' keys and payloads as text, not decoded")
+    p.add_argument("--skip-record-metadata", action="store_true",
+                   help="print only keys and payloads: no batch lines, record metadata or control records")
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("describe", help="topics, partitions, offsets, time ranges, sizes, codecs of log dirs",

@@ -22,7 +22,18 @@ from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_
 from storage_core.limits import INT32_MAX
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords
+from storage_core.record.messages.decoders import (
+    DecodedRecord,
+    Decoder,
+    control_label,
+    decode_control_record,
+    decode_record,
+)
 from storage_core.record.records import MAGIC_VALUE_V2, Record
+
+#: The file name of a KRaft bootstrap snapshot (``BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME``).
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+SNAPSHOT_SUFFIX = ".checkpoint"  # KRaft snapshots: <20-digit end offset>-<10-digit epoch>.checkpoint
 
 JSONL_KEYS = (
     "batch_base_offset", "batch_last_offset", "magic", "compression", "timestamp_type", "is_transactional",
@@ -55,8 +66,23 @@ def batch_fields(batch: AnyBatch) -> dict[str, Any]:
     }
 
 
-def batch_jsonl(batch: AnyBatch) -> list[str]:
-    """The JSON lines of one batch (validated and fully decoded first; may raise KlogError)."""
+def _compact(obj: Any) -> str:
+    """JSON as Jackson's ``ObjectNode.toString()`` writes it (compact, non-ASCII as is)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(decoder: Decoder, batch: AnyBatch, r: Record) -> DecodedRecord | None:
+    """A record of an internal topic decoded (None for ABORT/COMMIT markers and unknown control types)."""
+    if batch.is_control:
+        ctype = ControlRecordType.parse(r.key)
+        return decode_control_record(ctype, r.value) if decoder is Decoder.CLUSTER_METADATA else None
+    return decode_record(decoder, r.key, r.value)
+
+
+def batch_jsonl(batch: AnyBatch, decoder: Decoder | None = None) -> list[str]:
+    """The JSON lines of one batch (validated and fully decoded first; may raise KlogError). With a
+    ``decoder`` each line also has ``key`` and ``value``: the record decoded, in kafka-dump-log's JSON
+    (a tombstone's value is null; an undecodable part says why and keeps its bytes)."""
     batch.ensure_valid()
     records = batch.records()
     head = batch_fields(batch)
@@ -72,7 +98,7 @@ def batch_jsonl(batch: AnyBatch) -> list[str]:
             except KlogError as exc:
                 exc.located(path=batch.path, position=batch.position)
                 raise
-        lines.append(_dumps({
+        line = {
             **head,
             "offset": r.offset,
             "timestamp": r.timestamp,
@@ -80,7 +106,12 @@ def batch_jsonl(batch: AnyBatch) -> list[str]:
             "value_b64": _b64(r.value),
             "headers": [[h.key, _b64(h.value)] for h in r.headers],
             "control_type": control,
-        }))
+        }
+        if decoder is not None:
+            decoded = decode(decoder, batch, r)
+            line["key"] = None if decoded is None else decoded.key
+            line["value"] = None if decoded is None else decoded.value
+        lines.append(_dumps(line))
     return lines
 
 
@@ -105,7 +136,7 @@ def _walk_safely(walk: BatchWalk, summary: DumpSummary) -> Iterator[AnyBatch]:
         summary.error = exc
 
 
-def dump_jsonl(path: str | os.PathLike[str], out: IO[str], *,
+def dump_jsonl(path: str | os.PathLike[str], out: IO[str], *, decoder: Decoder | None = None,
                progress: Callable[[int], None] | None = None) -> DumpSummary:
     """Write the JSON lines of a record-set file to ``out``; ``progress(n)`` gets the bytes of each batch."""
     fr = FileRecords(path)
@@ -113,7 +144,7 @@ def dump_jsonl(path: str | os.PathLike[str], out: IO[str], *,
     walk = fr.batches()
     for batch in _walk_safely(walk, summary):
         try:
-            lines = batch_jsonl(batch)
+            lines = batch_jsonl(batch, decoder)
         except KlogError as exc:
             summary.error = exc.located(position=batch.position)
             break
@@ -160,7 +191,25 @@ def batch_line(batch: AnyBatch) -> str:
             f"isvalid: {str(batch.is_valid()).lower()}")
 
 
-def record_line(batch: AnyBatch, r: Record, print_data: bool) -> str:
+def record_line(batch: AnyBatch, r: Record, print_data: bool, decoder: Decoder | None = None,
+                skip_metadata: bool = False) -> str:
+    """One record as ``DumpLogSegments.dumpBatchRecords`` prints it: its metadata (unless
+    ``skip_metadata``), a control record's content, then with ``print_data`` its key and payload,
+    decoded by ``decoder`` when given."""
+    s = "" if skip_metadata else _record_metadata(batch, r)
+    if print_data and not batch.is_control:
+        prefix = "| " if skip_metadata else " "
+        if decoder is None:
+            if r.key is not None:
+                s += f"{prefix}key: {_text(r.key)}"
+                prefix = " "
+            s += f"{prefix}payload: {_text(r.value)}"
+        else:
+            s += _decoded_contents(decode_record(decoder, r.key, r.value), decoder, r, prefix)
+    return s
+
+
+def _record_metadata(batch: AnyBatch, r: Record) -> str:
     ksize = -1 if r.key is None else len(r.key)
     vsize = -1 if r.value is None else len(r.value)
     s = f"| offset: {r.offset} {batch.timestamp_type.label}: {r.timestamp} keySize: {ksize} valueSize: {vsize}"
@@ -168,33 +217,67 @@ def record_line(batch: AnyBatch, r: Record, print_data: bool) -> str:
         s += f" sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
     if batch.is_control:
         ctype = ControlRecordType.parse(r.key)
+        label = control_label(ctype)
         if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             m = EndTransactionMarker.deserialize(r.key, r.value)
             s += f" endTxnMarker: {m.type.name} coordinatorEpoch: {m.coordinator_epoch}"
+        elif label is not None:
+            decoded = decode_control_record(ctype, r.value)
+            assert decoded is not None and decoded.value is not None
+            if decoded.error is None:
+                s += f" {label} {_compact(decoded.value['data'])}"
+            else:
+                s += f" {label} undecodable at offset {r.offset}: {decoded.error}; value: {_b64(r.value)}"
         else:
-            s += f" {ctype.name}"
-    elif print_data:
-        if r.key is not None:
-            s += f" key: {_text(r.key)}"
-        s += f" payload: {_text(r.value)}"
+            s += f" controlType: {ctype.name}({_control_type_id(r.key)})"
+    return s
+
+
+def _control_type_id(key: bytes | None) -> int:
+    return -1 if key is None or len(key) < 4 else int.from_bytes(key[2:4], "big", signed=True)
+
+
+def _decoded_contents(d: DecodedRecord, decoder: Decoder, r: Record, prefix: str) -> str:
+    """``key: ... payload: ...`` as kafka-dump-log's coordinator and metadata parsers print them;
+    where Kafka prints only "Error at offset ..., skipping.", klog adds the raw bytes."""
+    if d.error is not None:
+        raw = f" raw key: {_b64(r.key)} raw value: {_b64(r.value)}"
+        if decoder is Decoder.CLUSTER_METADATA:
+            return f"{prefix}payload: Error at {r.offset}, skipping. {d.error}{raw}"
+        return f"{prefix}key: Error at offset {r.offset}, skipping. {d.error}{raw}"
+    s = ""
+    if d.key is not None:
+        s += f"{prefix}key: {_compact(d.key)}"
+        prefix = " "
+    s += f"{prefix}payload: {'<DELETE>' if d.value is None else _compact(d.value)}"
     return s
 
 
 def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False, print_data: bool = False,
-              max_bytes: int | None = None, progress: Callable[[int], None] | None = None) -> DumpSummary:
-    """kafka-dump-log's output for a ``.log`` file; ``progress(n)`` gets the bytes of each batch."""
+              max_bytes: int | None = None, progress: Callable[[int], None] | None = None,
+              decoder: Decoder | None = None, skip_record_metadata: bool = False) -> DumpSummary:
+    """kafka-dump-log's output for a ``.log`` (or KRaft ``.checkpoint``) file; ``progress(n)`` gets
+    the bytes of each batch. With ``decoder`` the keys and payloads are the records decoded;
+    ``skip_record_metadata`` leaves out batch lines and record metadata (and control records)."""
     fr = FileRecords(path)
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     deep = deep or print_data
     out.write(f"Dumping {path}\n")
-    if is_offset_named(os.path.basename(os.fspath(path))):
+    name = os.path.basename(os.fspath(path))
+    if is_offset_named(name):
         out.write(f"Log starting offset: {base_offset_of(path)}\n")
+    elif name == BOOTSTRAP_CHECKPOINT:
+        out.write("KRaft bootstrap snapshot\n")
+    elif name.endswith(SNAPSHOT_SUFFIX) and _snapshot_id(name) is not None:
+        end_offset, epoch = _snapshot_id(name)  # type: ignore[misc]
+        out.write(f"Snapshot end offset: {end_offset}, epoch: {epoch}\n")
     walk = fr.batches(end=max_bytes)
     last_offset: int | None = None
     non_consecutive = False
     for batch in _walk_safely(walk, summary):
         try:
-            out.write(batch_line(batch) + "\n")
+            if not skip_record_metadata:
+                out.write(batch_line(batch) + "\n")
             summary.batches += 1
             if not batch.is_valid():
                 summary.invalid_batches += 1
@@ -203,7 +286,7 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
                     if last_offset is not None and r.offset != last_offset + 1 and not batch.is_control:
                         non_consecutive = True
                     last_offset = r.offset
-                    out.write(record_line(batch, r, print_data) + "\n")
+                    out.write(record_line(batch, r, print_data, decoder, skip_record_metadata) + "\n")
                     summary.records += 1
             if progress is not None:
                 progress(batch.size_in_bytes)
@@ -221,6 +304,15 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
     if summary.invalid_batches:
         out.write(f"Found {summary.invalid_batches} batches with a bad CRC in {path}\n")
     return summary
+
+
+def _snapshot_id(name: str) -> tuple[int, int] | None:
+    """``(end offset, epoch)`` of a KRaft snapshot file name (``Snapshots.parse``), else None."""
+    stem = name[: -len(SNAPSHOT_SUFFIX)]
+    parts = stem.split("-")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 # --- index files (DumpLogSegments.dumpIndex / dumpTimeIndex / dumpTxnIndex) ---------------------
