@@ -101,7 +101,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         return v
 
     config = LogConfig.from_properties(config_props)
-    codec = CompressionType.from_name(codec_name or producer_codec or "none")
+    given_codec = codec_name if codec_name is not None else producer_codec
+    codec = CompressionType.from_name(given_codec if given_codec is not None else "none")  # "" is an error
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
                         positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000,
                         ignored)
