@@ -318,6 +318,10 @@ def sink_id_for(options: Mapping[str, str]) -> str | None:
         return "c" + hashlib.sha1(location.encode()).hexdigest()[:32]
 
 
+#: Sinks warned of being at-least-once (no checkpointLocation option), in this process.
+_AT_LEAST_ONCE_WARNED: set[str] = set()
+
+
 class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
     """A :class:`~spark_logsource.writer.KlogWriter` per micro-batch, committed once per batch id."""
 
@@ -338,6 +342,11 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
         # Spark sets up a writer at the query's start and again for every batch's commit, all in
         # one runner process per query: its first commit gives the query's one warning
         warn_ignored(self.opts.ignored, "stream write", once_key=f"{self.opts.log_dir}|{self.sink_id}")
+        if self.sink_id is None and self.opts.log_dir not in _AT_LEAST_ONCE_WARNED:
+            _AT_LEAST_ONCE_WARNED.add(self.opts.log_dir)
+            log.warning("klog stream write to %s: no checkpointLocation option, so a replayed micro-batch cannot be "
+                        "told from a new one and is written again (at-least-once); give "
+                        ".option('checkpointLocation', ...) for exactly-once", self.opts.log_dir)
         staged = [sp for m in messages if isinstance(m, KlogCommitMessage) for sp in m.staged]
         overwrite_topics: set[str] = set()
         if self.overwrite:

@@ -175,3 +175,5 @@ def test_the_spark_guides_examples_run_ported_verbatim(tmp_path: Path) -> None:
              for what in ("read", "stream", "write", "stream write")}
     assert count == {"read": 3, "stream": 4, "write": 2, "stream write": 2}, [ln for ln in lines if "klog" in ln]
     assert "host1:port1" not in proc.stderr
+    # the guide's sinks rely on spark.sql.streaming.checkpointLocation: at-least-once, and said once per query
+    assert sum("no checkpointLocation option" in line for line in lines) == 2
