@@ -33,7 +33,7 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
                    "d": 86_400_000}
 #: Batch-only options a stream rejects (a stream has no end), as Spark's Kafka source does.
-BATCH_ONLY_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+BATCH_ONLY_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsetsfromgroup")
 
 
 @dataclass(frozen=True)

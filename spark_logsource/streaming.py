@@ -58,6 +58,7 @@ from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.planner import (
     PartitionRange,
     check_listed,
+    committed_for,
     latest_offset,
     offset_for,
     open_tail,
@@ -162,6 +163,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o = self.opts
         states = scan(o)
         check_listed(_with_start(o), [st.dir for st in states.values()], streaming=True)
+        committed = committed_for(o.starting, o.read.paths, starting=True)
         out: Offsets = {}
         for tp, st in states.items():
             if o.starting.kind == "earliest":
@@ -172,11 +174,19 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lg = open_tail(st.dir)
                 try:
                     out[tp] = offset_for(o.starting, tp, lg, st.end, starting=True,
-                                         strategy=o.read.starting_timestamp_strategy)
+                                         strategy=o.read.starting_timestamp_strategy, committed=committed)
                 finally:
                     lg.close()
-                if o.starting.kind == "offsets" and out[tp] < st.log_start:
-                    out[tp] = self._lost(tp, out[tp], st.log_start, "startingOffsets")
+                if o.starting.kind in ("offsets", "group") and out[tp] < st.log_start:
+                    what = "startingOffsets" if o.starting.kind == "offsets" else "startingOffsetsFromGroup"
+                    out[tp] = self._lost(tp, out[tp], st.log_start, what)
+                if o.starting.kind == "group" and out[tp] > st.end:
+                    msg = (f"{tp}: startingOffsetsFromGroup={o.starting.group!r} committed offset {out[tp]} is past "
+                           f"the end of the log ({st.end})")
+                    if o.read.fail_on_data_loss:
+                        raise OffsetOutOfRangeError(msg + f"; set failOnDataLoss=false to start at {st.end}")
+                    log.warning("%s; starting at %d (failOnDataLoss=false)", msg, st.end)
+                    out[tp] = st.end
         return offsets_to_json(out)
 
     @spark_entry

@@ -23,6 +23,7 @@ use, as it pulls in the log layer)::
     klog.describe("/mnt/kafka-copy")                        # pyarrow.Table: one row per topic-partition
     klog.read_arrow("/mnt/kafka-copy", topics="orders")     # pyarrow.RecordBatchReader of the records
     klog.plan("/mnt/kafka-copy", startingTimestamp=...)     # each partition's resolved range, no reading
+    klog.committed_offsets("/mnt/kafka-copy", group="billing")  # pyarrow.Table: a group's offsets and lag
 
 ``describe(path, **selection)`` takes ``topics``/``topicPattern``/``assign``; ``read_arrow`` and
 ``plan`` take every option of ``spark.read.format("klog")`` by the same names.
@@ -50,6 +51,7 @@ from storage_core.errors import (
 if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getattr__ imports them
     from storage_core.read.api import plan, read_arrow
     from storage_core.read.describe import describe
+    from storage_core.read.groups import committed_offsets
     from storage_core.record.compression import CompressionType
     from storage_core.record.records import Header, Record, TimestampType
 
@@ -62,6 +64,7 @@ _LAZY = {
     "Header": "storage_core.record.records",
     "Record": "storage_core.record.records",
     "TimestampType": "storage_core.record.records",
+    "committed_offsets": "storage_core.read.groups",
     "describe": "storage_core.read.describe",
     "plan": "storage_core.read.api",
     "read_arrow": "storage_core.read.api",
@@ -93,6 +96,7 @@ __all__ = [
     "RecordTooLargeError",
     "TimestampType",
     "UnsupportedCodecError",
+    "committed_offsets",
     "describe",
     "plan",
     "read_arrow",

@@ -6,6 +6,8 @@
 * :mod:`~storage_core.read.piece_reader` — one piece → Arrow (chunks, CRC, the bulk kernel walk,
   damage skipping, transaction filtering);
 * :mod:`~storage_core.read.api` — the public Python API: a log dir → ``pyarrow.RecordBatchReader``;
+* :mod:`~storage_core.read.groups` — consumer groups' committed offsets from ``__consumer_offsets``
+  (``klog groups``, the ``...FromGroup`` options and :func:`storage_core.committed_offsets`);
 * :mod:`~storage_core.read.describe` — what is in a log dir, one summary per partition
   (``klog describe`` and :func:`storage_core.describe`).
 
@@ -20,9 +22,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from storage_core.read.api import plan, read_arrow
     from storage_core.read.describe import describe
+    from storage_core.read.groups import committed_offsets
 
-__all__ = ["describe", "plan", "read_arrow"]
-_MODULES = {"describe": "storage_core.read.describe", "plan": "storage_core.read.api", "read_arrow": "storage_core.read.api"}
+__all__ = ["committed_offsets", "describe", "plan", "read_arrow"]
+_MODULES = {"committed_offsets": "storage_core.read.groups", "describe": "storage_core.read.describe", "plan": "storage_core.read.api", "read_arrow": "storage_core.read.api"}
 
 
 def __getattr__(name: str) -> object:

@@ -25,6 +25,10 @@ option                                 default                     meaning
 ``startingOffsetsByTimestamp``                                     JSON ``{"t": {"0": ms}}``
 ``endingOffsetsByTimestamp``                                       JSON
 ``startingOffsetsByTimestampStrategy`` ``error``                   ``error`` or ``latest`` when no offset matches
+``startingOffsetsFromGroup``                                       group id: start at its committed offsets
+                                                                   (partitions it never committed: ``startingOffsets``)
+``endingOffsetsFromGroup``                                         group id: end (exclusive) at its committed
+                                                                   offsets (never committed: ``latest``); batch only
 ``includeHeaders``                     ``false``                   add ``headers``
 ``includeMetadata``                    ``false``                   add batch metadata columns
 ``isolationLevel``                     ``read_uncommitted``        or ``read_committed`` (also
@@ -34,6 +38,12 @@ option                                 default                     meaning
 ``maxRecordsPerPartition``                                         split ranges above this many records
 ``maxBytesPerPartition``               134217728                   split/pack input by log bytes per task
 =====================================  ==========================  =============================================
+
+The group options read every ``__consumer_offsets`` partition of the same log dirs
+(:mod:`storage_core.read.groups`); a group with no committed offset there is an error listing the
+groups found. ``startingOffsetsFromGroup`` conflicts with the other starting options except
+``startingOffsets=earliest`` (batch) or ``earliest``/``latest`` (stream), its fallback;
+``endingOffsetsFromGroup`` conflicts with every other ending option except ``endingOffsets=latest``.
 """
 
 from __future__ import annotations
@@ -60,6 +70,7 @@ READ_OPTIONS = {
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "includeheaders", "includemetadata", "isolationlevel", "kafka.isolation.level", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
+    "startingoffsetsfromgroup", "endingoffsetsfromgroup",
 }
 #: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
 STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -73,6 +84,7 @@ _CANONICAL = {
     "maxbytesperpartition": "maxBytesPerPartition", "topicpattern": "topicPattern",
     "subscribepattern": "subscribePattern", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
+    "startingoffsetsfromgroup": "startingOffsetsFromGroup", "endingoffsetsfromgroup": "endingOffsetsFromGroup",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
     **BROKER_ONLY_OPTIONS,
@@ -83,12 +95,15 @@ PartitionOffsets = Mapping[str, Mapping[int, int]]
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """Where a range starts or ends: ``earliest``/``latest``, per-partition offsets, or timestamps."""
+    """Where a range starts or ends: ``earliest``/``latest``, per-partition offsets, timestamps, or a
+    consumer group's committed offsets (``fallback`` for the partitions it never committed)."""
 
-    kind: str  # "earliest" | "latest" | "offset" | "offsets" | "timestamp" | "timestamps"
+    kind: str  # "earliest" | "latest" | "offset" | "offsets" | "timestamp" | "timestamps" | "group"
     offsets: PartitionOffsets | None = None  # kind "offsets" (-2/-1 allowed) or "timestamps" (ms)
     timestamp: int | None = None  # kind "timestamp": one for every partition
     offset: int | None = None  # kind "offset": one for every partition (klog export --start-offset)
+    group: str | None = None  # kind "group": the group id
+    fallback: OffsetSpec | None = None  # kind "group": "earliest" or "latest"
 
     @property
     def listed(self) -> PartitionOffsets | None:
@@ -228,9 +243,36 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[str, dict[int, int
     return out
 
 
+def _group(opts: Mapping[str, str], key: str, conflicting: tuple[str, ...], fallback_key: str,
+           fallbacks: tuple[str, ...], default: str) -> OffsetSpec | None:
+    """The spec of a ``...FromGroup`` option, or None when it is not given."""
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    group = raw.strip()
+    if not group:
+        raise InvalidOptionError(f"option {option_name(key)} is empty; expected a consumer group id")
+    given = [k for k in conflicting if k in opts]
+    if given:
+        raise InvalidOptionError(f"options {option_name(key)} and {option_name(given[0])} conflict; give one "
+                                 f"(the group's committed offsets, or {option_name(given[0])})")
+    fb = opts.get(fallback_key, default).strip().lower()
+    if fb not in fallbacks:
+        raise InvalidOptionError(f"options {option_name(key)} and {option_name(fallback_key)}={opts[fallback_key]!r} "
+                                 f"conflict: with a group, {option_name(fallback_key)} is only where partitions the "
+                                 f"group never committed {'start' if key.startswith('start') else 'end'}: "
+                                 f"{' or '.join(fallbacks)}")
+    return OffsetSpec("group", group=group, fallback=OffsetSpec(fb))
+
+
 def start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpec:
     """Where a read starts. A batch read defaults to earliest and refuses latest (it would read
     nothing); a stream defaults to latest, as Spark's Kafka source."""
+    group = _group(opts, "startingoffsetsfromgroup", ("startingtimestamp", "startingoffsetsbytimestamp"),
+                   "startingoffsets", ("earliest", "latest") if streaming else ("earliest",),
+                   "latest" if streaming else "earliest")
+    if group is not None:
+        return group
     ts = epoch_ms(opts, "startingtimestamp")
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)
@@ -257,6 +299,10 @@ def start_spec(opts: Mapping[str, str], *, streaming: bool = False) -> OffsetSpe
 
 
 def end_spec(opts: Mapping[str, str]) -> OffsetSpec:
+    group = _group(opts, "endingoffsetsfromgroup", ("endingtimestamp", "endingoffsetsbytimestamp"),
+                   "endingoffsets", ("latest",), "latest")
+    if group is not None:
+        return group
     ts = epoch_ms(opts, "endingtimestamp")
     if ts is not None:
         return OffsetSpec("timestamp", timestamp=ts)

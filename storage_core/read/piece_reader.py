@@ -22,7 +22,7 @@ from storage_core.errors import CorruptIndexError, KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, base_offset_of
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import resolve_segment_file
-from storage_core.read.planner import Piece
+from storage_core.read.pieces import Piece
 from storage_core.record.columnar import ArrowDecoder, kafka_schema
 from storage_core.record.file_records import AnyBatch, FileRecords
 from storage_core.record.scan import decode_file_range

@@ -9,7 +9,9 @@ It owns, once each, Kafka's rules for
   (:func:`check_listed`, Spark's Kafka source asserts the same);
 * **range resolution** (:func:`resolve`, :func:`offset_for`): ``earliest``/``latest``, JSON offsets
   with -2/-1, timestamps through the time index, the log start offset, the last stable offset
-  under ``read_committed``, and ``failOnDataLoss``;
+  under ``read_committed``, a consumer group's committed offsets (``startingOffsetsFromGroup``,
+  ``endingOffsetsFromGroup``: :func:`committed_for`, from :mod:`storage_core.read.groups`), and
+  ``failOnDataLoss``;
 * **pieces** (:func:`pieces_of`): byte slices of segments at batch boundaries (executors seek
   straight to them), cut at offset-index entries by ``maxBytesPerPartition``,
   ``maxRecordsPerPartition`` and ``minPartitions``;
@@ -41,7 +43,9 @@ from storage_core.log.manager import PartitionDir, find_partitions, open_log_rea
 from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import AbortedTxn
+from storage_core.read.groups import offsets_of_group
 from storage_core.read.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from storage_core.read.pieces import Piece
 
 __all__ = [
     "NO_PRUNING",
@@ -51,6 +55,7 @@ __all__ = [
     "ReadPlan",
     "check_listed",
     "choose_partitions",
+    "committed_for",
     "offset_for",
     "open_tail",
     "pieces_of",
@@ -60,28 +65,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("klog")
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A byte slice of one segment and the offsets wanted from it (picklable: paths and numbers)."""
-
-    topic: str
-    partition: int
-    log_path: str
-    start_position: int
-    end_position: int
-    min_offset: int  # records below it are not wanted (the range's start)
-    end_offset: int  # exclusive
-    #: read_committed: the aborted transactions this piece may meet (Kafka's fetch rule); None: read_uncommitted
-    aborted: tuple[AbortedTxn, ...] | None
-    est_records: int
-    #: inode number of the .log when planned: a file a compaction put in its place is never read
-    file_id: int | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return self.end_position - self.start_position
 
 
 @dataclass(frozen=True)
@@ -283,9 +266,28 @@ def latest_offset(lg: Log, read_committed: bool) -> int:
     return lg.last_stable_offset if read_committed else lg.log_end_offset
 
 
+def committed_for(spec: OffsetSpec, paths: Iterable[str], *, starting: bool) -> Mapping[TopicPartition, int] | None:
+    """The committed offsets of the group a ``...FromGroup`` spec names (read once per read, from
+    the ``__consumer_offsets`` of the same log dirs), or None for other specs. An unknown group is
+    an :class:`InvalidOptionError` listing the groups found."""
+    if spec.kind != "group":
+        return None
+    assert spec.group is not None
+    option = "startingOffsetsFromGroup" if starting else "endingOffsetsFromGroup"
+    return offsets_of_group(list(paths), spec.group, option)
+
+
 def offset_for(spec: OffsetSpec, tp: TopicPartition, lg: Log, latest: int, *, starting: bool,
-               strategy: str) -> int:
-    """The offset ``spec`` names for ``tp`` (not yet checked against the log's bounds)."""
+               strategy: str, committed: Mapping[TopicPartition, int] | None = None) -> int:
+    """The offset ``spec`` names for ``tp`` (not yet checked against the log's bounds). A group
+    spec takes ``committed`` (:func:`committed_for`); a partition the group never committed
+    follows the spec's fallback (``startingOffsets``: earliest, or latest in a stream;
+    ``endingOffsets``: latest)."""
+    if spec.kind == "group":
+        assert committed is not None and spec.fallback is not None
+        if tp in committed:
+            return committed[tp]
+        spec = spec.fallback
     if spec.kind == "earliest":
         return lg.log_start_offset
     if spec.kind == "latest":
@@ -316,15 +318,19 @@ def _listed(spec: OffsetSpec, tp: TopicPartition, starting: bool) -> int:
     return parts[tp.partition]
 
 
-def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log) -> PartitionRange:
+def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
+            committed: tuple[Mapping[TopicPartition, int] | None, Mapping[TopicPartition, int] | None] = (None, None),
+            ) -> PartitionRange:
     """``[start, end)`` of one partition for a bounded read, by the Kafka source's rules: a start
     below the log start offset or past the end is data loss (an error, or with failOnDataLoss=false
-    moved to the nearest offset that exists, with a warning); an end past the end reads to the end."""
+    moved to the nearest offset that exists, with a warning); an end past the end reads to the end.
+    A group's committed offset follows the same rules. ``committed``: the starting and ending
+    groups' offsets (:func:`committed_for`)."""
     tp = pd.topic_partition
     latest = latest_offset(lg, opts.read_committed)
     strategy = opts.starting_timestamp_strategy
-    start = offset_for(opts.starting, tp, lg, latest, starting=True, strategy=strategy)
-    end = offset_for(opts.ending, tp, lg, latest, starting=False, strategy=strategy)
+    start = offset_for(opts.starting, tp, lg, latest, starting=True, strategy=strategy, committed=committed[0])
+    end = offset_for(opts.ending, tp, lg, latest, starting=False, strategy=strategy, committed=committed[1])
     if start < lg.log_start_offset:
         if opts.fail_on_data_loss:
             raise OffsetOutOfRangeError(
@@ -475,6 +481,8 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
     before anything is read when an option does not fit the log), and cut it into pieces."""
     selected = select_partitions(opts)
     check_listed(opts, selected)
+    committed = (committed_for(opts.starting, opts.paths, starting=True),
+                 committed_for(opts.ending, opts.paths, starting=False))
     ranges: list[PartitionRange] = []
     parts: list[tuple[Log, PartitionRange]] = []
     with _opened([]) as logs:
@@ -487,7 +495,7 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
                 continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)
             check_lost_data(opts, pd, lg)
-            rng = _prune(resolve(opts, pd, lg), lg, pruning)
+            rng = _prune(resolve(opts, pd, lg, committed=committed), lg, pruning)
             ranges.append(rng)
             parts.append((lg, rng))
         pieces = pieces_of(parts, opts)

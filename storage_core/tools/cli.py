@@ -39,6 +39,7 @@ MAIN_EPILOG = """examples:
   klog verify /var/lib/kafka/data                check every CRC and index (read-only)
   klog export data --topic orders --start-time 2026-11-22T10:00Z -o orders.parquet
   klog dump data/orders-0/00000000000000000000.log --print-data-log
+  klog groups /var/lib/kafka/data --group billing  a consumer group's committed offsets and lag
   klog COMMAND --help                            options and examples of a command
 exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
 """
@@ -252,6 +253,48 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         topics = len({r.topic for r in rows})
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
+    return EXIT_OK
+
+
+GROUPS_EXAMPLES = """examples:
+  klog groups /var/lib/kafka/data                   every group's committed offsets and lag
+  klog groups data --group billing                   one group
+  klog groups /mnt/a,/mnt/b --json                   several log dirs, as JSON
+COMMITTED is the group's last committed offset as of the end of __consumer_offsets (the last commit of
+each partition wins, a tombstone deletes it; aborted or still-open transactional commits do not count).
+LAG is LOG-END - COMMITTED, "-" when the partition is not in the dirs given.
+exit codes: 0 ok, 1 a segment could not be read, 2 usage error (no such dir, unknown group)
+"""
+
+
+def _cmd_groups(args: argparse.Namespace) -> int:
+    import json
+
+    from storage_core.read.groups import committed_offsets
+
+    table = committed_offsets(_log_dirs(args.dir), args.group)
+    rows = table.to_pylist()
+    if args.json:
+        for r in rows:
+            ts = r["commitTimestamp"]
+            r["commitTimestamp"] = None if ts is None else int(ts.timestamp() * 1000)
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    header = ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "COMMIT TIMESTAMP"]
+
+    def text(v: object) -> str:
+        return "-" if v is None else str(v)
+
+    table_rows = [[r["group"], r["topic"], str(r["partition"]), str(r["committedOffset"]), text(r["logEndOffset"]),
+                   text(r["lag"]),
+                   _fmt_ts(None if r["commitTimestamp"] is None else int(r["commitTimestamp"].timestamp() * 1000))]
+                  for r in rows]
+    if not table_rows:
+        print(f"no committed offsets in {args.dir}" if args.group is None else "")
+        return EXIT_OK
+    widths = [max(len(h), *(len(row[i]) for row in table_rows)) for i, h in enumerate(header)]
+    for row in [header, *table_rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return EXIT_OK
 
 
@@ -604,6 +647,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--quiet", action="store_true", help="the table only (no totals line, no progress bar)")
     p.set_defaults(func=_cmd_describe)
+
+    p = sub.add_parser("groups", help="consumer groups' committed offsets and lag, from __consumer_offsets",
+                       description="Each consumer group's committed offset per partition, as of the end of the "
+                       "__consumer_offsets partitions in the log dirs (read-only), with the lag against the log "
+                       "end offsets of the same dirs.",
+                       epilog=GROUPS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
+    p.add_argument("--group", metavar="GROUP", help="only this group (an unknown group is an error listing the groups)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_groups)
 
     p = sub.add_parser("verify", help="check every batch's CRC and every index entry (read-only)",
                        description="Verify log dirs: CRC and structure of every batch, index entries against the "

@@ -1,0 +1,205 @@
+"""Consumer groups' committed offsets, from the ``__consumer_offsets`` partitions of log dirs.
+
+:func:`group_offsets` is the one function that computes them; ``klog groups``, the read options
+``startingOffsetsFromGroup``/``endingOffsetsFromGroup`` (resolved by the planner) and
+:func:`committed_offsets` (the Python API, a ``pyarrow.Table``) all call it.
+
+What it computes is what Kafka's group coordinator loads when it becomes the coordinator of an
+offsets partition (``GroupMetadataManager.loadGroupsAndOffsets`` / the new coordinator's replay):
+every ``__consumer_offsets-N`` partition read from its log start to its log end offset, in offset
+order, each OffsetCommit record (key types 0 and 1) setting the committed offset of its
+``(group, topic, partition)`` and a tombstone (null value) deleting it: compaction semantics, so a
+compacted copy gives the same answer as the uncompacted one.
+
+Transactions (``TxnOffsetCommit``): the coordinator keeps a transactional commit pending until its
+COMMIT marker and drops it on ABORT. So the records are read with read_committed semantics
+(aborted transactions by Kafka's fetch rule, control batches left out) but up to the log end, not
+the last stable offset: a non-transactional commit after an open transaction still counts, while
+the records of a transaction still open at the end of the copy are left out (they are pending).
+
+Records klog cannot decode (an unknown key type or version) are skipped and counted in a warning;
+GroupMetadata and the newer consumer-group records do not carry offsets and are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from storage_core.errors import InvalidOptionError, PendingCommitError
+from storage_core.files import has_log_files
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.read.piece_reader import read_piece
+from storage_core.read.pieces import Piece
+from storage_core.record.messages.decoders import Decoder, decode_coordinator_record
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["OFFSETS_TOPIC", "Committed", "committed_offsets", "group_offsets", "offsets_of_group"]
+
+log = logging.getLogger("klog")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_OFFSET_COMMIT_TYPES = (0, 1)  # LegacyOffsetCommitKey, OffsetCommitKey
+
+GroupOffsets = dict[str, dict[TopicPartition, "Committed"]]
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A group's committed offset of one partition, as its last OffsetCommit record holds it."""
+
+    offset: int
+    leader_epoch: int  # -1: not recorded (values before version 3)
+    metadata: str | None
+    commit_timestamp: int  # ms
+    #: where the record is: the __consumer_offsets partition and offset
+    source_partition: int
+    source_offset: int
+
+
+def _offsets_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDir]:
+    return [pd for pd in find_partitions(paths, required=True)
+            if pd.topic_partition.topic == OFFSETS_TOPIC and has_log_files(pd.path)]
+
+
+def _pieces(lg: Log, tp: TopicPartition) -> Iterator[Piece]:
+    """One piece per segment, ``[log start, log end)``, with the aborted transactions each may meet."""
+    end = lg.log_end_offset
+    segs = lg.segments
+    for i, seg in enumerate(segs):
+        seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else end
+        first = max(seg.base_offset, lg.log_start_offset)
+        if seg_end <= first or seg.size_in_bytes == 0:
+            continue
+        aborted = tuple(lg.aborted_transactions(first, seg_end))
+        yield Piece(tp.topic, tp.partition, str(seg.log_path), 0, seg.size_in_bytes, first, seg_end, aborted,
+                    seg_end - first, seg.file_identity)
+
+
+def _records(pd: PartitionDir) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+    """``(offset, key, value)`` of one offsets partition: read_committed up to the log end, open
+    transactions' records left out."""
+    try:
+        lg = open_log_read_only(pd)
+    except PendingCommitError:
+        return
+    try:
+        state = lg.producer_state
+        pending = {pid: e.current_txn_first_offset for pid, e in state.producers.items()
+                   if e.current_txn_first_offset >= 0}
+        pieces = list(_pieces(lg, pd.topic_partition))
+    finally:
+        lg.close()
+    for piece in pieces:
+        for batch in read_piece(piece, include_metadata=True):
+            cols = batch.to_pydict()
+            for off, key, value, pid, txn in zip(cols["offset"], cols["key"], cols["value"], cols["producerId"],
+                                                 cols["isTransactional"], strict=True):
+                if txn and pid in pending and off >= pending[pid]:
+                    continue  # a transaction still open at the log end: pending in the coordinator
+                yield off, key, value
+
+
+def group_offsets(paths: Iterable[str | os.PathLike[str]]) -> GroupOffsets:
+    """Every group's committed offsets in the log dirs ``paths``: group -> partition -> :class:`Committed`.
+
+    Groups whose every commit was deleted do not appear. Empty when the dirs hold no
+    ``__consumer_offsets`` partition.
+    """
+    state: dict[tuple[str, str, int], Committed] = {}
+    undecodable = 0
+    for pd in _offsets_partitions(paths):
+        for off, key, value in _records(pd):
+            rec = decode_coordinator_record(Decoder.OFFSETS, key, value)
+            k = rec.key or {}
+            if k.get("type") not in ("0", "1") or "data" not in k:
+                undecodable += rec.error is not None
+                continue
+            ident = (k["data"]["group"], k["data"]["topic"], int(k["data"]["partition"]))
+            if rec.value is None:
+                state.pop(ident, None)
+                continue
+            data = rec.value.get("data")
+            if data is None:
+                undecodable += 1
+                continue
+            state[ident] = Committed(int(data["offset"]), int(data.get("leaderEpoch", -1)), data.get("metadata"),
+                                     int(data["commitTimestamp"]), pd.topic_partition.partition, off)
+    if undecodable:
+        log.warning("klog: %d records of %s could not be decoded and were skipped", undecodable, OFFSETS_TOPIC)
+    out: GroupOffsets = {}
+    for (group, topic, partition), c in sorted(state.items()):
+        out.setdefault(group, {})[TopicPartition(topic, partition)] = c
+    return out
+
+
+def offsets_of_group(paths: Sequence[str | os.PathLike[str]], group: str, option: str) -> dict[TopicPartition, int]:
+    """One group's committed offsets, for the read option ``option``; an unknown group is an
+    :class:`InvalidOptionError` listing the groups found."""
+    found = group_offsets(paths)
+    if group not in found:
+        where = ", ".join(map(str, paths))
+        if not _offsets_partitions(paths):
+            raise InvalidOptionError(f"option {option}={group!r}: there is no {OFFSETS_TOPIC} in {where}, so no "
+                                     "group offsets")
+        listed = ", ".join(repr(g) for g in sorted(found)) or "none"
+        raise InvalidOptionError(f"option {option}={group!r}: no such group with committed offsets in {where}; "
+                                 f"groups found: {listed}")
+    return {tp: c.offset for tp, c in found[group].items()}
+
+
+def _log_ends(paths: Sequence[str | os.PathLike[str]], wanted: set[TopicPartition]) -> dict[TopicPartition, int]:
+    out: dict[TopicPartition, int] = {}
+    for pd in find_partitions(paths):
+        if pd.topic_partition not in wanted or not has_log_files(pd.path):
+            continue
+        try:
+            lg = open_log_read_only(pd)
+        except PendingCommitError:
+            continue
+        try:
+            out[pd.topic_partition] = lg.log_end_offset
+        finally:
+            lg.close()
+    return out
+
+
+def committed_offsets(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                      group: str | None = None) -> pa.Table:
+    """Committed offsets of every group (or of ``group``) in a log dir, as a ``pyarrow.Table``.
+
+    Columns: ``group``, ``topic``, ``partition``, ``committedOffset``, ``leaderEpoch`` (null when not
+    recorded), ``metadata``, ``commitTimestamp`` (timestamp ms, UTC), ``logEndOffset`` and ``lag``
+    (null when the partition is not in the same dirs). One row per (group, topic, partition), sorted;
+    ``table.to_pandas()`` or ``spark.createDataFrame(table.to_pandas())`` is one call away.
+    """
+    import pyarrow as pa
+
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    found = group_offsets(paths)
+    if group is not None:
+        found = {group: found[group]} if group in found else {}
+        if not found:
+            offsets_of_group(paths, group, "group")  # raises, listing the groups
+    ends = _log_ends(paths, {tp for g in found.values() for tp in g})
+    rows = [(g, tp, c) for g, parts in sorted(found.items()) for tp, c in sorted(parts.items())]
+    end_of = [ends.get(tp) for _, tp, _ in rows]
+    return pa.table({
+        "group": pa.array([g for g, _, _ in rows], pa.string()),
+        "topic": pa.array([tp.topic for _, tp, _ in rows], pa.string()),
+        "partition": pa.array([tp.partition for _, tp, _ in rows], pa.int32()),
+        "committedOffset": pa.array([c.offset for _, _, c in rows], pa.int64()),
+        "leaderEpoch": pa.array([c.leader_epoch if c.leader_epoch >= 0 else None for _, _, c in rows], pa.int32()),
+        "metadata": pa.array([c.metadata for _, _, c in rows], pa.string()),
+        "commitTimestamp": pa.array([c.commit_timestamp for _, _, c in rows], pa.timestamp("ms", tz="UTC")),
+        "logEndOffset": pa.array(end_of, pa.int64()),
+        "lag": pa.array([None if e is None else e - c.offset for e, (_, _, c) in zip(end_of, rows, strict=True)],
+                        pa.int64()),
+    })
