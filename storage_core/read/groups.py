@@ -23,6 +23,7 @@ GroupMetadata and the newer consumer-group records do not carry offsets and are 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,7 +36,7 @@ from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.piece_reader import read_piece
-from storage_core.read.pieces import Piece
+from storage_core.read.pieces import Piece, aborted_for, slices
 from storage_core.record.messages.decoders import Decoder, decode_coordinator_record
 
 if TYPE_CHECKING:
@@ -70,17 +71,9 @@ def _offsets_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[Partiti
 
 
 def _pieces(lg: Log, tp: TopicPartition) -> Iterator[Piece]:
-    """One piece per segment, ``[log start, log end)``, with the aborted transactions each may meet."""
-    end = lg.log_end_offset
-    segs = lg.segments
-    for i, seg in enumerate(segs):
-        seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else end
-        first = max(seg.base_offset, lg.log_start_offset)
-        if seg_end <= first or seg.size_in_bytes == 0:
-            continue
-        aborted = tuple(lg.aborted_transactions(first, seg_end))
-        yield Piece(tp.topic, tp.partition, str(seg.log_path), 0, seg.size_in_bytes, first, seg_end, aborted,
-                    seg_end - first, seg.file_identity)
+    """The whole log, from its start to its end, with each piece's aborted transactions."""
+    for piece in slices(lg, tp, lg.log_start_offset, lg.log_end_offset):
+        yield dataclasses.replace(piece, aborted=aborted_for(lg, piece))
 
 
 def _records(pd: PartitionDir) -> Iterator[tuple[int, bytes | None, bytes | None]]:

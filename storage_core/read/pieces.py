@@ -1,8 +1,10 @@
 """A piece: the unit of reading, a byte slice of one segment and the offsets wanted from it.
 
-The planner (:mod:`storage_core.read.planner`) makes pieces and the piece reader
+The rules that make pieces live here, once: :func:`slices` (a range's byte slices, one per
+segment) and :func:`aborted_for` (Kafka's fetch rule for a piece's aborted transactions). The
+planner (:mod:`storage_core.read.planner`) cuts slices further and the piece reader
 (:mod:`storage_core.read.piece_reader`) reads them; the group offsets
-(:mod:`storage_core.read.groups`) read ``__consumer_offsets`` with pieces of their own, below the
+(:mod:`storage_core.read.groups`) read ``__consumer_offsets`` through the same two rules, below the
 planner (which resolves ``startingOffsetsFromGroup`` through them).
 """
 
@@ -10,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storage_core.log.log import Log
+from storage_core.log.segment import LogSegment
+from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import AbortedTxn
 
-__all__ = ["Piece"]
+__all__ = ["Piece", "aborted_for", "slices"]
 
 
 @dataclass(frozen=True)
@@ -35,3 +40,57 @@ class Piece:
     @property
     def nbytes(self) -> int:
         return self.end_position - self.start_position
+
+
+def slices(lg: Log, tp: TopicPartition, start: int, end: int) -> list[Piece]:
+    """Byte slices of the segments of ``lg`` holding ``[start, end)``, one per segment (without
+    aborted transactions: :func:`aborted_for` gives a piece's)."""
+    out: list[Piece] = []
+    if end <= start:
+        return out
+    segs = lg.segments
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= start:
+            continue
+        if seg.base_offset >= end:
+            break
+        first = seg.translate_offset(start) if start > seg.base_offset else None
+        if start > seg.base_offset and first is None:
+            continue  # the segment ends before the range starts (an offset gap up to the next segment)
+        start_pos = first.position if first is not None else 0
+        last = seg.translate_offset(end)
+        end_pos = seg.size_in_bytes
+        if last is not None:
+            # the batch holding `end` starts at last.position: stop before it unless it holds offsets < end
+            end_pos = last.position + last.size if _batch_base(seg, last.position) < end else last.position
+        if end_pos <= start_pos:
+            continue
+        est_first = max(start, seg.base_offset)
+        est_last = min(end, nxt if nxt is not None else end)
+        out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, start, end, None,
+                         max(0, est_last - est_first), seg.file_identity))
+    return out
+
+
+def _batch_base(seg: LogSegment, position: int) -> int:
+    for batch in seg.batches(position):
+        return batch.base_offset
+    return seg.base_offset
+
+
+def _first_offset_at(piece: Piece) -> int:
+    """The first offset a piece can hold: the range's start, or the offset field of the batch at the
+    piece's start position when that is later (a v2 batch's base offset; a legacy message's own
+    offset, which no transaction marker can fall inside)."""
+    with open(piece.log_path, "rb") as f:
+        f.seek(piece.start_position)
+        head = f.read(8)
+    at = int.from_bytes(head, "big", signed=True) if len(head) == 8 else piece.min_offset
+    return max(piece.min_offset, at)
+
+
+def aborted_for(lg: Log, piece: Piece) -> tuple[AbortedTxn, ...]:
+    """Kafka's fetch rule for one piece: the aborted transactions whose ABORT marker is at or after
+    the piece's first offset and whose first offset is before its end, by first offset."""
+    return tuple(lg.aborted_transactions(_first_offset_at(piece), piece.end_offset))

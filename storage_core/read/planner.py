@@ -42,10 +42,9 @@ from storage_core.log.log import Log, lost_data_notes
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
-from storage_core.log.txn_index import AbortedTxn
 from storage_core.read.groups import offsets_of_group
 from storage_core.read.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
-from storage_core.read.pieces import Piece
+from storage_core.read.pieces import Piece, aborted_for, slices
 
 __all__ = [
     "NO_PRUNING",
@@ -380,43 +379,6 @@ def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log) -> None:
 
 # --- pieces ---------------------------------------------------------------------------------------
 
-def _slices(lg: Log, rng: PartitionRange) -> list[Piece]:
-    """Byte slices of the segments holding ``[start, end)``, one per segment."""
-    out: list[Piece] = []
-    if rng.end <= rng.start:
-        return out
-    tp = rng.topic_partition
-    segs = lg.segments
-    for i, seg in enumerate(segs):
-        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-        if nxt is not None and nxt <= rng.start:
-            continue
-        if seg.base_offset >= rng.end:
-            break
-        first = seg.translate_offset(rng.start) if rng.start > seg.base_offset else None
-        if rng.start > seg.base_offset and first is None:
-            continue  # the segment ends before the range starts (an offset gap up to the next segment)
-        start_pos = first.position if first is not None else 0
-        last = seg.translate_offset(rng.end)
-        end_pos = seg.size_in_bytes
-        if last is not None:
-            # the batch holding `end` starts at last.position: stop before it unless it holds offsets < end
-            end_pos = last.position + last.size if _batch_base(seg, last.position) < rng.end else last.position
-        if end_pos <= start_pos:
-            continue
-        est_first = max(rng.start, seg.base_offset)
-        est_last = min(rng.end, nxt if nxt is not None else rng.end)
-        out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, rng.start, rng.end, None,
-                         max(0, est_last - est_first), seg.file_identity))
-    return out
-
-
-def _batch_base(seg: LogSegment, position: int) -> int:
-    for batch in seg.batches(position):
-        return batch.base_offset
-    return seg.base_offset
-
-
 def _cut(seg: LogSegment, piece: Piece, parts: int) -> list[Piece]:
     """Cut a piece into about ``parts`` pieces of equal bytes at offset-index entries."""
     if parts <= 1:
@@ -440,28 +402,11 @@ def _cut(seg: LogSegment, piece: Piece, parts: int) -> list[Piece]:
     return out
 
 
-def _first_offset_at(piece: Piece) -> int:
-    """The first offset a piece can hold: the range's start, or the offset field of the batch at the
-    piece's start position when that is later (a v2 batch's base offset; a legacy message's own
-    offset, which no transaction marker can fall inside)."""
-    with open(piece.log_path, "rb") as f:
-        f.seek(piece.start_position)
-        head = f.read(8)
-    at = int.from_bytes(head, "big", signed=True) if len(head) == 8 else piece.min_offset
-    return max(piece.min_offset, at)
-
-
-def aborted_for(lg: Log, piece: Piece) -> tuple[AbortedTxn, ...]:
-    """Kafka's fetch rule for one piece: the aborted transactions whose ABORT marker is at or after
-    the piece's first offset and whose first offset is before its end, by first offset."""
-    return tuple(lg.aborted_transactions(_first_offset_at(piece), piece.end_offset))
-
-
 def pieces_of(parts: list[tuple[Log, PartitionRange]], opts: ReadOptions) -> list[Piece]:
     """The pieces reading ``parts`` (their logs still open): slices, cut by ``maxBytesPerPartition``,
     ``maxRecordsPerPartition`` and ``minPartitions`` at offset-index entries, each with its own
     aborted transactions under read_committed."""
-    raw = [(lg, p) for lg, rng in parts for p in _slices(lg, rng)]
+    raw = [(lg, p) for lg, rng in parts for p in slices(lg, rng.topic_partition, rng.start, rng.end)]
     total_records = sum(p.est_records for _, p in raw) or 1
     out: list[Piece] = []
     for lg, p in raw:
