@@ -163,7 +163,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o = self.opts
         states = scan(o)
         check_listed(_with_start(o), [st.dir for st in states.values()], streaming=True)
-        committed = committed_for(o.starting, o.read.paths, starting=True)
+        committed = committed_for(o.starting, o.read.log_dirs, starting=True)
         out: Offsets = {}
         for tp, st in states.items():
             if o.starting.kind == "earliest":
@@ -265,7 +265,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         wanted = {tp for tp, e in until.items() if e > begin.get(tp, -1)}
         if not wanted:
             return []
-        dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.paths)}
+        dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.log_dirs)}
         parts: list[tuple[Log, PartitionRange]] = []
         logs = []
         try:

@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 
 from storage_core.errors import KlogError
+from storage_core.fs import as_path, list_names
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -106,7 +107,7 @@ def filename_prefix(offset: int) -> str:
 def segment_file(directory: str | os.PathLike[str], base_offset: int, suffix: str, state: str = "") -> Path:
     """``<directory>/<20-digit base offset><suffix><state>`` (``LogFileUtils.logFile`` and its
     siblings; ``state`` is ``""``, :data:`DELETED_SUFFIX`, :data:`CLEANED_SUFFIX` or :data:`SWAP_SUFFIX`)."""
-    return Path(directory) / (filename_prefix(base_offset) + suffix + state)
+    return as_path(directory) / (filename_prefix(base_offset) + suffix + state)
 
 
 def is_offset_named(name: str) -> bool:
@@ -130,7 +131,7 @@ def base_offset_of(path: str | os.PathLike[str]) -> int:
 
 def has_log_files(directory: str | os.PathLike[str]) -> bool:
     """Whether a directory holds a ``*.log`` file (a partition dir with data, as far as names tell)."""
-    return any(n.endswith(LOG_SUFFIX) for n in os.listdir(directory))
+    return any(n.endswith(LOG_SUFFIX) for n in list_names(as_path(directory)))
 
 
 # --- a log dir's files (LogManager, checkpoints) -------------------------------------------------

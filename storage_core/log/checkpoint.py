@@ -65,6 +65,7 @@ from storage_core.files import (
     PARTITION_METADATA_FILE,
     TMP_SUFFIX,
 )
+from storage_core.fs import as_path
 from storage_core.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
@@ -341,7 +342,7 @@ class _TextFile:
     __slots__ = ("path",)
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
 
     def exists(self) -> bool:
         return self.path.is_file()
@@ -389,7 +390,7 @@ class LeaderEpochCheckpointFile(_TextFile):
 
     @classmethod
     def in_dir(cls, partition_dir: str | os.PathLike[str]) -> LeaderEpochCheckpointFile:
-        return cls(Path(partition_dir) / cls.FILE_NAME)
+        return cls(as_path(partition_dir) / cls.FILE_NAME)
 
     def read(self, *, missing_ok: bool = True) -> list[EpochEntry]:
         """The entries in file order; ``[]`` for a missing file unless ``missing_ok`` is False."""
@@ -417,7 +418,7 @@ class PartitionMetadataFile(_TextFile):
 
     @classmethod
     def in_dir(cls, partition_dir: str | os.PathLike[str]) -> PartitionMetadataFile:
-        return cls(Path(partition_dir) / cls.FILE_NAME)
+        return cls(as_path(partition_dir) / cls.FILE_NAME)
 
     def read(self, *, missing_ok: bool = True) -> PartitionMetadata | None:
         """The metadata; ``None`` for a missing file unless ``missing_ok`` is False.
@@ -490,7 +491,7 @@ class CleanShutdownFile(_TextFile):
 
     @classmethod
     def in_dir(cls, log_dir: str | os.PathLike[str]) -> CleanShutdownFile:
-        return cls(Path(log_dir) / cls.FILE_NAME)
+        return cls(as_path(log_dir) / cls.FILE_NAME)
 
     def read(self, *, missing_ok: bool = True) -> int | None:
         """The broker epoch recorded at shutdown, or ``None``.
@@ -565,7 +566,7 @@ class MetaProperties(_TextFile):
 
     @classmethod
     def in_dir(cls, log_dir: str | os.PathLike[str]) -> MetaProperties:
-        return cls(Path(log_dir) / cls.FILE_NAME)
+        return cls(as_path(log_dir) / cls.FILE_NAME)
 
     def read(self, *, missing_ok: bool = True) -> dict[str, str]:
         """The properties in file order; ``{}`` for a missing file unless ``missing_ok`` is False."""

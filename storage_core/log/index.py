@@ -25,13 +25,13 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 from storage_core.errors import CorruptIndexError, KlogError
+from storage_core.fs import as_path
 from storage_core.limits import INT32_MAX
 
 #: Bytes of the file's tail that lookups try first (``AbstractIndex`` warm section).
@@ -47,7 +47,7 @@ class AbstractIndex(Generic[E]):
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int, *, max_index_size: int = -1,
                  writable: bool = False) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.base_offset = base_offset
         self.writable = writable
         self.entry_size = self.ENTRY.size
@@ -75,7 +75,7 @@ class AbstractIndex(Generic[E]):
             # Read, not mapped: a writer may shrink the file at any time (trimming a preallocated
             # index on close), and touching a mapped page past the new end is SIGBUS, which kills
             # the process. A read returns what is there (a zero-filled tail is recognised below).
-            with open(self.path, "rb") as f:
+            with self.path.open("rb") as f:
                 data = f.read()
             length = len(data)
             self.max_index_size = length
@@ -88,7 +88,7 @@ class AbstractIndex(Generic[E]):
     def in_memory(cls, path: str | os.PathLike[str], base_offset: int, data: bytes) -> Self:
         """A read-only index over entries built in memory (read-only recovery never writes)."""
         self = cls.__new__(cls)
-        self.path = Path(path)
+        self.path = as_path(path)
         self.base_offset = base_offset
         self.writable = False
         self.entry_size = cls.ENTRY.size

@@ -61,6 +61,7 @@ from storage_core.files import (
     journal_name,
     sink_mark_name,
 )
+from storage_core.fs import as_path
 from storage_core.limits import INT64_MAX
 from storage_core.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from storage_core.log.topic_partition import TopicPartition
@@ -75,7 +76,7 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
     """Partition dir → the first offset an unfinished commit is adding there. Readers hide
     segments from that offset on, so a job is visible all at once or not at all."""
     out: dict[str, int] = {}
-    for j in Path(log_dir).glob(JOURNAL_PREFIX + "*" + JSON_SUFFIX):
+    for j in as_path(log_dir).glob(JOURNAL_PREFIX + "*" + JSON_SUFFIX):
         try:
             journal = load_journal(j)
         except FileNotFoundError:
@@ -102,7 +103,7 @@ def load_journal(path: str | os.PathLike[str]) -> dict[str, object]:
     so every path in it must lie in this log dir: a partition dir that is a direct child of it,
     a staging dir that is a direct child of that partition dir; anything else is a
     :class:`CorruptCheckpointError` and nothing is touched."""
-    p = Path(path)
+    p = as_path(path)
     log_dir = p.parent
     data = p.read_bytes()
     try:

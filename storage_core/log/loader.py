@@ -52,6 +52,7 @@ from storage_core.files import (
     is_offset_named,
     segment_file,
 )
+from storage_core.fs import list_names
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
@@ -170,7 +171,7 @@ class LogLoader:
         return open_segment(self.dir, base, self.config, writable)
 
     def load(self) -> LoadedLog:
-        names = sorted(os.listdir(self.dir))
+        names = sorted(list_names(self.dir))
         if self.writable:
             # KAFKA-6264: a .swap at or after the first .cleaned file belongs to a replacement that
             # was not complete when it was interrupted (files still being renamed from .cleaned)
@@ -191,7 +192,8 @@ class LogLoader:
                 if name.endswith(INDEX_SUFFIXES):
                     if not (self.dir / (name.split(".", 1)[0] + LOG_SUFFIX)).exists():
                         (self.dir / name).unlink()
-        logs = sorted(base_offset_of(n) for n in os.listdir(self.dir) if is_log_file(n))
+            names = os.listdir(self.dir)  # what settling the leftovers left
+        logs = sorted(base_offset_of(n) for n in names if is_log_file(n))
         if not self.writable:
             hidden_from = pending_journal_offsets(self.dir.parent).get(str(self.dir))
             if hidden_from is not None:  # an unfinished commit: none of it is visible yet

@@ -27,6 +27,7 @@ from storage_core.files import (
     delete_dir_name,
     has_log_files,
 )
+from storage_core.fs import StorageOptions, as_path
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import recover_commits
@@ -54,16 +55,17 @@ def open_log_read_only(pd: PartitionDir) -> Log:
 
 
 def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,
-                    allow_empty: bool = False) -> list[PartitionDir]:
+                    allow_empty: bool = False, storage: StorageOptions | None = None) -> list[PartitionDir]:
     """Every partition under the given log dirs (or partition dirs), sorted by topic and partition.
 
     With ``required`` (every read path), a path that holds no topic-partition dir is a
     :class:`NotALogDirError` saying what the path holds instead; ``allow_empty`` (a stream, which
     may start before the first topic is written) lets through a path that is empty or holds only
-    a log dir's own files."""
+    a log dir's own files. A path may be a URI (``s3://bucket/prefix``), read through ``storage``
+    (:mod:`storage_core.fs`)."""
     out: dict[TopicPartition, PartitionDir] = {}
     for raw in paths:
-        root = Path(raw)
+        root = as_path(raw, storage)
         if not root.exists():
             raise NotALogDirError(f"no such log directory: {root}")
         if not root.is_dir():
@@ -148,7 +150,7 @@ class LogManager:
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
         """``on_loaded(pd)`` is called after each partition is loaded (recovered), for progress reports."""
-        self.log_dirs = [Path(d) for d in log_dirs]
+        self.log_dirs = [as_path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
         self.topic_configs = dict(topic_configs or {})

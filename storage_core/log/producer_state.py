@@ -29,6 +29,7 @@ from pathlib import Path
 
 from storage_core.errors import CorruptIndexError, storage_error
 from storage_core.files import SNAPSHOT_SUFFIX, TMP_SUFFIX, base_offset_of, filename_prefix, is_offset_named
+from storage_core.fs import as_path
 from storage_core.record.control import ControlRecordType
 from storage_core.record.file_records import AnyBatch
 from storage_core.record.records import NO_SEQUENCE, crc32c
@@ -157,7 +158,7 @@ class ProducerStateManager:
 
     @classmethod
     def read_snapshot(cls, path: str | os.PathLike[str]) -> ProducerStateManager:
-        p = Path(path)
+        p = as_path(path)
         data = p.read_bytes()
         if len(data) < SNAPSHOT_HEADER.size:
             raise CorruptIndexError(f"Producer snapshot {p.name} is {len(data)} bytes; expected at least "
@@ -183,7 +184,7 @@ class ProducerStateManager:
 def snapshot_files(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     """``(offset, path)`` of every ``<offset>.snapshot`` in a partition dir, ascending."""
     out = []
-    for p in Path(directory).glob("*" + SNAPSHOT_SUFFIX):
+    for p in as_path(directory).glob("*" + SNAPSHOT_SUFFIX):
         if is_offset_named(p.name):
             out.append((base_offset_of(p), p))
     return sorted(out)

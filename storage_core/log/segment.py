@@ -45,6 +45,7 @@ from storage_core.files import (
     base_offset_of,
     filename_prefix,
 )
+from storage_core.fs import as_path
 from storage_core.limits import INT32_MAX
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
@@ -61,7 +62,7 @@ def resolve_segment_file(log_path: str | os.PathLike[str], identity: int) -> Pat
     mount a shared file system) under ``log_path`` or ``log_path.deleted`` (a writer renamed
     it for deletion and ``file.delete.delay.ms`` keeps it); :class:`SegmentGoneError` if neither is
     that file any more (deleted, or replaced by a compaction): never another file's bytes."""
-    path = Path(log_path)
+    path = as_path(log_path)
     for p in (path, path.with_name(path.name + DELETED_SUFFIX)):
         try:
             st = p.stat()
@@ -195,7 +196,7 @@ class LogSegment:
                  rolling_jitter_ms: int = 0) -> None:
         from storage_core.log.txn_index import TransactionIndex
 
-        self.dir = Path(directory)
+        self.dir = as_path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.writable = writable
@@ -353,7 +354,7 @@ class LogSegment:
             if taken + batch.size_in_bytes > max_size and not (taken == 0 and min_one_message):
                 break
             taken += batch.size_in_bytes
-        with open(self.current_log_path(), "rb") as f:
+        with self.current_log_path().open("rb") as f:
             f.seek(pos.position)
             data = f.read(taken)
         return FetchData(start_offset, pos.position, data)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from storage_core.errors import CorruptTopicConfigsError, KlogError, LogConfigError
 from storage_core.files import TMP_SUFFIX, TOPIC_CONFIGS_FILE
+from storage_core.fs import as_path
 from storage_core.log.config import LogConfig
 from storage_core.log.topic_partition import validate_topic_name
 
@@ -49,7 +50,7 @@ __all__ = ["INTERNAL_TOPIC_CONFIGS", "CorruptTopicConfigsError", "config_for_top
 
 
 def topic_configs_path(log_dir: str | os.PathLike[str]) -> Path:
-    return Path(log_dir) / TOPIC_CONFIGS_FILE
+    return as_path(log_dir) / TOPIC_CONFIGS_FILE
 
 
 def _render(value: object) -> str:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 from storage_core.errors import CorruptIndexError
+from storage_core.fs import as_path
 
 #: version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64
 ABORTED_TXN = struct.Struct(">hqqqq")
@@ -43,7 +43,7 @@ class TransactionIndex:
     """A ``.txnindex`` file; read into memory whole (it holds one entry per aborted transaction)."""
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.base_offset = base_offset
 
     def read(self) -> list[AbortedTxn]:

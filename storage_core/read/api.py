@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -45,7 +46,7 @@ def read_options(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     """``options`` (Spark's names, any case) for a read of ``path``, parsed and checked."""
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     given = {k: _option_text(v) for k, v in options.items() if v is not None}
-    given["path"] = ",".join(os.fspath(p) for p in paths)
+    given["path"] = ",".join(str(p) if isinstance(p, Path) else os.fspath(p) for p in paths)
     opts = parse_read_options(given)
     warn_ignored(opts.ignored, "read")
     return opts

@@ -53,9 +53,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
+from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path
 from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
 from storage_core.read.kafka_compat import BROKER_ONLY_OPTIONS, split_kafka_options
 
@@ -129,6 +131,13 @@ class ReadOptions:
     max_bytes_per_partition: int
     #: Spark Kafka-source options given that mean nothing without a broker (see kafka_compat).
     ignored: tuple[str, ...] = ()
+    #: the ``fs.*`` options: how to reach URI paths (``s3://...``); secrets hidden from repr
+    storage: StorageOptions = StorageOptions()
+
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        """The paths as :class:`~pathlib.Path` objects: local, or in object storage through ``storage``."""
+        return tuple(as_path(p, self.storage) for p in self.paths)
 
 
 def option_name(key: str) -> str:
@@ -337,6 +346,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     """Validate the options of a read; raises InvalidOptionError naming what is wrong."""
     spelled = {str(k).lower(): str(k) for k in options}  # the user's spelling, for messages
     opts, ignored = split_kafka_options({str(k).lower(): str(v) for k, v in options.items()}, write=False)
+    storage = StorageOptions.from_options(opts)  # fs.*: the filesystem of URI paths (storage_core.fs)
+    opts = {k: v for k, v in opts.items() if not k.startswith(OPTION_PREFIX)}
     known = READ_OPTIONS | STREAM_ONLY_OPTIONS
     unknown = sorted(k for k in opts if k not in known)
     if unknown:
@@ -403,6 +414,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_records_per_partition=max_records,
         max_bytes_per_partition=max_bytes or DEFAULT_MAX_BYTES_PER_PARTITION,
         ignored=ignored,
+        storage=storage,
     )
 
 

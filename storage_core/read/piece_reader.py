@@ -21,7 +21,6 @@ import pyarrow as pa
 from storage_core.errors import CorruptIndexError, KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, base_offset_of
 from storage_core.log.offset_index import OffsetIndex
-from storage_core.log.segment import resolve_segment_file
 from storage_core.read.pieces import Piece
 from storage_core.record.columnar import ArrowDecoder, kafka_schema
 from storage_core.record.file_records import AnyBatch, FileRecords
@@ -46,17 +45,13 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(schema)], schema=schema)
 
 
-def _piece_file(piece: Piece) -> str | Path:
-    return piece.log_path if piece.file_id is None else resolve_segment_file(piece.log_path, piece.file_id)
-
-
-def _resume_after(piece: Piece, path: str | Path, bad: int, exc: KlogError, fail_on_data_loss: bool) -> int | None:
+def _resume_after(piece: Piece, path: Path, bad: int, exc: KlogError, fail_on_data_loss: bool) -> int | None:
     """Where to go on after damage at byte ``bad`` (None: nowhere, the slice is done). Raises
     ``exc`` under failOnDataLoss=true; otherwise logs the bytes skipped, up to the next entry of
     the offset index."""
     if fail_on_data_loss or isinstance(exc, CorruptIndexError):
         raise exc  # an incomplete transaction index is never skipped: it would read aborted data
-    resume = _next_index_position(piece, bad, Path(path))
+    resume = _next_index_position(piece, bad, path)
     log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
                 (resume or piece.end_position) - bad, piece.log_path, bad, exc)
     return resume
@@ -78,7 +73,7 @@ def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None
 def batches_of(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
     """Every batch of the slice, CRC checked, damage skipped as :func:`read_piece` does (the
     per-batch reference path)."""
-    path = _piece_file(piece)
+    path = piece.log_file()
     records = FileRecords(path)
     position: int | None = piece.start_position
     while position is not None and position < piece.end_position:
@@ -97,7 +92,7 @@ def _bulk(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[
     """The bulk path: chunks of the slice → the kernel, errors as in :func:`batches_of`; under
     read_committed one :class:`~storage_core.record.txn_filter.TxnFilter` over the piece's aborted
     transactions sees every batch of the slice, in the kernel's runs and on the object path."""
-    path = _piece_file(piece)
+    path = piece.log_file()
     records = FileRecords(path)
     txn = None if piece.aborted is None else new_txn_filter(piece.aborted, where=piece.log_path)
     position: int | None = piece.start_position

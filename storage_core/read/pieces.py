@@ -11,9 +11,11 @@ planner (which resolves ``startingOffsetsFromGroup`` through them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from storage_core.fs import ObjectPath, StorageOptions, as_path
 from storage_core.log.log import Log
-from storage_core.log.segment import LogSegment
+from storage_core.log.segment import LogSegment, resolve_segment_file
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import AbortedTxn
 
@@ -36,6 +38,14 @@ class Piece:
     est_records: int
     #: inode number of the .log when planned: a file a compaction put in its place is never read
     file_id: int | None = None
+    #: how to reach ``log_path`` when it is a URI (settings, never a client: :mod:`storage_core.fs`)
+    storage: StorageOptions | None = None
+
+    def log_file(self) -> Path:
+        """The segment file this piece reads: the one it was planned on (:class:`SegmentGoneError`
+        if a writer deleted or replaced it since), local or in object storage."""
+        path = as_path(self.log_path, self.storage)
+        return path if self.file_id is None else resolve_segment_file(path, self.file_id)
 
     @property
     def nbytes(self) -> int:
@@ -69,7 +79,8 @@ def slices(lg: Log, tp: TopicPartition, start: int, end: int) -> list[Piece]:
         est_first = max(start, seg.base_offset)
         est_last = min(end, nxt if nxt is not None else end)
         out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, start, end, None,
-                         max(0, est_last - est_first), seg.file_identity))
+                         max(0, est_last - est_first), seg.file_identity,
+                         seg.log_path.options if isinstance(seg.log_path, ObjectPath) else None))
     return out
 
 
@@ -83,7 +94,7 @@ def _first_offset_at(piece: Piece) -> int:
     """The first offset a piece can hold: the range's start, or the offset field of the batch at the
     piece's start position when that is later (a v2 batch's base offset; a legacy message's own
     offset, which no transaction marker can fall inside)."""
-    with open(piece.log_path, "rb") as f:
+    with piece.log_file().open("rb") as f:
         f.seek(piece.start_position)
         head = f.read(8)
     at = int.from_bytes(head, "big", signed=True) if len(head) == 8 else piece.min_offset

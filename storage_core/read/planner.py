@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -160,7 +161,7 @@ def select_partitions(opts: ReadOptions, *, streaming: bool = False) -> list[Par
     ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
     are read too), else every partition. Only directories with segments count. A path with no
     partition dirs is an error (a stream may start on an empty log dir)."""
-    dirs = [p for p in find_partitions(opts.paths, required=True, allow_empty=streaming) if _with_segments(p)]
+    dirs = [p for p in find_partitions(opts.log_dirs, required=True, allow_empty=streaming) if _with_segments(p)]
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
                                assign=opts.assign)
     if chosen is not None:
@@ -207,7 +208,7 @@ def check_listed(opts: ReadOptions, selected: Iterable[PartitionDir], *, streami
         listed = _listed_partitions(spec.listed)
         extra = [tp for tp in listed if tp not in chosen]
         if extra:
-            dirs = [p for p in find_partitions(opts.paths) if _with_segments(p)]
+            dirs = [p for p in find_partitions(opts.log_dirs) if _with_segments(p)]
             existing = {p.topic_partition for p in dirs}
             gone = [tp for tp in extra if tp not in existing]
             if gone:
@@ -265,7 +266,7 @@ def latest_offset(lg: Log, read_committed: bool) -> int:
     return lg.last_stable_offset if read_committed else lg.log_end_offset
 
 
-def committed_for(spec: OffsetSpec, paths: Iterable[str], *, starting: bool) -> Mapping[TopicPartition, int] | None:
+def committed_for(spec: OffsetSpec, paths: Iterable[str | os.PathLike[str]], *, starting: bool) -> Mapping[TopicPartition, int] | None:
     """The committed offsets of the group a ``...FromGroup`` spec names (read once per read, from
     the ``__consumer_offsets`` of the same log dirs), or None for other specs. An unknown group is
     an :class:`InvalidOptionError` listing the groups found."""
@@ -426,8 +427,8 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
     before anything is read when an option does not fit the log), and cut it into pieces."""
     selected = select_partitions(opts)
     check_listed(opts, selected)
-    committed = (committed_for(opts.starting, opts.paths, starting=True),
-                 committed_for(opts.ending, opts.paths, starting=False))
+    committed = (committed_for(opts.starting, opts.log_dirs, starting=True),
+                 committed_for(opts.ending, opts.log_dirs, starting=False))
     ranges: list[PartitionRange] = []
     parts: list[tuple[Log, PartitionRange]] = []
     with _opened([]) as logs:

@@ -20,9 +20,9 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from storage_core.errors import CorruptRecordError, KlogError
+from storage_core.fs import as_path
 from storage_core.record.legacy_records import RECORD_OVERHEAD_V0, LegacyRecordBatch
 from storage_core.record.records import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -112,7 +112,7 @@ class FileRecords:
     """A record-set file (``.log``, a snapshot ``.checkpoint``, a fetch capture), read-only."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         try:
             self.size_in_bytes = self.path.stat().st_size
         except FileNotFoundError:
@@ -130,7 +130,7 @@ class FileRecords:
 
     def _walk(self, start: int, stop: int, chunk_bytes: int, walk: BatchWalk) -> Iterator[AnyBatch]:
         name = str(self.path)
-        with open(self.path, "rb", buffering=0) as f:
+        with self.path.open("rb", buffering=0) as f:
             pos = start
             while pos < stop:
                 want = min(chunk_bytes, stop - pos)

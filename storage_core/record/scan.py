@@ -135,7 +135,7 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
     end = records.size_in_bytes if stop is None else min(stop, records.size_in_bytes)
     name = str(records.path)
     pos = start
-    with open(records.path, "rb", buffering=0) as f:
+    with records.path.open("rb", buffering=0) as f:
         reader = _ChunkReader(f, end, chunk_bytes, start)
         while pos < end:
             view = reader.read(pos)
