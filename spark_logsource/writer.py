@@ -27,6 +27,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 
 from storage_core.errors import InvalidOptionError, KlogError
 from storage_core.files import journal_name, staging_prefix
+from storage_core.fs import OPTION_PREFIX, StorageOptions, writable_dir
 from storage_core.limits import INT32_MAX, INT64_MAX
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
@@ -66,6 +67,8 @@ class WriteOptions:
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     spelled = {str(k).lower(): str(k) for k in options}  # the user's spelling, for messages
     opts, ignored = split_kafka_options({str(k).lower(): str(v) for k, v in options.items()}, write=True)
+    StorageOptions.from_options(opts)  # fs.* (a read's options may be reused); URI paths are refused below
+    opts = {k: v for k, v in opts.items() if not k.startswith(OPTION_PREFIX)}
     config_props = {k: v for k, v in opts.items() if k in CONFIG_KEYS}
     unknown = sorted(k for k in opts if k not in WRITE_OPTIONS and k not in config_props)
     if unknown:
@@ -81,7 +84,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     path = opts.get("path", "").strip()
     if not path:
         raise InvalidOptionError("no path: use df.write.format('klog').save('/path/to/log-dir')")
-    paths = tuple(p.strip() for p in path.split(",") if p.strip())
+    paths = tuple(str(writable_dir(p.strip())) for p in path.split(",") if p.strip())
     if not paths:
         raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
     topic = opts.get("topic")

@@ -67,6 +67,7 @@ __all__ = [
     "is_object_path",
     "list_names",
     "uri_scheme",
+    "writable_dir",
 ]
 
 #: The prefix of the read/write options that configure the filesystem of a URI (``fs.region``).
@@ -242,6 +243,24 @@ def _build(scheme: str, authority: str, options: StorageOptions) -> pafs.FileSys
                                f"{options.redact(str(exc))}") from None
 
 
+#: what an SDK's error code means for the user, and what to check
+_HINTS = (
+    (("ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID", "AccessDenied", "403", "Unauthorized"),
+     "the credentials were refused: check fs.access_key/fs.secret_key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+     "AWS_PROFILE) and that they may read this bucket"),
+    (("NETWORK_CONNECTION", "Could not connect", "Couldn't connect", "Could not resolve", "Connection refused"),
+     "the endpoint cannot be reached: check fs.endpoint_override/fs.scheme (or AWS_ENDPOINT_URL) and the network"),
+    (("NoSuchBucket", "NO_SUCH_BUCKET", "Bucket does not exist"), "the bucket does not exist"),
+)
+
+
+def _explained(message: str) -> str:
+    for needles, hint in _HINTS:
+        if any(n in message for n in needles):
+            return f"{hint} ({message})"
+    return message
+
+
 # --- paths ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -354,7 +373,7 @@ class ObjectPath(PosixPath):
 
     # -- reading
     def _fail(self, doing: str, exc: BaseException) -> ObjectStoreError:
-        return ObjectStoreError(f"{doing} {self} failed: {self.options.redact(str(exc))}")
+        return ObjectStoreError(f"{doing} {self} failed: {_explained(self.options.redact(str(exc)))}")
 
     def _file_info(self) -> Any:
         if self._info is None:
@@ -528,7 +547,7 @@ class ObjectReader(io.RawIOBase):
             return bytes(self._raf.read_at(n, start))
         except OSError as exc:
             raise ObjectStoreError(f"reading {n} bytes at position {start} of {self._path} failed: "
-                                   f"{self._path.options.redact(str(exc))}") from None
+                                   f"{_explained(self._path.options.redact(str(exc)))}") from None
 
     def _block_at(self, pos: int, want: int) -> tuple[int, bytes]:
         start, data = self._cur
@@ -609,6 +628,20 @@ def as_path(path: str | os.PathLike[str], options: StorageOptions | None = None)
         store = _Store(scheme, "", store_opts)
         posix = "/" + parsed.netloc + ("/" + parsed.path.strip("/") if parsed.path.strip("/") else "")
     return _object_path(store, posix)
+
+
+def writable_dir(path: str | os.PathLike[str]) -> Path:
+    """The local directory a write goes to; a URI in object storage is refused here, before any
+    work starts. klog's writer keeps a log dir consistent with a lock, renames and fsyncs, which
+    object stores do not have: a log dir reaches a bucket through ``klog snapshot``. Local disks,
+    NFS, and HDFS mounted through its NFS gateway or FUSE are local paths."""
+    p = as_path(path)
+    if isinstance(p, ObjectPath):
+        raise ObjectStoreReadOnlyError(
+            f"cannot write to {p}: klog writes log dirs on a local or mounted file system only (its commit "
+            "needs a lock, atomic renames and fsync, which object stores lack). Write to a local dir, then "
+            "copy it with 'klog snapshot LOCAL_DIR " + str(p) + "'")
+    return p
 
 
 def is_object_path(path: object) -> bool:

@@ -36,7 +36,7 @@ from storage_core.files import (
     SEGMENT_SUFFIXES,
     segment_file,
 )
-from storage_core.fs import as_path
+from storage_core.fs import as_path, writable_dir
 from storage_core.log.config import LogConfig, MessageTimestampType
 from storage_core.log.loader import (
     NOT_READ_NOTE,
@@ -112,7 +112,7 @@ class Log:
         are, without even checking the active segment's tail: for a reader that follows a log
         another process is appending to, which bounds what it reads by offsets it has seen and
         checks every batch's CRC when it reads it (the stream source)."""
-        self.dir = as_path(directory)
+        self.dir = writable_dir(directory) if writable else as_path(directory)
         if not self.dir.is_dir():
             raise KlogError(f"no such partition directory: {self.dir}")
         if writable:

@@ -27,7 +27,7 @@ from storage_core.files import (
     delete_dir_name,
     has_log_files,
 )
-from storage_core.fs import StorageOptions, as_path
+from storage_core.fs import StorageOptions, as_path, writable_dir
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import recover_commits
@@ -150,7 +150,7 @@ class LogManager:
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
         """``on_loaded(pd)`` is called after each partition is loaded (recovered), for progress reports."""
-        self.log_dirs = [as_path(d) for d in log_dirs]
+        self.log_dirs = [writable_dir(d) if writable else as_path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
         self.topic_configs = dict(topic_configs or {})

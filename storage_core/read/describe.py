@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from storage_core.errors import InvalidOptionError, PendingCommitError
 from storage_core.files import LOG_START_OFFSET_CHECKPOINT, has_log_files
+from storage_core.fs import OPTION_PREFIX
 from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir
@@ -130,7 +131,8 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
 
     ``path`` is what :func:`storage_core.read_arrow` takes: a Kafka log dir, several (a list or
     ``"dir1,dir2"``, like ``log.dirs``), or one ``<topic>-<partition>`` dir. ``options`` are the
-    read-selection options of ``spark.read.format("klog")``, by the same names (any case):
+    read-selection options of ``spark.read.format("klog")``, by the same names (any case), and the
+    ``fs.*`` options of a path in object storage (:mod:`storage_core.fs`):
     ``topics`` (a list or ``"a,b"``; each must exist), ``topicPattern`` (a regex matching the whole
     name) or ``assign`` (``{"orders": [0, 1]}``); none selects every partition with segments. Other
     read options are an :class:`~storage_core.errors.InvalidOptionError`.
@@ -142,10 +144,10 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
     Nothing is decoded or written. A partition whose first commit is still being applied by a
     running job is left out (it is empty until the commit completes).
     """
-    wrong = sorted(k for k in options if k.lower() not in SELECTION_OPTIONS)
+    wrong = sorted(k for k in options if k.lower() not in SELECTION_OPTIONS and not k.lower().startswith(OPTION_PREFIX))
     if wrong:
         raise InvalidOptionError(f"describe takes only the options that select partitions (topics, topicPattern, "
-                                 f"assign), not {', '.join(wrong)}")
+                                 f"assign) and the fs.* options of a URI path, not {', '.join(wrong)}")
     rows = []
     for pd in select_partitions(read_options(path, **options)):
         try:
