@@ -46,7 +46,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PosixPath
-from typing import IO, TYPE_CHECKING, Any, ClassVar, cast
+from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from urllib.parse import unquote, urlparse
 
 from storage_core.errors import InvalidOptionError, KlogError
@@ -75,6 +75,7 @@ OPTION_PREFIX = "fs."
 #: Bytes an object read fetches at least, and fetches ahead while the caller works on the last block.
 READ_AHEAD_BYTES = 8 << 20
 
+_T = TypeVar("_T")
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: schemes pyarrow.fs serves itself (others go to fsspec), and the names they are known by
 _ARROW_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs", "gcs": "gcs", "abfs": "abfs", "abfss": "abfs",
@@ -197,6 +198,12 @@ def _value(v: str) -> Any:
     return v
 
 
+def _forget(scheme: str, authority: str, options: StorageOptions) -> None:
+    key = (scheme, authority if _ARROW_SCHEMES.get(scheme) in ("hdfs", "abfs") else "", options)
+    with _FS_LOCK:
+        _FILESYSTEMS.pop(key, None)
+
+
 def _build(scheme: str, authority: str, options: StorageOptions) -> pafs.FileSystem:
     import pyarrow.fs as pafs
 
@@ -271,6 +278,18 @@ class _Store:
 
     def fs(self) -> pafs.FileSystem:
         return filesystem(self.scheme, self.authority, self.options)
+
+    def call(self, fn: Callable[[pafs.FileSystem], _T]) -> _T:
+        """``fn(filesystem)``, once more with a new filesystem if it fails with an error that is not
+        a missing file: a client's pooled connections may have outlived the server (a restart), and
+        the SDK's own retries reuse them."""
+        try:
+            return fn(self.fs())
+        except FileNotFoundError:
+            raise
+        except OSError:
+            _forget(self.scheme, self.authority, self.options)
+            return fn(self.fs())
 
     def key(self, parts: tuple[str, ...]) -> str:
         """The filesystem's path of an ObjectPath's parts (``('/', 'bucket', 'a')`` → ``bucket/a``)."""
@@ -378,7 +397,7 @@ class ObjectPath(PosixPath):
     def _file_info(self) -> Any:
         if self._info is None:
             try:
-                self._info = self._store.fs().get_file_info(self.fs_key)
+                self._info = self._store.call(lambda fs: fs.get_file_info(self.fs_key))
             except OSError as exc:
                 raise self._fail("looking up", exc) from None
         return self._info
@@ -422,7 +441,8 @@ class ObjectPath(PosixPath):
         import pyarrow.fs as pafs
 
         try:
-            infos = self._store.fs().get_file_info(pafs.FileSelector(self.fs_key, allow_not_found=True))
+            selector = pafs.FileSelector(self.fs_key, allow_not_found=True)
+            infos = self._store.call(lambda fs: fs.get_file_info(selector))
         except OSError as exc:
             raise self._fail("listing", exc) from None
         listing = {}
@@ -456,7 +476,7 @@ class ObjectPath(PosixPath):
         if st.st_mode & 0o40000:
             raise IsADirectoryError(21, "Is a directory", str(self))
         try:
-            raf = self._store.fs().open_input_file(self.fs_key)
+            raf = self._store.call(lambda fs: fs.open_input_file(self.fs_key))
         except FileNotFoundError:
             raise
         except OSError as exc:
@@ -544,7 +564,13 @@ class ObjectReader(io.RawIOBase):
 
     def _fetch(self, start: int, n: int) -> bytes:
         try:
-            return bytes(self._raf.read_at(n, start))
+            try:
+                return bytes(self._raf.read_at(n, start))
+            except OSError:  # once more through a new client (see _Store.call)
+                store = self._path.store
+                _forget(store.scheme, store.authority, store.options)
+                self._raf = store.fs().open_input_file(self._path.fs_key)
+                return bytes(self._raf.read_at(n, start))
         except OSError as exc:
             raise ObjectStoreError(f"reading {n} bytes at position {start} of {self._path} failed: "
                                    f"{_explained(self._path.options.redact(str(exc)))}") from None

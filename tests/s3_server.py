@@ -113,8 +113,8 @@ class S3Server:
         self.proc = subprocess.Popen(
             [binary, "server", f"-dir={self.data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
              f"-master.port={self.master}", f"-volume.port={self.volume}", f"-filer.port={self.filer}",
-             "-s3", f"-s3.port={self.s3}", f"-s3.config={self.identities}", "-master.telemetry=false",
-             "-volume.max=30", "-master.volumeSizeLimitMB=256"],
+             "-s3", f"-s3.port={self.s3}", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={self.identities}", "-master.telemetry=false",
+             "-volume.max=0", "-master.volumeSizeLimitMB=64"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + _START_TIMEOUT_S

@@ -10,6 +10,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from storage_core.errors import (
@@ -24,6 +25,7 @@ from storage_core.errors import (
     UnsafePathError,
 )
 from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
+from storage_core.fs import OPTION_PREFIX, ObjectStoreError, StorageOptions, as_path
 from storage_core.limits import INT32_MAX, INT64_MAX
 
 if TYPE_CHECKING:
@@ -53,7 +55,24 @@ def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of an error")
+    common.add_argument("--fs", action="append", metavar="KEY=VALUE", default=argparse.SUPPRESS,
+                        help="a setting of the filesystem of s3://, gs://, abfs://, hdfs:// paths, as the fs.* read "
+                        "options name it (e.g. --fs endpoint_override=host:9000 --fs region=eu-west-1); credentials "
+                        "are better left to the SDK's environment variables (AWS_ACCESS_KEY_ID, ...) than put on a "
+                        "command line (repeatable)")
     return common
+
+
+def _storage(args: argparse.Namespace) -> StorageOptions:
+    """The ``--fs KEY=VALUE`` settings as the fs.* options."""
+    opts = {}
+    for pair in getattr(args, "fs", None) or []:
+        if "=" not in pair:
+            raise InvalidOptionError(f"--fs expects KEY=VALUE (e.g. --fs region=eu-west-1), got {pair.split('=')[0]!r}")
+        k, v = pair.split("=", 1)
+        k = k.strip()
+        opts[k if k.startswith(OPTION_PREFIX) else OPTION_PREFIX + k] = v.strip()
+    return StorageOptions.from_options(opts)
 
 
 class _Bar:
@@ -121,32 +140,30 @@ an index that disagrees with its log, or a file with no Kafka batch at all, 2 us
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from storage_core.files import SNAPSHOT_SUFFIX
     from storage_core.tools.dump import dump_jsonl, dump_snapshot, dump_text, files_to_dump
 
     if args.max_bytes is not None and args.max_bytes < 0:
         raise InvalidOptionError(f"--max-bytes must be >= 0, got {args.max_bytes}")
-    files = files_to_dump(args.files)
+    files = files_to_dump(args.files, _storage(args))
     out = sys.stdout
     status = EXIT_OK
     print_data = args.print_data_log or args.decoder not in (None, "none")
     for path in files:
-        decoder = _decoder(args.decoder, path)
-        if path.endswith(INDEX_SUFFIXES):
+        decoder = _decoder(args.decoder, str(path))
+        if path.name.endswith(INDEX_SUFFIXES):
             from storage_core.tools.dump import dump_index
 
             if dump_index(path, out, sys.stderr, sanity_only=args.index_sanity_check,
                           verify_only=args.verify_index_only):
                 status = EXIT_DATA
             continue
-        if path.endswith(SNAPSHOT_SUFFIX):
+        if path.name.endswith(SNAPSHOT_SUFFIX):
             dump_snapshot(path, out)
             continue
-        size = Path(path).stat().st_size
+        size = path.stat().st_size
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
-        with _Bar(args, size if not sys.stdout.isatty() else 0, Path(path).name) as bar:
+        with _Bar(args, size if not sys.stdout.isatty() else 0, path.name) as bar:
             if args.jsonl:
                 summary = dump_jsonl(path, out, decoder=decoder, progress=bar.update)
             else:
@@ -199,12 +216,18 @@ def _log_dirs(arg: str) -> list[str]:
     return [p for p in arg.split(",") if p]
 
 
+def _dirs(args: argparse.Namespace) -> list[Path]:
+    """``args.dir``'s log dirs as paths: local, or in object storage through ``--fs``."""
+    storage = _storage(args)
+    return [as_path(p, storage) for p in _log_dirs(args.dir)]
+
+
 def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from storage_core.log.manager import find_partitions
     from storage_core.read.planner import choose_partitions
 
     dirs = _log_dirs(args.dir)
-    parts = find_partitions(dirs, required=True)
+    parts = find_partitions(_dirs(args), required=True)
     chosen = choose_partitions(parts, dirs, topics=sorted(set(args.topic))) if args.topic else None
     return parts if chosen is None else chosen
 
@@ -272,7 +295,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
     from storage_core.read.groups import committed_offsets
 
-    table = committed_offsets(_log_dirs(args.dir), args.group)
+    table = committed_offsets(_dirs(args), args.group)
     rows = table.to_pylist()
     if args.json:
         for r in rows:
@@ -342,7 +365,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from storage_core.tools.export import ExportRequest, export_parquet, parse_time, plan_export
 
     req = ExportRequest(
-        log_dirs=tuple(_log_dirs(args.dir)), topic=args.topic,
+        log_dirs=tuple(_log_dirs(args.dir)), storage=_storage(args), topic=args.topic,
         partitions=tuple(args.partition) if args.partition else None,
         start_offset=args.start_offset, end_offset=args.end_offset,
         start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
@@ -734,10 +757,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _is_usage(exc: KlogError) -> bool:
-    """A wrong path, name or value given by the user, or a file system that is full or read-only
-    (exit 2), as opposed to bad data found (exit 1)."""
+    """A wrong path, name or value given by the user, a file system that is full or read-only, or
+    object storage that cannot be reached or refuses (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
-                        UnsafePathError, NotALogDirError)):
+                        UnsafePathError, NotALogDirError, ObjectStoreError)):
         return True
     return exc.detail.startswith(("no such ", "not a directory"))
 

@@ -15,10 +15,12 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from storage_core.errors import KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_offset_named
+from storage_core.fs import StorageOptions, as_path
 from storage_core.limits import INT32_MAX
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords
@@ -263,7 +265,7 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     deep = deep or print_data
     out.write(f"Dumping {path}\n")
-    name = os.path.basename(os.fspath(path))
+    name = as_path(path).name
     if is_offset_named(name):
         out.write(f"Log starting offset: {base_offset_of(path)}\n")
     elif name == BOOTSTRAP_CHECKPOINT:
@@ -298,7 +300,7 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
         out.write(f"Error: {summary.error}\n")
     end = fr.size_in_bytes if max_bytes is None else min(max_bytes, fr.size_in_bytes)
     if summary.error is None and walk.valid_bytes < end:
-        out.write(f"Found {end - walk.valid_bytes} invalid bytes at the end of {os.path.basename(os.fspath(path))}\n")
+        out.write(f"Found {end - walk.valid_bytes} invalid bytes at the end of {as_path(path).name}\n")
     if non_consecutive:
         out.write(f"Non-consecutive offsets in {path}\n")
     if summary.invalid_batches:
@@ -321,13 +323,12 @@ def _snapshot_id(name: str) -> tuple[int, int] | None:
 def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sanity_only: bool = False,
                verify_only: bool = False) -> int:
     """Print an ``.index``/``.timeindex``/``.txnindex`` like kafka-dump-log; returns mismatches found."""
-    from pathlib import Path
 
     from storage_core.log.offset_index import OffsetIndex
     from storage_core.log.time_index import TimeIndex
     from storage_core.log.txn_index import TransactionIndex
 
-    p = Path(path)
+    p = as_path(path)
     base = base_offset_of(p)
     out.write(f"Dumping {p}\n")
     if p.suffix == TXN_INDEX_SUFFIX:
@@ -400,25 +401,24 @@ def dump_snapshot(path: str | os.PathLike[str], out: IO[str]) -> int:
 # --- what to dump ----------------------------------------------------------------------------------
 
 
-def files_to_dump(paths: list[str]) -> list[str]:
+def files_to_dump(paths: list[str], storage: StorageOptions | None = None) -> list[Path]:
     """The files ``klog dump`` prints for its arguments: a file as given; a partition dir as its
-    segments (``.log``) in offset order. Anything else is an InvalidOptionError saying what to pass."""
-    from pathlib import Path
-
+    segments (``.log``) in offset order; local, or in object storage (through ``storage``). Anything
+    else is an InvalidOptionError saying what to pass."""
     from storage_core.errors import InvalidOptionError
     from storage_core.files import has_log_files, is_log_file
 
-    out: list[str] = []
+    out: list[Path] = []
     for raw in paths:
-        p = Path(raw)
+        p = as_path(raw, storage)
         if p.is_file():
-            out.append(raw)
+            out.append(p)
         elif p.is_dir():
             if not has_log_files(p):
                 raise InvalidOptionError(f"{raw} is a directory with no segments (.log files); pass a partition dir "
                                          "(<topic>-<partition>, e.g. orders-0) or the files to dump; for a whole log "
                                          "dir use klog describe or klog verify")
-            out += [str(f) for f in sorted((f for f in p.iterdir() if is_log_file(f.name)), key=base_offset_of)]
+            out += sorted((f for f in p.iterdir() if is_log_file(f.name)), key=lambda f: base_offset_of(f.name))
         else:
             raise InvalidOptionError(f"no such file: {raw} (expected .log, .index, .timeindex, .txnindex, .snapshot "
                                      "or other record-set files, or a partition dir)")

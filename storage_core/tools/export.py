@@ -20,11 +20,11 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from storage_core.errors import InvalidOptionError
+from storage_core.fs import ObjectPath, StorageOptions, as_path
 from storage_core.read.options import DEFAULT_MAX_BYTES_PER_PARTITION, OffsetSpec, ReadOptions
 from storage_core.read.piece_reader import read_piece
 from storage_core.read.planner import ReadPlan, plan_read
@@ -64,6 +64,8 @@ class ExportRequest:
     read_committed: bool = False
     include_headers: bool = False
     include_metadata: bool = False
+    #: the fs.* settings of URI log dirs and of a URI output
+    storage: StorageOptions = StorageOptions()
 
     def __post_init__(self) -> None:
         if self.start_offset is not None and self.start_time_ms is not None:
@@ -107,6 +109,7 @@ class ExportRequest:
             min_partitions=None,
             max_records_per_partition=None,
             max_bytes_per_partition=DEFAULT_MAX_BYTES_PER_PARTITION,
+            storage=self.storage,
         )
 
 
@@ -131,7 +134,7 @@ def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike
                    compression: str = "zstd", overwrite: bool = False,
                    progress: Callable[[int], None] | None = None) -> ExportSummary:
     """Write the records of ``plan`` to the Parquet file ``output``; ``progress(n)`` gets bytes read."""
-    out = Path(output)
+    out = as_path(output, req.storage)
     if compression not in PARQUET_CODECS:
         raise InvalidOptionError(f"unknown Parquet compression {compression!r}; expected one of "
                                  f"{', '.join(PARQUET_CODECS)}")
@@ -139,12 +142,16 @@ def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike
         raise InvalidOptionError(f"output {out} is a directory; expected a file name such as {out / 'export.parquet'}")
     if out.exists() and not overwrite:
         raise InvalidOptionError(f"output {out} exists; pass --overwrite to replace it")
-    if not out.parent.is_dir():
+    if not isinstance(out, ObjectPath) and not out.parent.is_dir():
         raise InvalidOptionError(f"no such directory for the output: {out.parent}")
     schema = kafka_schema(req.include_headers, req.include_metadata)
     summary = ExportSummary(str(out), partitions=len(plan.ranges))
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    writer = pq.ParquetWriter(tmp, schema, compression=None if compression == "none" else compression)
+    # in object storage the file is written under a temporary key and moved into place when complete
+    fs = out.store.fs() if isinstance(out, ObjectPath) else None
+    where = tmp.fs_key if isinstance(tmp, ObjectPath) else tmp
+    writer = pq.ParquetWriter(where, schema, compression=None if compression == "none" else compression,
+                              filesystem=fs)
     try:
         for piece in plan.pieces:
             for batch in read_piece(piece, include_headers=req.include_headers,
@@ -155,10 +162,16 @@ def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike
             if progress is not None:
                 progress(piece.nbytes)
         writer.close()
-        os.replace(tmp, out)
+        if isinstance(out, ObjectPath) and isinstance(tmp, ObjectPath):
+            out.store.fs().move(tmp.fs_key, out.fs_key)
+        else:
+            os.replace(tmp, out)
     except BaseException:
         writer.close()
-        tmp.unlink(missing_ok=True)
+        if isinstance(tmp, ObjectPath):
+            tmp.store.fs().delete_file(tmp.fs_key)
+        else:
+            tmp.unlink(missing_ok=True)
         raise
-    summary.bytes_written = out.stat().st_size
+    summary.bytes_written = as_path(str(out), req.storage).stat().st_size
     return summary
