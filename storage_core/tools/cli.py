@@ -378,7 +378,8 @@ This writes to the log dir: never run it on a dir a live broker owns (the .lock 
 """
 
 
-def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
+def _configs(pairs: list[str] | None) -> dict[str, str]:
+    """``--config name=value`` pairs, validated: explicit overrides, above every stored config."""
     from storage_core.log.config import LogConfig
 
     props = {}
@@ -387,7 +388,8 @@ def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
             raise InvalidOptionError(f"--config expects name=value, got {pair!r}")
         k, v = pair.split("=", 1)
         props[k.strip()] = v.strip()
-    return LogConfig.from_properties(props)
+    LogConfig.from_properties(props)
+    return props
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
@@ -420,8 +422,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 def _cmd_retention(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager
 
-    cfg = _configs(args.config)
-    lm = LogManager(_log_dirs(args.dir), writable=True, config=cfg)
+    overrides = _configs(args.config)
+    lm = LogManager(_log_dirs(args.dir), writable=True, overrides=overrides)
     try:
         if args.topic:
             missing = set(args.topic) - {tp.topic for tp in lm.logs}
