@@ -56,7 +56,10 @@ __all__ = ["CLUSTER_METADATA_DIR", "ClusterMetadata", "KraftTopic", "RESOURCE_BR
            "cluster_metadata", "find_cluster_metadata", "replay_cluster_metadata"]
 
 #: The KRaft metadata partition's directory in a log dir.
-CLUSTER_METADATA_DIR = "__cluster_metadata-0"
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+CLUSTER_METADATA_DIR = CLUSTER_METADATA_TOPIC + "-0"
+#: ``Uuid.METADATA_TOPIC_ID``: the id of ``__cluster_metadata`` (no TopicRecord names it).
+METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 #: ``ConfigResource.Type`` ids of ``ConfigRecord.ResourceType``.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -98,6 +101,9 @@ class ClusterMetadata:
     notes: tuple[str, ...] = field(default=())
 
     def topic_id(self, topic: str) -> str | None:
+        """The topic's id; ``__cluster_metadata``'s own is the fixed ``Uuid.METADATA_TOPIC_ID``."""
+        if topic == CLUSTER_METADATA_TOPIC:
+            return METADATA_TOPIC_ID
         t = self.topics.get(topic)
         return None if t is None else t.topic_id
 

@@ -225,14 +225,15 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from storage_core.read.describe import describe_partition
+    from storage_core.read.describe import NO_KRAFT_METADATA, ConfigContext, describe_partition
 
     parts = _partitions(args)
+    context = ConfigContext.of([*{p.log_dir: None for p in parts}, *_log_dirs(args.dir)])
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
             try:
-                rows.append(describe_partition(p))
+                rows.append(describe_partition(p, context))
             except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
@@ -253,7 +254,48 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         topics = len({r.topic for r in rows})
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
+        _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
+    for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
+        if r.topic_id_matches is False:
+            print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
+                  f"__cluster_metadata has {r.kraft_topic_id} (a partition of a deleted incarnation of the "
+                  "topic; a broker would treat the dir as stray)", file=sys.stderr)
     return EXIT_OK
+
+
+def _print_topic_configs(rows: list[Any], kraft: Any, no_kraft: str) -> None:
+    """One line per topic: its id (and whether partition.metadata agrees with the KRaft metadata)
+    and the configs set above Kafka's defaults, each with its source."""
+    if kraft is None:
+        print(f"topic configs: {no_kraft}")
+    else:
+        print(f"topic ids and configs from {kraft.log_dir}/__cluster_metadata-0 "
+              f"({'snapshot ' + kraft.snapshot + ' + ' if kraft.snapshot else ''}log to offset {kraft.end_offset}):")
+        for note in kraft.notes:
+            print(f"  note: {note}")
+    by_topic: dict[str, list[Any]] = {}
+    for r in rows:
+        by_topic.setdefault(r.topic, []).append(r)
+    table = []
+    for topic, rs in by_topic.items():
+        ids = sorted({r.topic_id for r in rs if r.topic_id is not None})
+        if any(r.topic_id_matches is False for r in rs):
+            match = "MISMATCH"
+        elif rs[0].kraft_topic_id is None:
+            match = "-" if kraft is None else "not in metadata"
+        elif any(r.topic_id is None for r in rs):
+            match = "no partition.metadata" if not ids else "matches (some dirs lack partition.metadata)"
+        else:
+            match = "matches"
+        shown = ",".join(ids) or (rs[0].kraft_topic_id or "-")
+        configs = ", ".join(rs[0].configs) or "Kafka defaults"
+        table.append([topic, shown, match, configs])
+        for ignored in rs[0].configs_ignored:
+            table.append(["", "", "", f"ignored: {ignored}"])
+    header = ["TOPIC", "TOPIC ID", "ID vs KRAFT", "CONFIGS (source)"]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
+    for row in [header, *table]:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 GROUPS_EXAMPLES = """examples:
