@@ -41,7 +41,9 @@ where a broker puts them, in the topic's creation configs. A broker's static con
 (``server.properties``: ``log.retention.hours=...`` set there) are not in a log dir and cannot be
 known: where they differed from Kafka's defaults, klog's figures differ too. A ZooKeeper-era dir
 has no ``__cluster_metadata``: its topic configs were in ZooKeeper, so steps 3-4 are empty and
-Kafka's defaults are assumed. KRaft configs klog does not know (``message.timestamp.difference.max.ms``
+Kafka's defaults are assumed. ``__cluster_metadata`` itself takes no KRaft layer: a broker
+configures the metadata log with its ``metadata.log.*`` configs, not with topic configs. KRaft
+configs klog does not know (``message.timestamp.difference.max.ms``
 of Kafka 3, vendor configs) or whose value it rejects are left out and listed, never guessed.
 """
 
@@ -56,7 +58,7 @@ from types import MappingProxyType
 
 from storage_core.errors import CorruptTopicConfigsError, KlogError, LogConfigError
 from storage_core.files import TMP_SUFFIX, TOPIC_CONFIGS_FILE
-from storage_core.log.cluster_metadata import ClusterMetadata
+from storage_core.log.cluster_metadata import CLUSTER_METADATA_TOPIC, ClusterMetadata
 from storage_core.log.config import CONFIG_KEYS, REMOVED_CONFIGS, LogConfig
 from storage_core.log.topic_partition import validate_topic_name
 
@@ -223,7 +225,7 @@ def resolve_topic_config(topic: str, stored: Mapping[str, Mapping[str, str]], *,
     if topic in INTERNAL_TOPIC_CONFIGS:
         cfg = cfg.merged(INTERNAL_TOPIC_CONFIGS[topic])
         sources.update(dict.fromkeys(INTERNAL_TOPIC_CONFIGS[topic], SOURCE_INTERNAL))
-    if kraft is not None:
+    if kraft is not None and topic != CLUSTER_METADATA_TOPIC:  # the metadata log has its own metadata.log.* configs
         cluster, own, problems = kraft.topic_defaults()
         ignored.extend(f"{p} ({SOURCE_KRAFT_DEFAULT})" for p in problems)
         cfg = _kraft_layer(cfg, cluster, SOURCE_KRAFT_DEFAULT, sources, ignored)
