@@ -751,7 +751,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
-                   help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable)")
+                   help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable); overrides the "
+                        "topics' stored configs (KRaft metadata, klog-topic-configs.json) for this run")
     p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
     p.add_argument("--quiet", action="store_true", help="print only what was deleted")
     p.set_defaults(func=_cmd_retention)
