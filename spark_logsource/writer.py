@@ -238,12 +238,16 @@ class KlogWriter(DataSourceArrowWriter):
         return KlogCommitMessage(staged, task, attempt)
 
     def _config(self, topic: str) -> LogConfig:
-        """Kafka's defaults < the topic's configs in ``klog-topic-configs.json`` < this write's options."""
+        """The topic's config by :mod:`storage_core.log.topic_configs`' precedence: Kafka's defaults <
+        the KRaft metadata of the dirs, if any < ``klog-topic-configs.json`` < this write's options."""
         cfg = self.configs.get(topic)
         if cfg is None:
+            from storage_core.log.cluster_metadata import find_cluster_metadata
             from storage_core.log.topic_configs import config_for_topic
 
-            cfg = self.configs[topic] = config_for_topic(topic, self.stored_configs, overrides=self.opts.config_props)
+            kraft = find_cluster_metadata([p for p in self.opts.paths if Path(p).is_dir()])  # cached per process
+            cfg = self.configs[topic] = config_for_topic(topic, self.stored_configs, kraft=kraft,
+                                                         overrides=self.opts.config_props)
         return cfg
 
     def _store_configs(self, topics: set[str]) -> None:

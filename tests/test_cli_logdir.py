@@ -40,8 +40,12 @@ def test_describe_table_and_json(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].split()[:4] == ["TOPIC", "PART", "START", "END"]
-    assert len(lines) == 6 and lines[1].startswith("my.topic-x") and lines[4] == ""
+    assert len(lines) == 10 and lines[1].startswith("my.topic-x") and lines[4] == ""
     assert lines[5] == f"3 partitions of 2 topics, ~300 records, 17.6 KiB in {d}"
+    assert lines[6] == ("topic configs: no __cluster_metadata in this log dir (ZooKeeper-era or a copy without "
+                        "it): topic configs unknown, Kafka defaults assumed")
+    assert lines[7].split() == ["TOPIC", "TOPIC", "ID", "ID", "vs", "KRAFT", "CONFIGS", "(source)"]
+    assert lines[8].split() == ["my.topic-x", "-", "-", "Kafka", "defaults"]
     assert klog("describe", str(d), "--quiet").stdout.splitlines()[1:] == lines[1:4]
     res = klog("describe", str(d), "--topic", "orders", "--json")
     rows = json.loads(res.stdout)

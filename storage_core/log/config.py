@@ -65,6 +65,7 @@ __all__ = [
     "ValidList",
     "ThrottledReplicaList",
     "CONFIG_KEYS",
+    "BROKER_SYNONYMS",
     "REMOVED_CONFIGS",
     "DEFAULT_CONFIG",
     "SEGMENT_BYTES_MIN",
@@ -72,6 +73,7 @@ __all__ = [
     "OFFSET_INDEX_ENTRY_SIZE",
     "TIME_INDEX_ENTRY_SIZE",
     "java_double_to_string",
+    "topic_configs_from_broker",
 ]
 
 # --- limits ------------------------------------------------------------------------------------
@@ -105,13 +107,17 @@ REMOVED_CONFIGS: Mapping[str, str] = {
     ),
 }
 
-#: Broker configs that feed a topic config besides its main synonym (``ServerTopicConfigSynonyms``).
+#: Broker configs that feed a topic config besides its main synonym (``ServerTopicConfigSynonyms``),
+#: in Kafka's order after the main one, each with the factor its value is multiplied by
+#: (``ConfigSynonym.HOURS_TO_MILLISECONDS``, ``MINUTES_TO_MILLISECONDS``).
+_SECONDARY_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "segment.ms": (("log.roll.hours", _HOUR_MS),),
+    "segment.jitter.ms": (("log.roll.jitter.hours", _HOUR_MS),),
+    "flush.ms": (("log.flush.scheduler.interval.ms", 1),),
+    "retention.ms": (("log.retention.minutes", 60 * 1000), ("log.retention.hours", _HOUR_MS)),
+}
 _SECONDARY_BROKER_SYNONYMS: Mapping[str, str] = {
-    "log.roll.hours": "segment.ms",
-    "log.roll.jitter.hours": "segment.jitter.ms",
-    "log.flush.scheduler.interval.ms": "flush.ms",
-    "log.retention.minutes": "retention.ms",
-    "log.retention.hours": "retention.ms",
+    broker: topic for topic, synonyms in _SECONDARY_SYNONYMS.items() for broker, _ in synonyms
 }
 
 # --- enums -------------------------------------------------------------------------------------
@@ -833,6 +839,40 @@ _BROKER_NAMES: Mapping[str, str] = {
     **{k.broker_name: k.name for k in CONFIG_KEYS.values() if k.broker_name and k.broker_name != k.name},
     **_SECONDARY_BROKER_SYNONYMS,
 }
+
+
+#: ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``: for each topic config that has a
+#: broker-wide default, the broker configs that set it, highest priority first, each with the
+#: factor that turns its value into the topic config's (``log.retention.hours`` is hours).
+BROKER_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    k.name: ((k.broker_name, 1), *_SECONDARY_SYNONYMS.get(k.name, ()))
+    for k in CONFIG_KEYS.values() if k.broker_name
+}
+
+
+def topic_configs_from_broker(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Broker-named configs (``log.retention.ms``, ``log.cleanup.policy``, a KRaft dynamic broker
+    default) as the topic configs they default: for each topic config the first synonym set in
+    ``props`` wins (``log.retention.ms`` over ``log.retention.minutes`` over
+    ``log.retention.hours``), converted to the topic config's unit. Returns the topic configs and
+    what could not be used (a value a converter cannot parse), in words; broker configs that are
+    no topic config's synonym (``num.io.threads``) are not topic configs and are left out."""
+    out: dict[str, str] = {}
+    problems: list[str] = []
+    for topic_name, synonyms in BROKER_SYNONYMS.items():
+        for broker_name, factor in synonyms:
+            if broker_name not in props:
+                continue
+            value = props[broker_name]
+            if factor != 1:
+                n = _parse_integer(_java_trim(value), INT64_MIN, INT64_MAX)
+                if n is None or not INT64_MIN <= n * factor <= INT64_MAX:
+                    problems.append(f"{broker_name}={value} (not a number of {'hours' if factor == _HOUR_MS else 'minutes'})")
+                    continue
+                value = str(n * factor)
+            out[topic_name] = value
+            break
+    return out, problems
 
 
 def _unknown_name(name: str) -> str:

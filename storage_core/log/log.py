@@ -37,6 +37,7 @@ from storage_core.files import (
     segment_file,
 )
 from storage_core.fs import as_path, writable_dir
+from storage_core.log.cluster_metadata import cluster_metadata
 from storage_core.log.config import LogConfig, MessageTimestampType
 from storage_core.log.loader import (
     NOT_READ_NOTE,
@@ -76,13 +77,15 @@ def _now_ms() -> int:
 
 
 def _stored_config(partition_dir: Path) -> LogConfig:
-    """The config of a partition opened without one: Kafka's defaults, the internal-topic configs
-    and the log dir's ``klog-topic-configs.json`` (:mod:`storage_core.log.topic_configs`)."""
+    """The config of a partition opened without one: Kafka's defaults, the internal-topic configs,
+    the KRaft metadata and the ``klog-topic-configs.json`` of its log dir, by
+    :mod:`storage_core.log.topic_configs`' precedence."""
     try:
         topic = TopicPartition.parse_dir_name(partition_dir.name).topic
     except InvalidTopicError:
         return LogConfig()
-    return config_for_topic(topic, load_topic_configs(partition_dir.parent))
+    log_dir = partition_dir.parent
+    return config_for_topic(topic, load_topic_configs(log_dir), kraft=cluster_metadata(log_dir))
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -29,11 +29,12 @@ from storage_core.files import (
 )
 from storage_core.fs import StorageOptions, as_path, writable_dir
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.log.cluster_metadata import find_cluster_metadata
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import recover_commits
 from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
-from storage_core.log.topic_configs import config_for_topic, load_topic_configs
+from storage_core.log.topic_configs import ResolvedConfig, load_topic_configs, resolve_topic_config
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 
 
@@ -148,12 +149,20 @@ class LogManager:
 
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
+                 overrides: Mapping[str, object] | None = None,
                  full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
-        """``on_loaded(pd)`` is called after each partition is loaded (recovered), for progress reports."""
+        """``config`` is the default config (below everything stored, see
+        :mod:`storage_core.log.topic_configs`), ``overrides`` Kafka-named configs applied to every
+        topic above everything stored, ``topic_configs`` whole configs of topics that replace the
+        resolution. ``on_loaded(pd)`` is called after each partition is loaded (recovered), for
+        progress reports."""
         self.log_dirs = [writable_dir(d) if writable else as_path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
         self.topic_configs = dict(topic_configs or {})
+        self.overrides = dict(overrides or {})
+        if self.overrides:
+            LogConfig.from_properties(self.overrides)  # a bad name or value fails here, once
         self._locks: list[LogDirLock] = []
         self.recovered_commits: list[str] = []
         self.logs: dict[TopicPartition, Log] = {}
@@ -166,6 +175,8 @@ class LogManager:
         for d in self.log_dirs:
             for topic, props in load_topic_configs(d).items():
                 self.stored_topic_configs.setdefault(topic, {}).update(props)
+        # the KRaft metadata of the dirs (cluster_metadata.py): in one of them, if any
+        self.kraft = find_cluster_metadata(self.log_dirs)
         try:
             if writable:
                 for d in self.log_dirs:
@@ -208,12 +219,17 @@ class LogManager:
             raise
 
     def config_for(self, topic: str) -> LogConfig:
-        """Explicit ``topic_configs`` given to the manager, else Kafka's defaults (or ``config``) <
-        internal-topic configs < the dir's ``klog-topic-configs.json``."""
+        """Explicit ``topic_configs`` given to the manager, else :meth:`resolved_config_for`'s."""
         explicit = self.topic_configs.get(topic)
         if explicit is not None:
             return explicit
-        return config_for_topic(topic, self.stored_topic_configs, default=self.default_config)
+        return self.resolved_config_for(topic).config
+
+    def resolved_config_for(self, topic: str) -> ResolvedConfig:
+        """Kafka's defaults (or ``config``) < internal-topic configs < KRaft cluster defaults < KRaft
+        topic configs < the dirs' ``klog-topic-configs.json`` < ``overrides``, with each value's source."""
+        return resolve_topic_config(topic, self.stored_topic_configs, default=self.default_config, kraft=self.kraft,
+                                    overrides=self.overrides)
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)

@@ -25,7 +25,20 @@ checkpoints and the producer state; no record is decoded and nothing is written:
 * ``segments``, ``size_bytes``: the segment files and their bytes;
 * ``first_timestamp``: the first batch's (base) timestamp; ``max_timestamp``: the largest record
   timestamp the time indexes know; ``None`` for a partition without timestamps;
-* ``codecs``: the compression codecs of the segments' first batches.
+* ``codecs``: the compression codecs of the segments' first batches;
+* ``topic_id``: the topic id the partition's ``partition.metadata`` holds (None without one);
+  ``kraft_topic_id``: the id the KRaft metadata gives the topic (None without it, or when it does
+  not know the topic); ``topic_id_matches``: whether the two are equal (None when either is
+  missing). A mismatch is a partition of another incarnation of the topic (deleted and created
+  again): a broker would treat the dir as stray. It is reported, not an error;
+* ``configs``: ``name=value (source)`` for every topic config set above Kafka's defaults, by
+  :func:`~storage_core.log.topic_configs.resolve_topic_config` (the config retention and
+  compaction use): ``internal``, ``kraft cluster default``, ``kraft broker``, ``kraft topic``,
+  ``klog-topic-configs.json``; ``configs_ignored``: KRaft configs klog could not apply, and why;
+* ``kraft_metadata``: the log dir whose ``__cluster_metadata-0`` was replayed, or None: then the
+  dir has no KRaft metadata (a ZooKeeper-era dir, or a copy without it), its topic configs are
+  unknown and Kafka's defaults are assumed (:data:`NO_KRAFT_METADATA`, also in the table's schema
+  metadata under ``klog.topic_configs``).
 
 Indexes are trusted as they are (no recovery scan: ``klog verify`` checks them).
 """
@@ -34,22 +47,48 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
-from storage_core.errors import InvalidOptionError, PendingCommitError
+from storage_core.errors import InvalidOptionError, KlogError, PendingCommitError
 from storage_core.files import LOG_START_OFFSET_CHECKPOINT, has_log_files
 from storage_core.fs import OPTION_PREFIX
-from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.log.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
+from storage_core.log.cluster_metadata import ClusterMetadata, find_cluster_metadata
 from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir
+from storage_core.log.topic_configs import load_topic_configs, resolve_topic_config
 from storage_core.read.api import read_options
 from storage_core.read.planner import select_partitions
 from storage_core.record.records import DefaultRecordBatch
 
-__all__ = ["DESCRIBE_SCHEMA", "SELECTION_OPTIONS", "PartitionSummary", "describe", "describe_partition",
-           "summaries_table"]
+__all__ = ["DESCRIBE_SCHEMA", "NO_KRAFT_METADATA", "SELECTION_OPTIONS", "ConfigContext", "PartitionSummary",
+           "describe", "describe_partition", "summaries_table"]
+
+#: What describe says, once, for log dirs without KRaft metadata.
+NO_KRAFT_METADATA = ("no __cluster_metadata in this log dir (ZooKeeper-era or a copy without it): topic configs "
+                     "unknown, Kafka defaults assumed")
+
+
+@dataclass(frozen=True)
+class ConfigContext:
+    """What a partition's config is resolved from: the log dirs' ``klog-topic-configs.json`` (a
+    later dir's file wins, as in :class:`~storage_core.log.manager.LogManager`) and their KRaft
+    metadata, if one of them holds it."""
+
+    stored: dict[str, dict[str, str]]
+    kraft: ClusterMetadata | None
+
+    @classmethod
+    def of(cls, log_dirs: Sequence[str | os.PathLike[str]]) -> ConfigContext:
+        stored: dict[str, dict[str, str]] = {}
+        for d in log_dirs:
+            for topic, props in load_topic_configs(d).items():
+                stored.setdefault(topic, {}).update(props)
+        return cls(stored, find_cluster_metadata(log_dirs))
 
 
 @dataclass
@@ -68,15 +107,39 @@ class PartitionSummary:
     first_timestamp: int | None  # epoch ms
     max_timestamp: int | None  # epoch ms
     codecs: list[str]
+    topic_id: str | None = None
+    kraft_topic_id: str | None = None
+    topic_id_matches: bool | None = None
+    configs: list[str] = field(default_factory=list)
+    configs_ignored: list[str] = field(default_factory=list)
+    kraft_metadata: str | None = None
 
 
-def describe_partition(pd: PartitionDir) -> PartitionSummary:
-    """The summary of one partition dir (read-only: no lock, no recovery, no byte written)."""
+def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]:
+    topic = pd.topic_partition.topic
+    try:
+        pm = PartitionMetadataFile.in_dir(pd.path).read()
+    except KlogError:  # an unreadable partition.metadata: klog verify says why
+        pm = None
+    topic_id = None if pm is None else pm.topic_id_base64
+    kraft = context.kraft
+    kraft_id = None if kraft is None else kraft.topic_id(topic)
+    resolved = resolve_topic_config(topic, context.stored, kraft=kraft)
+    return {"topic_id": topic_id, "kraft_topic_id": kraft_id,
+            "topic_id_matches": None if topic_id is None or kraft_id is None else topic_id == kraft_id,
+            "configs": resolved.described(), "configs_ignored": list(resolved.ignored),
+            "kraft_metadata": None if kraft is None else str(kraft.log_dir)}
+
+
+def describe_partition(pd: PartitionDir, context: ConfigContext | None = None) -> PartitionSummary:
+    """The summary of one partition dir (read-only: no lock, no recovery, no byte written);
+    ``context`` defaults to the partition's own log dir's."""
     tp = pd.topic_partition
+    extra = _ids_and_configs(pd, context or ConfigContext.of([pd.log_dir]))
     if not has_log_files(pd.path):  # only orphan indexes (Kafka deletes them and starts empty)
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), start_offset=0, end_offset=0,
                                 last_stable_offset=0, estimated_records=0, segments=0, size_bytes=0,
-                                first_timestamp=None, max_timestamp=None, codecs=[])
+                                first_timestamp=None, max_timestamp=None, codecs=[], **extra)
     # indexes are trusted (no recovery: describe decodes no records), the log start offset is the
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
     starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
@@ -94,7 +157,7 @@ def describe_partition(pd: PartitionDir) -> PartitionSummary:
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), start_offset=start, end_offset=end,
                                 last_stable_offset=log.last_stable_offset, estimated_records=end - start,
                                 segments=len(log.segments), size_bytes=log.size_in_bytes, first_timestamp=first_ts,
-                                max_timestamp=max_ts if max_ts >= 0 else None, codecs=sorted(codecs))
+                                max_timestamp=max_ts if max_ts >= 0 else None, codecs=sorted(codecs), **extra)
 
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -113,13 +176,24 @@ DESCRIBE_SCHEMA = pa.schema([
     pa.field("max_timestamp", _TIMESTAMP),
     pa.field("codecs", pa.list_(pa.string()), nullable=False),
     pa.field("path", pa.string(), nullable=False),
+    pa.field("topic_id", pa.string()),
+    pa.field("kraft_topic_id", pa.string()),
+    pa.field("topic_id_matches", pa.bool_()),
+    pa.field("configs", pa.list_(pa.string()), nullable=False),
+    pa.field("configs_ignored", pa.list_(pa.string()), nullable=False),
+    pa.field("kraft_metadata", pa.string()),
 ])
 
 
 def summaries_table(rows: Sequence[PartitionSummary]) -> pa.Table:
-    """Summaries as a table of :data:`DESCRIBE_SCHEMA` (timestamps as UTC ``timestamp[ms]``)."""
+    """Summaries as a table of :data:`DESCRIBE_SCHEMA` (timestamps as UTC ``timestamp[ms]``); where a
+    row has no KRaft metadata, the schema metadata ``klog.topic_configs`` says so
+    (:data:`NO_KRAFT_METADATA`)."""
     columns = {name: [getattr(r, name) for r in rows] for name in DESCRIBE_SCHEMA.names}
-    return pa.Table.from_pydict(columns, schema=DESCRIBE_SCHEMA)
+    table = pa.Table.from_pydict(columns, schema=DESCRIBE_SCHEMA)
+    if any(r.kraft_metadata is None for r in rows):
+        table = table.replace_schema_metadata({"klog.topic_configs": NO_KRAFT_METADATA})
+    return table
 
 
 #: The options :func:`describe` takes (lower-cased): those that choose partitions, by Spark's names.
@@ -148,10 +222,24 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
     if wrong:
         raise InvalidOptionError(f"describe takes only the options that select partitions (topics, topicPattern, "
                                  f"assign) and the fs.* options of a URI path, not {', '.join(wrong)}")
+    opts = read_options(path, **options)
+    selected = select_partitions(opts)
+    context = ConfigContext.of(_log_dirs(opts.log_dirs, selected))
     rows = []
-    for pd in select_partitions(read_options(path, **options)):
+    for pd in selected:
         try:
-            rows.append(describe_partition(pd))
+            rows.append(describe_partition(pd, context))
         except PendingCommitError:
             continue
     return summaries_table(rows)
+
+
+def _log_dirs(paths: Sequence[Path], parts: Sequence[PartitionDir]) -> list[Path]:
+    """The log dirs of a describe: each partition's, and each given path that is not a partition
+    dir (the dir holding ``__cluster_metadata-0`` need not hold a selected partition)."""
+    partition_dirs = {pd.path for pd in parts}
+    out: list[Path] = []
+    for d in [*(pd.log_dir for pd in parts), *(p for p in paths if p.is_dir())]:
+        if d not in out and d not in partition_dirs:
+            out.append(d)
+    return out

@@ -248,14 +248,15 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from storage_core.read.describe import describe_partition
+    from storage_core.read.describe import NO_KRAFT_METADATA, ConfigContext, describe_partition
 
     parts = _partitions(args)
+    context = ConfigContext.of([*{p.log_dir: None for p in parts}, *_log_dirs(args.dir)])
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
             try:
-                rows.append(describe_partition(p))
+                rows.append(describe_partition(p, context))
             except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
@@ -276,7 +277,48 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         topics = len({r.topic for r in rows})
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
+        _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
+    for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
+        if r.topic_id_matches is False:
+            print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
+                  f"__cluster_metadata has {r.kraft_topic_id} (a partition of a deleted incarnation of the "
+                  "topic; a broker would treat the dir as stray)", file=sys.stderr)
     return EXIT_OK
+
+
+def _print_topic_configs(rows: list[Any], kraft: Any, no_kraft: str) -> None:
+    """One line per topic: its id (and whether partition.metadata agrees with the KRaft metadata)
+    and the configs set above Kafka's defaults, each with its source."""
+    if kraft is None:
+        print(f"topic configs: {no_kraft}")
+    else:
+        print(f"topic ids and configs from {kraft.log_dir}/__cluster_metadata-0 "
+              f"({'snapshot ' + kraft.snapshot + ' + ' if kraft.snapshot else ''}log to offset {kraft.end_offset}):")
+        for note in kraft.notes:
+            print(f"  note: {note}")
+    by_topic: dict[str, list[Any]] = {}
+    for r in rows:
+        by_topic.setdefault(r.topic, []).append(r)
+    table = []
+    for topic, rs in by_topic.items():
+        ids = sorted({r.topic_id for r in rs if r.topic_id is not None})
+        if any(r.topic_id_matches is False for r in rs):
+            match = "MISMATCH"
+        elif rs[0].kraft_topic_id is None:
+            match = "-" if kraft is None else "not in metadata"
+        elif any(r.topic_id is None for r in rs):
+            match = "no partition.metadata" if not ids else "matches (some dirs lack partition.metadata)"
+        else:
+            match = "matches"
+        shown = ",".join(ids) or (rs[0].kraft_topic_id or "-")
+        configs = ", ".join(rs[0].configs) or "Kafka defaults"
+        table.append([topic, shown, match, configs])
+        for ignored in rs[0].configs_ignored:
+            table.append(["", "", "", f"ignored: {ignored}"])
+    header = ["TOPIC", "TOPIC ID", "ID vs KRAFT", "CONFIGS (source)"]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
+    for row in [header, *table]:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 GROUPS_EXAMPLES = """examples:
@@ -401,7 +443,8 @@ This writes to the log dir: never run it on a dir a live broker owns (the .lock 
 """
 
 
-def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
+def _configs(pairs: list[str] | None) -> dict[str, str]:
+    """``--config name=value`` pairs, validated: explicit overrides, above every stored config."""
     from storage_core.log.config import LogConfig
 
     props = {}
@@ -410,7 +453,8 @@ def _configs(pairs: list[str] | None):  # type: ignore[no-untyped-def]
             raise InvalidOptionError(f"--config expects name=value, got {pair!r}")
         k, v = pair.split("=", 1)
         props[k.strip()] = v.strip()
-    return LogConfig.from_properties(props)
+    LogConfig.from_properties(props)
+    return props
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
@@ -443,8 +487,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 def _cmd_retention(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager
 
-    cfg = _configs(args.config)
-    lm = LogManager(_log_dirs(args.dir), writable=True, config=cfg)
+    overrides = _configs(args.config)
+    lm = LogManager(_log_dirs(args.dir), writable=True, overrides=overrides)
     try:
         if args.topic:
             missing = set(args.topic) - {tp.topic for tp in lm.logs}
@@ -730,7 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
-                   help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable)")
+                   help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable); overrides the "
+                        "topics' stored configs (KRaft metadata, klog-topic-configs.json) for this run")
     p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
     p.add_argument("--quiet", action="store_true", help="print only what was deleted")
     p.set_defaults(func=_cmd_retention)
