@@ -123,9 +123,14 @@ class S3Server:
             if self.proc.poll() is not None:
                 tail = (self.root / "weed.log").read_text(errors="replace")[-1500:]
                 raise RuntimeError(f"weed exited with {self.proc.returncode}: {tail}")
-            try:
-                self._admin_fs().create_dir(f"klog-probe-{uuid.uuid4().hex[:8]}")
-                return
+            try:  # ready when an object can be written and read back (the filer and a volume server are up)
+                fs = self._admin_fs()
+                fs.create_dir("klog-probe")
+                with fs.open_output_stream("klog-probe/ready") as out:
+                    out.write(b"ready")
+                with fs.open_input_stream("klog-probe/ready") as f:
+                    if f.read() == b"ready":
+                        return
             except OSError as exc:
                 last = exc
                 time.sleep(0.3)

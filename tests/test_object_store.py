@@ -106,13 +106,13 @@ CLUSTER_SCRIPT = textwrap.dedent("""
     spark.sparkContext.setLogLevel("ERROR")
     out = {}
     for d in sys.argv[1:]:
-        df = spark.read.format("klog").option("maxBytesPerPartition", "100000").load(d)
+        df = spark.read.format("klog").option("maxBytesPerPartition", "8000000").load(d)
         rows = df.groupBy("topic", "partition").agg(
             F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
             F.sum(F.length("value")).alias("bytes"), F.sum(F.crc32("key")).alias("kc"),
             F.sum(F.crc32("value")).alias("vc")).collect()
         out[d] = sorted([r.topic, r.partition, r.n, r.lo, r.hi, r.bytes or 0, r.kc or 0, r.vc or 0] for r in rows)
-    pids = set(spark.read.format("klog").option("maxBytesPerPartition", "100000").load(sys.argv[1])
+    pids = set(spark.read.format("klog").option("maxBytesPerPartition", "1000000").load(sys.argv[1])
                .rdd.mapPartitions(lambda it: [os.getpid()]).collect())
     print("RESULT " + json.dumps({"dirs": out, "pids": len(pids)}))
     spark.stop()

@@ -251,7 +251,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     from storage_core.read.describe import NO_KRAFT_METADATA, ConfigContext, describe_partition
 
     parts = _partitions(args)
-    context = ConfigContext.of([*{p.log_dir: None for p in parts}, *_log_dirs(args.dir)])
+    context = ConfigContext.of([*{p.log_dir: None for p in parts}, *_dirs(args)])
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
