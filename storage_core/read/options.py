@@ -71,6 +71,8 @@ READ_OPTIONS = {
     "includeheaders", "includemetadata", "isolationlevel", "kafka.isolation.level", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
     "startingoffsetsfromgroup", "endingoffsetsfromgroup",
+    "valueformat", "keyformat", "schemaregistrypath", "schemastopic", "subjectnamestrategy", "recordname",
+    "keysubject", "valuesubject", "mode",
 }
 #: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
 STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -85,12 +87,40 @@ _CANONICAL = {
     "subscribepattern": "subscribePattern", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "startingoffsetsfromgroup": "startingOffsetsFromGroup", "endingoffsetsfromgroup": "endingOffsetsFromGroup",
+    "valueformat": "valueFormat", "keyformat": "keyFormat", "schemaregistrypath": "schemaRegistryPath",
+    "schemastopic": "schemasTopic", "subjectnamestrategy": "subjectNameStrategy", "recordname": "recordName",
+    "keysubject": "keySubject", "valuesubject": "valueSubject",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
     **BROKER_ONLY_OPTIONS,
 }
 
 PartitionOffsets = Mapping[str, Mapping[int, int]]
+
+#: valueFormat/keyFormat values: raw bytes, or Confluent's wire format decoded by the writer schema.
+FORMATS = ("raw", "confluent-avro", "confluent-json", "confluent-protobuf")
+_DECODED_FORMATS = ("confluent-avro",)
+SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+
+
+@dataclass(frozen=True)
+class ValueFormats:
+    """How keys and values are decoded: ``raw`` (binary, the default) or ``confluent-avro`` with
+    the writer schemas of a Schema Registry's ``_schemas`` topic (:mod:`storage_core.read.values`)."""
+
+    value_format: str = "raw"
+    key_format: str = "raw"
+    registry_paths: tuple[str, ...] | None = None  # where _schemas is; None: the read's paths
+    schemas_topic: str = "_schemas"
+    subject_strategy: str = "TopicNameStrategy"
+    record_name: str | None = None
+    key_subject: str | None = None
+    value_subject: str | None = None
+    permissive: bool = False  # mode=PERMISSIVE: a record that does not decode is null
+
+    @property
+    def decoded(self) -> bool:
+        return self.value_format != "raw" or self.key_format != "raw"
 
 
 @dataclass(frozen=True)
@@ -129,6 +159,7 @@ class ReadOptions:
     max_bytes_per_partition: int
     #: Spark Kafka-source options given that mean nothing without a broker (see kafka_compat).
     ignored: tuple[str, ...] = ()
+    formats: ValueFormats = ValueFormats()
 
 
 def option_name(key: str) -> str:
@@ -333,6 +364,61 @@ def _check_timestamps(m: Mapping[str, Mapping[int, int]], name: str) -> None:
                 raise InvalidOptionError(f"{name} for {t}-{p} is {v}; expected a timestamp in ms >= 0")
 
 
+def _format(opts: Mapping[str, str], key: str) -> str:
+    raw = opts.get(key, "raw").strip().lower()
+    if raw not in FORMATS:
+        raise InvalidOptionError(f"option {option_name(key)}={opts[key]!r}; expected one of {', '.join(FORMATS)}")
+    if raw not in ("raw", *_DECODED_FORMATS):
+        raise InvalidOptionError(f"option {option_name(key)}={raw} is not supported yet; klog decodes raw and "
+                                 f"{', '.join(_DECODED_FORMATS)} (read {raw} values raw and decode them yourself)")
+    return raw
+
+
+def value_formats(opts: Mapping[str, str]) -> ValueFormats:
+    """The key/value decoding options (lower-cased keys); InvalidOptionError if wrong."""
+    vf, kf = _format(opts, "valueformat"), _format(opts, "keyformat")
+    decoded = vf != "raw" or kf != "raw"
+    needs = [k for k in ("schemaregistrypath", "schemastopic", "subjectnamestrategy", "recordname", "keysubject",
+                         "valuesubject", "mode") if k in opts]
+    if needs and not decoded:
+        raise InvalidOptionError(f"option {option_name(needs[0])} only applies with valueFormat or keyFormat "
+                                 "confluent-avro")
+    strategy_raw = opts.get("subjectnamestrategy", "TopicNameStrategy").strip()
+    strategy = strategy_raw.rsplit(".", 1)[-1]  # io.confluent...subject.TopicNameStrategy
+    by_lower = {s.lower(): s for s in SUBJECT_STRATEGIES}
+    if strategy.lower() not in by_lower:
+        raise InvalidOptionError(f"option subjectNameStrategy={strategy_raw!r}; expected one of "
+                                 f"{', '.join(SUBJECT_STRATEGIES)}")
+    strategy = by_lower[strategy.lower()]
+    record_name = opts.get("recordname", "").strip() or None
+    if strategy != "TopicNameStrategy" and record_name is None:
+        missing = [k for k, f in (("valuesubject", vf), ("keysubject", kf)) if f != "raw" and k not in opts]
+        if missing:
+            raise InvalidOptionError(f"subjectNameStrategy={strategy} needs option recordName (the record's full "
+                                     f"name, e.g. com.example.Order) or {option_name(missing[0])}")
+    mode = opts.get("mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise InvalidOptionError(f"option mode={opts['mode']!r}; expected FAILFAST (the default: a record that does "
+                                 "not decode fails the read) or PERMISSIVE (it is null)")
+    reg_path = opts.get("schemaregistrypath")
+    reg_paths = None
+    if reg_path is not None:
+        reg_paths = tuple(p.strip() for p in reg_path.split(",") if p.strip())
+        if not reg_paths:
+            raise InvalidOptionError(f"option schemaRegistryPath={reg_path!r} names no directory; expected the log "
+                                     "dir holding the _schemas topic")
+    topic = opts.get("schemastopic", "_schemas").strip()
+    _topic(topic, "schemastopic")
+    subjects = {}
+    for k in ("keysubject", "valuesubject"):
+        v = opts.get(k)
+        if v is not None and not v.strip():
+            raise InvalidOptionError(f"option {option_name(k)} is empty; expected a subject name")
+        subjects[k] = v.strip() if v is not None else None
+    return ValueFormats(vf, kf, reg_paths, topic, strategy, record_name, subjects["keysubject"],
+                        subjects["valuesubject"], mode == "PERMISSIVE")
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     """Validate the options of a read; raises InvalidOptionError naming what is wrong."""
     spelled = {str(k).lower(): str(k) for k in options}  # the user's spelling, for messages
@@ -403,6 +489,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_records_per_partition=max_records,
         max_bytes_per_partition=max_bytes or DEFAULT_MAX_BYTES_PER_PARTITION,
         ignored=ignored,
+        formats=value_formats(opts),
     )
 
 
