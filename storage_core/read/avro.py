@@ -18,7 +18,7 @@ string, enum, ``uuid``             string
 ``timestamp-millis``/``-micros``   timestamp(us, UTC) (TimestampType)
 ``local-timestamp-millis/micros``  timestamp(us) (TimestampNTZType)
 ``time-millis``/``time-micros``    int32/int64 (spark-avro has no time type)
-record                             struct (field nullability from the field's type)
+record                             struct (every field nullable, see ``_NULLABLE``)
 array, map                         list, map<string, _>
 ``[null, x]``                      x, nullable
 ``[int, long]``/``[float, double]``  int64/float64
@@ -52,6 +52,9 @@ _PRIMITIVE = {"null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long
               "float": pa.float32(), "double": pa.float64(), "bytes": pa.binary(), "string": pa.string()}
 
 Convert = Callable[[Any], Any]
+#: Every nested field is nullable: spark-avro marks fields outside unions non-null, but Arrow (and so
+#: Spark's Arrow path) refuses a non-null child under a null parent, as an optional record's fields are.
+_NULLABLE = True
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,8 @@ class _Types:
                     for n, c in convs:
                         v[n] = c(v[n])
                     return v
-            return Node(pa.struct([pa.field(n, nd.raw, nd.nullable) for n, nd in fields]),
-                        pa.struct([pa.field(n, nd.final, nd.nullable) for n, nd in fields]), False, conv)
+            return Node(pa.struct([pa.field(n, nd.raw, _NULLABLE) for n, nd in fields]),
+                        pa.struct([pa.field(n, nd.final, _NULLABLE) for n, nd in fields]), False, conv)
         if t == "enum":
             return Node(pa.string(), pa.string(), False)
         if t == "fixed":
@@ -134,14 +137,14 @@ class _Types:
         if t == "array":
             item = self.node(s["items"], stack)
             ic = item.convert
-            return Node(pa.list_(pa.field("element", item.raw, item.nullable)),
-                        pa.list_(pa.field("element", item.final, item.nullable)), False,
+            return Node(pa.list_(pa.field("element", item.raw, _NULLABLE)),
+                        pa.list_(pa.field("element", item.final, _NULLABLE)), False,
                         None if ic is None else (lambda v: None if v is None else [ic(x) for x in v]))
         if t == "map":
             val = self.node(s["values"], stack)
             vc = val.convert
-            return Node(pa.map_(pa.string(), pa.field("value", val.raw, val.nullable)),
-                        pa.map_(pa.string(), pa.field("value", val.final, val.nullable)), False,
+            return Node(pa.map_(pa.string(), pa.field("value", val.raw, _NULLABLE)),
+                        pa.map_(pa.string(), pa.field("value", val.final, _NULLABLE)), False,
                         None if vc is None else (lambda v: None if v is None else {k: vc(x) for k, x in v.items()}))
         return self.node(t, stack)
 
@@ -274,7 +277,7 @@ class AvroDecoder:
                 self._parse(target, strip=strip, names=names, seen=(*seen, target.id))
         try:
             obj = json.loads(rs.schema)
-            return fastavro.parse_schema(_strip(obj) if strip else obj, named_schemas=names, _write_hint=False)
+            return fastavro.parse_schema(_strip(obj) if strip else obj, named_schemas=names)
         except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for a bad schema
             raise SchemaRegistryError(f"schema id {rs.id} (subject {rs.subject!r} version {rs.version}) does not "
                                       f"parse as Avro: {type(exc).__name__}: {exc}") from None
