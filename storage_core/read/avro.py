@@ -43,7 +43,7 @@ import pyarrow as pa
 from storage_core.errors import SchemaRegistryError, UnknownSchemaError, ValueDecodeError
 from storage_core.read.schema_registry import RegisteredSchema, SchemaRegistry
 
-__all__ = ["AvroDecoder", "WIRE_HEADER", "avro_arrow_type"]
+__all__ = ["AvroDecoder", "WIRE_HEADER", "WriterSchemaJson", "avro_arrow_type", "json_value"]
 
 WIRE_HEADER = 5  # magic byte + 4-byte schema id
 _STRIPPED = {"date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
@@ -360,3 +360,72 @@ class AvroDecoder:
                                        f"{offsets[i].as_py()}: {exc}") from None
         arr = pa.array(out, type=node.raw)
         return arr if node.raw.equals(node.final) else arr.cast(node.final)
+
+
+def json_value(v: Any, t: pa.DataType) -> Any:
+    """A decoded value (``to_pylist`` of Arrow type ``t``) as JSON data: records as objects, maps as
+    objects, bytes/fixed base64, decimals as strings, timestamps as epoch microseconds and dates as
+    epoch days (what Spark stores), NaN/Infinity as strings."""
+    import base64
+    import datetime as dt
+    import math
+    from decimal import Decimal
+
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else ("NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity"))
+    if isinstance(v, dict):
+        return {k: json_value(x, t.field(k).type) for k, x in v.items()}
+    if isinstance(v, list):
+        if pa.types.is_map(t):
+            return {k: json_value(x, t.item_type) for k, x in v}
+        return [json_value(x, t.value_type) for x in v]
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(v).decode()
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, dt.datetime):
+        when = v if v.tzinfo is not None else v.replace(tzinfo=dt.timezone.utc)
+        return (when - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+    if isinstance(v, dt.date):
+        return (v - dt.date(1970, 1, 1)).days
+    raise TypeError(f"no JSON form for {type(v).__name__}")
+
+
+class WriterSchemaJson:
+    """Each record decoded by its own writer schema (no reader schema: what ``KafkaAvroDeserializer``
+    returns without one) as :func:`json_value` data; for ``klog dump --value-decoder confluent-avro``."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self.registry = registry
+        self._decoders: dict[int, AvroDecoder] = {}
+
+    def decode(self, data: bytes) -> Any:
+        """The JSON data of one record's bytes; ValueDecodeError (no location) if they do not decode."""
+        if len(data) >= WIRE_HEADER and data[0] == 0:
+            sid = int.from_bytes(data[1:5], "big")
+            dec = self._decoders.get(sid)
+            if dec is None:
+                rs = self.registry.by_id(sid)
+                if rs is None:
+                    raise UnknownSchemaError(f"schema id {sid} is not in {self.registry.where}")
+                try:
+                    dec = self._decoders[sid] = AvroDecoder(self.registry, rs)
+                    dec.node()
+                except SchemaRegistryError as exc:
+                    del self._decoders[sid]
+                    raise UnknownSchemaError(exc.detail) from None
+        else:
+            dec = AvroDecoder(self.registry, RegisteredSchema("", 0, -1, '"null"'))
+        _, v = dec.decode_one(data)  # raises for a short value or a bad magic byte
+        node = dec.node()
+        try:
+            if node.convert is not None:
+                v = node.convert(v)
+            arr = pa.array([v], type=node.raw)
+        except (ValueError, TypeError, pa.ArrowException) as exc:
+            raise ValueDecodeError(f"schema id {dec.reader.id}: {exc}") from None
+        if not node.raw.equals(node.final):
+            arr = arr.cast(node.final)
+        return json_value(arr.to_pylist()[0], node.final)
