@@ -112,3 +112,11 @@ def test_export_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> Non
     export.main(["--records", "20000", "--repeat", "1", "--codecs", "lz4"])
     out = capsys.readouterr().out
     assert "klog export, Parquet none" in out and "ratio to Spark per core:" in out
+
+
+def test_avro_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import avro_decode
+
+    avro_decode.main(["--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio avro klog/fastavro-loop throughput:" in out

@@ -25,8 +25,9 @@ array, map                         list, map<string, _>
 other unions                       struct ``member0..n`` (one per non-null branch)
 =================================  ===========================================================
 
-Logical types that become Arrow integers' reinterpretations (dates, times, timestamps) are stripped
-from the schemas handed to fastavro, so it reads plain ints and Arrow converts the column at once.
+Logical types (dates, times, timestamps, decimals, uuids) are stripped from the schemas handed to
+fastavro, so it reads plain ints and bytes, and the column is converted at once (:func:`finish`:
+Arrow casts, decimals from their unscaled bytes), not value by value.
 A recursive record is refused, as spark-avro refuses it.
 """
 
@@ -46,7 +47,7 @@ from storage_core.read.schema_registry import RegisteredSchema, SchemaRegistry
 __all__ = ["AvroDecoder", "WIRE_HEADER", "WriterSchemaJson", "avro_arrow_type", "json_value"]
 
 WIRE_HEADER = 5  # magic byte + 4-byte schema id
-_STRIPPED = {"date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
+_STRIPPED = {"decimal", "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
              "local-timestamp-millis", "local-timestamp-micros", "uuid"}
 _PRIMITIVE = {"null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "bytes": pa.binary(), "string": pa.string()}
@@ -66,6 +67,41 @@ class Node:
     final: pa.DataType
     nullable: bool
     convert: Convert | None = None
+
+
+def _decimals(arr: pa.Array, t: pa.Decimal128Type) -> pa.Array:
+    """Avro decimals (big-endian two's-complement unscaled bytes) → a decimal128 column."""
+    import pyarrow.compute as pc
+
+    limit = 10 ** t.precision
+    data = bytearray()
+    for b in arr.to_pylist():
+        x = 0 if b is None else int.from_bytes(b, "big", signed=True)
+        if not -limit < x < limit:
+            raise ValueDecodeError(f"decimal unscaled value {x} does not fit decimal({t.precision}, {t.scale})")
+        data += x.to_bytes(16, "little", signed=True)
+    out = pa.Array.from_buffers(t, len(arr), [None, pa.py_buffer(bytes(data))])
+    return pc.if_else(arr.is_null(), pa.scalar(None, t), out) if arr.null_count else out
+
+
+def finish(arr: pa.Array, final: pa.DataType) -> pa.Array:
+    """A column built from fastavro's values (logical types read raw) in its delivered types: Arrow
+    casts where it can (timestamp units, dates), decimals from their bytes."""
+    raw = arr.type
+    if raw.equals(final):
+        return arr
+    if pa.types.is_decimal(final):
+        return _decimals(arr, final)
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(final):
+        children = [finish(arr.field(i), final.field(i).type) for i in range(final.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(final), mask=mask)
+    if pa.types.is_map(final):
+        return pa.MapArray.from_arrays(arr.offsets, arr.keys, finish(arr.items, final.item_type), type=final,
+                                       mask=mask)
+    if pa.types.is_list(final):
+        return pa.ListArray.from_arrays(arr.offsets, finish(arr.values, final.value_type), type=final, mask=mask)
+    return arr.cast(final)
 
 
 def _strip(schema: Any) -> Any:
@@ -107,7 +143,7 @@ class _Types:
             p, sc = int(s.get("precision", 0)), int(s.get("scale", 0))
             if not 0 < p <= 38 or not 0 <= sc <= p:
                 raise SchemaRegistryError(f"decimal({p}, {sc}) has no Spark type (precision 1..38)")
-            return Node(pa.decimal128(p, sc), pa.decimal128(p, sc), False)
+            return Node(pa.binary(), pa.decimal128(p, sc), False)
         if t == "int" and logical == "date":
             return Node(pa.date32(), pa.date32(), False)
         if t == "long" and logical in ("timestamp-millis", "timestamp-micros"):
@@ -204,15 +240,13 @@ class _Types:
 def _branch_matcher(kinds: list[str], names: list[str | None]) -> Callable[[Any], tuple[int, Any]]:
     """Which branch of a union a value fastavro returned belongs to (fastavro is asked to tag named
     types with their name where a union holds more than one)."""
-    from decimal import Decimal
-
     by_name = {n: i for i, n in enumerate(names) if n is not None}
     by_kind: dict[type, int] = {}
     for i, k in enumerate(kinds):
         py: tuple[type, ...] = {"boolean": (bool,), "int": (int,), "long": (int,), "float": (float,),
                                 "double": (float,), "string": (str,), "enum": (str,), "bytes": (bytes,),
                                 "fixed": (bytes,), "record": (dict,), "map": (dict,), "array": (list,),
-                                "decimal": (Decimal,)}.get(k, ())
+                                "decimal": (bytes,)}.get(k, ())
         for t in py:
             by_kind.setdefault(t, i)
 
@@ -251,6 +285,7 @@ class AvroDecoder:
         self.registry = registry
         self.reader = reader
         self._cache: dict[int, _Parsed] = {}
+        self._pairs: dict[int, tuple[Any, Any] | None] = {}
         self._node: Node | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -330,20 +365,51 @@ class AvroDecoder:
                                    f"{type(exc).__name__}: {exc}") from None
         return sid, value
 
+    def _readers(self, sid: int) -> tuple[Any, Any] | None:
+        """``(writer, reader)`` parsed schemas for records with schema id ``sid`` (reader None: the
+        same schema), or None when ``sid`` does not decode (:meth:`decode_one` says why)."""
+        try:
+            return self._pairs[sid]
+        except KeyError:
+            pass
+        rs = self.registry.by_id(sid)
+        pair = None
+        if rs is not None:
+            try:
+                pair = (self.parsed(rs).fastavro, None if rs.id == self.reader.id else self.parsed(self.reader).fastavro)
+            except SchemaRegistryError:
+                pair = None
+        self._pairs[sid] = pair
+        return pair
+
     def decode(self, column: pa.Array, offsets: pa.Array, *, topic: str, partition: int, what: str,
                permissive: bool) -> pa.Array:
         """The column of decoded values (null for a null record; for a bad one under PERMISSIVE)."""
+        import fastavro
+
         node = self.node()
         conv = node.convert
         out: list[Any] = []
         append = out.append
-        decode_one = self.decode_one
+        read = fastavro.schemaless_reader
+        readers = self._readers
+        bytes_io = io.BytesIO
         for i, data in enumerate(column.to_pylist()):
             if data is None:
                 append(None)
                 continue
+            # the fast path: a good header and a known schema; anything else goes to decode_one,
+            # which raises the error that says why
+            pair = readers(int.from_bytes(data[1:5], "big")) if len(data) >= WIRE_HEADER and data[0] == 0 else None
             try:
-                _, v = decode_one(data)
+                if pair is None:
+                    v = self.decode_one(data)[1]
+                else:
+                    try:
+                        v = read(bytes_io(data[WIRE_HEADER:]), pair[0], pair[1], return_named_type=True,
+                                 return_named_type_override=True)
+                    except Exception:  # noqa: BLE001 - decode_one names the error
+                        v = self.decode_one(data)[1]
                 append(v if conv is None else conv(v))
             except ValueDecodeError as exc:
                 if permissive:
@@ -358,8 +424,7 @@ class AvroDecoder:
                     continue
                 raise ValueDecodeError(f"{what} of topic {topic!r} partition {partition} offset "
                                        f"{offsets[i].as_py()}: {exc}") from None
-        arr = pa.array(out, type=node.raw)
-        return arr if node.raw.equals(node.final) else arr.cast(node.final)
+        return finish(pa.array(out, type=node.raw), node.final)
 
 
 def json_value(v: Any, t: pa.DataType) -> Any:
@@ -426,6 +491,4 @@ class WriterSchemaJson:
             arr = pa.array([v], type=node.raw)
         except (ValueError, TypeError, pa.ArrowException) as exc:
             raise ValueDecodeError(f"schema id {dec.reader.id}: {exc}") from None
-        if not node.raw.equals(node.final):
-            arr = arr.cast(node.final)
-        return json_value(arr.to_pylist()[0], node.final)
+        return json_value(finish(arr, node.final).to_pylist()[0], node.final)
