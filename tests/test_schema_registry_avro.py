@@ -413,3 +413,44 @@ def test_dump_bad_values_say_why(bad_dir: Path, capsys: pytest.CaptureFixture[st
     text = capsys.readouterr().out
     assert 'payload: {"a":1}' in text and "(offset 1: schema id 42 is not in" in text
     assert main(["dump", "--value-decoder", "confluent-avro", "--offsets-decoder", str(bad_dir / "t-0")]) != 0
+
+
+# --- keys, subject-name strategies, Spark errors --------------------------------------------------
+
+@pytest.fixture
+def keyed_dir(tmp_path: Path) -> Path:
+    key_schema = json.dumps({"type": "record", "name": "Key", "namespace": "com.x", "fields": [
+        {"name": "id", "type": "int"}]})
+    val_schema = json.dumps({"type": "record", "name": "Val", "namespace": "com.x", "fields": [
+        {"name": "s", "type": "string"}]})
+    write_schemas(tmp_path, [(schema_key("k-key", 1), schema_value("k-key", 1, 1, key_schema)),
+                             (schema_key("com.x.Val", 1), schema_value("com.x.Val", 1, 2, val_schema)),
+                             (schema_key("k-com.x.Val", 1), schema_value("k-com.x.Val", 1, 3, val_schema))])
+    write_topic(tmp_path, "k", [(wire(1, b"\x02"), wire(2, b"\x02a")), (wire(1, b"\x04"), wire(3, b"\x02b")),
+                                (None, None)])
+    return tmp_path
+
+
+def test_key_format_and_record_name_strategies(keyed_dir: Path) -> None:
+    for strategy in ("RecordNameStrategy", "TopicRecordNameStrategy"):
+        got = klog.read_arrow(keyed_dir, topics="k", keyFormat="confluent-avro", valueFormat="confluent-avro",
+                              subjectNameStrategy=strategy, recordName="com.x.Val", keySubject="k-key").read_all()
+        assert got["key"].to_pylist() == [{"id": 1}, {"id": 2}, None]
+        assert got["value"].to_pylist() == [{"s": "a"}, {"s": "b"}, None]
+    got = klog.read_arrow(keyed_dir, topics="k", keyFormat="confluent-avro").read_all()
+    assert got["key"].to_pylist() == [{"id": 1}, {"id": 2}, None] and got["value"].type == pa.binary()
+    with pytest.raises(SchemaRegistryError, match=r"subject .k-value. .* \(no such subject\); subjects found: "
+                                                  "com.x.Val, k-com.x.Val, k-key"):
+        klog.read_arrow(keyed_dir, topics="k", valueFormat="confluent-avro")
+
+
+@pytest.mark.spark
+def test_spark_errors_name_the_record(spark: Any, bad_dir: Path) -> None:
+    df = spark.read.format("klog").option("topics", "t").option("valueFormat", "confluent-avro").load(str(bad_dir))
+    with pytest.raises(Exception, match=r"UnknownSchemaError: value of topic 't' partition 0 offset 1: schema id 42"):
+        df.collect()
+    rows = (spark.read.format("klog").option("topics", "t").option("valueFormat", "confluent-avro")
+            .option("mode", "PERMISSIVE").load(str(bad_dir)).orderBy("offset").collect())
+    assert [r.value.a if r.value else None for r in rows] == [1, None, None, None, None, None, None]
+    with pytest.raises(Exception, match="InvalidOptionError: option mode='x'"):
+        spark.read.format("klog").option("valueFormat", "confluent-avro").option("mode", "x").load(str(bad_dir))
