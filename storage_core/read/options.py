@@ -99,14 +99,15 @@ PartitionOffsets = Mapping[str, Mapping[int, int]]
 
 #: valueFormat/keyFormat values: raw bytes, or Confluent's wire format decoded by the writer schema.
 FORMATS = ("raw", "confluent-avro", "confluent-json", "confluent-protobuf")
-_DECODED_FORMATS = ("confluent-avro",)
+_DECODED_FORMATS = ("confluent-avro", "confluent-json")
 SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
 
 
 @dataclass(frozen=True)
 class ValueFormats:
-    """How keys and values are decoded: ``raw`` (binary, the default) or ``confluent-avro`` with
-    the writer schemas of a Schema Registry's ``_schemas`` topic (:mod:`storage_core.read.values`)."""
+    """How keys and values are decoded: ``raw`` (binary, the default), ``confluent-avro`` or
+    ``confluent-json`` with the schemas of a Schema Registry's ``_schemas`` topic
+    (:mod:`storage_core.read.values`)."""
 
     value_format: str = "raw"
     key_format: str = "raw"
@@ -369,8 +370,9 @@ def _format(opts: Mapping[str, str], key: str) -> str:
     if raw not in FORMATS:
         raise InvalidOptionError(f"option {option_name(key)}={opts[key]!r}; expected one of {', '.join(FORMATS)}")
     if raw not in ("raw", *_DECODED_FORMATS):
-        raise InvalidOptionError(f"option {option_name(key)}={raw} is not supported yet; klog decodes raw and "
-                                 f"{', '.join(_DECODED_FORMATS)} (read {raw} values raw and decode them yourself)")
+        raise InvalidOptionError(f"option {option_name(key)}={raw} is not supported: klog decodes raw, "
+                                 f"{', '.join(_DECODED_FORMATS)}; read {raw} values raw (valueFormat=raw) and "
+                                 "decode them yourself")
     return raw
 
 
@@ -382,7 +384,7 @@ def value_formats(opts: Mapping[str, str]) -> ValueFormats:
                          "valuesubject", "mode") if k in opts]
     if needs and not decoded:
         raise InvalidOptionError(f"option {option_name(needs[0])} only applies with valueFormat or keyFormat "
-                                 "confluent-avro")
+                                 "confluent-avro or confluent-json")
     strategy_raw = opts.get("subjectnamestrategy", "TopicNameStrategy").strip()
     strategy = strategy_raw.rsplit(".", 1)[-1]  # io.confluent...subject.TopicNameStrategy
     by_lower = {s.lower(): s for s in SUBJECT_STRATEGIES}

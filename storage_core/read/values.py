@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from storage_core.errors import InvalidOptionError, SchemaRegistryError
 from storage_core.read.avro import AvroDecoder
+from storage_core.read.json_schema import JsonSchemaDecoder
 from storage_core.read.options import ReadOptions, ValueFormats
 from storage_core.read.schema_registry import SchemaRegistry, load_registry, subject_name
 
@@ -30,7 +31,7 @@ class ColumnDecoding:
     """How one column (``key`` or ``value``) of each topic is decoded."""
 
     column: str
-    decoders: dict[str, AvroDecoder]  # by topic
+    decoders: dict[str, AvroDecoder | JsonSchemaDecoder]  # by topic
     arrow_type: pa.DataType
 
 
@@ -79,11 +80,12 @@ def prepare(opts: ReadOptions, topics: Iterable[str], registry: SchemaRegistry |
     for column, fmt in (("key", f.key_format), ("value", f.value_format)):
         if fmt == "raw":
             continue
-        decoders: dict[str, AvroDecoder] = {}
+        decoders: dict[str, AvroDecoder | JsonSchemaDecoder] = {}
         types: dict[str, pa.DataType] = {}
+        kind = AvroDecoder if fmt == "confluent-avro" else JsonSchemaDecoder
         for topic in topics:
             subject = _subject(f, topic, column == "key")
-            dec = AvroDecoder(registry, registry.require_latest(subject))
+            dec = kind(registry, registry.require_latest(subject))
             decoders[topic] = dec
             types[topic] = dec.arrow_type
         distinct = {str(t): topic for topic, t in types.items()}

@@ -181,14 +181,21 @@ def _schema_decoders(args: argparse.Namespace, path: str) -> Any:
     from pathlib import Path
 
     from storage_core.read.avro import WriterSchemaJson
+    from storage_core.read.json_schema import WriterJson
     from storage_core.read.schema_registry import load_registry
     from storage_core.tools.dump import SchemaDecoders
 
     where = args.schema_registry_path or str(Path(path).resolve().parent.parent)
     if where not in _registries:
-        _registries[where] = WriterSchemaJson(load_registry([where]))
-    dec = _registries[where]
-    return SchemaDecoders(key=dec if args.key_decoder else None, value=dec if args.value_decoder else None)
+        _registries[where] = load_registry([where])
+    reg = _registries[where]
+
+    def make(fmt: str | None) -> Any:
+        if fmt is None:
+            return None
+        return WriterSchemaJson(reg) if fmt == "confluent-avro" else WriterJson(reg)
+
+    return SchemaDecoders(key=make(args.key_decoder), value=make(args.value_decoder))
 
 
 def _decoder(option: str | None, path: str) -> Decoder | None:
@@ -660,10 +667,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="decode records as __share_group_state records (implies --print-data-log)")
     dec.add_argument("--no-decoder", dest="decoder", action="store_const", const="none",
                      help="print internal topics' keys and payloads as text, not decoded")
-    p.add_argument("--value-decoder", choices=["confluent-avro"], default=None,
-                   help="decode values written by Confluent's Avro serializer with their writer schemas from the "
-                   "_schemas topic, printed as JSON (implies --print-data-log)")
-    p.add_argument("--key-decoder", choices=["confluent-avro"], default=None,
+    p.add_argument("--value-decoder", choices=["confluent-avro", "confluent-json"], default=None,
+                   help="decode values written by Confluent's Avro (JSON Schema) serializer with their writer schemas "
+                   "from the _schemas topic, printed as JSON (implies --print-data-log)")
+    p.add_argument("--key-decoder", choices=["confluent-avro", "confluent-json"], default=None,
                    help="decode keys the same way (implies --print-data-log)")
     p.add_argument("--schema-registry-path", metavar="DIR", default=None,
                    help="the log dir holding the _schemas topic (default: the log dir of each file)")

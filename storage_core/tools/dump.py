@@ -33,6 +33,7 @@ from storage_core.record.records import MAGIC_VALUE_V2, Record
 
 if TYPE_CHECKING:
     from storage_core.read.avro import WriterSchemaJson
+    from storage_core.read.json_schema import WriterJson
 
 #: The file name of a KRaft bootstrap snapshot (``BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME``).
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -84,11 +85,11 @@ def decode(decoder: Decoder, batch: AnyBatch, r: Record) -> DecodedRecord | None
 
 @dataclass(frozen=True)
 class SchemaDecoders:
-    """``--key-decoder``/``--value-decoder confluent-avro``: keys and values decoded by their writer
-    schemas (from a ``_schemas`` topic) as JSON (:func:`storage_core.read.avro.json_value`)."""
+    """``--key-decoder``/``--value-decoder confluent-avro|confluent-json``: keys and values decoded by
+    their writer schemas (from a ``_schemas`` topic) as JSON (:func:`storage_core.read.avro.json_value`)."""
 
-    key: WriterSchemaJson | None = None
-    value: WriterSchemaJson | None = None
+    key: WriterSchemaJson | WriterJson | None = None
+    value: WriterSchemaJson | WriterJson | None = None
 
     def fields(self, r: Record) -> dict[str, Any]:
         """``key``/``value`` (the decoded JSON) of the parts asked for; where one does not decode,
