@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from schema_registry_corpus import schema_key, schema_value, wire, write_schemas, write_topic
 
 import storage_core as klog
-from schema_registry_corpus import schema_key, schema_value, wire, write_schemas, write_topic
 from storage_core.errors import SchemaRegistryError, UnknownSchemaError, ValueDecodeError
 from storage_core.read.json_schema import json_schema_type
 
