@@ -37,6 +37,15 @@ option                                 default                     meaning
 ``minPartitions``                                                  at least this many Spark partitions
 ``maxRecordsPerPartition``                                         split ranges above this many records
 ``maxBytesPerPartition``               134217728                   split/pack input by log bytes per task
+``valueFormat`` / ``keyFormat``        ``raw``                     ``confluent-avro`` or ``confluent-json``: decode
+                                                                   by the Schema Registry's schemas
+``schemaRegistryPath``                 the read's paths            log dir(s) holding the ``_schemas`` topic
+``schemasTopic``                       ``_schemas``                the registry's ``kafkastore.topic``
+``subjectNameStrategy``                ``TopicNameStrategy``       or ``RecordNameStrategy``,
+                                                                   ``TopicRecordNameStrategy`` (with ``recordName``)
+``keySubject`` / ``valueSubject``                                  the subject, whatever the strategy
+``mode``                               ``FAILFAST``                ``PERMISSIVE``: a record that does not decode is
+                                                                   null
 =====================================  ==========================  =============================================
 
 The group options read every ``__consumer_offsets`` partition of the same log dirs
