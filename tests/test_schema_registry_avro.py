@@ -224,6 +224,7 @@ def generated(oracle: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     root = tmp_path_factory.mktemp("avro-corpus")
     registered: dict[int, tuple[str, int, str]] = {}
     topics: dict[str, list[bytes | None]] = {"evolve": [], "alltypes": []}
+    keys: list[bytes | None] = []  # of "evolve": Avro strings, subject evolve-key
     for i in range(6):
         schema = PERSON_V1 if i < 3 else PERSON_V2
         datum: dict[str, Any] = {"name": f"p{i}", "age": i}
@@ -232,7 +233,11 @@ def generated(oracle: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
         data, sid, version, text = oracle.serialize("evolve", json.dumps(schema), json.dumps(datum))
         registered[sid] = ("evolve-value", version, text)
         topics["evolve"].append(data)
+        kdata, ksid, kversion, ktext = oracle.serialize("evolve", '"string"', json.dumps(f"k{i}"), is_key=True)
+        registered[ksid] = ("evolve-key", kversion, ktext)
+        keys.append(kdata)
     topics["evolve"].append(None)  # a tombstone
+    keys.append(None)
     for n in range(12):
         data, sid, version, text = oracle.serialize("alltypes", json.dumps(ALL_TYPES), json.dumps(_all_types_datum(n)))
         registered[sid] = ("alltypes-value", version, text)
@@ -266,10 +271,11 @@ def generated(oracle: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     reg = load_registry([root])
     truth = {}
     for topic, values in topics.items():
-        write_topic(root, topic, [(None, v) for v in values])
+        write_topic(root, topic, list(zip(keys, values, strict=True)) if topic == "evolve" else [(None, v) for v in values])
         latest = reg.require_latest(f"{topic}-value").id
         truth[topic] = [None if v is None else oracle.deserialize(topic, v, reader_id=latest) for v in values]
         assert not any(isinstance(t, dict) and "error" in t for t in truth[topic]), truth[topic]
+    truth["evolve keys"] = [None if k is None else oracle.deserialize("evolve", k, is_key=True) for k in keys]
     return root, truth
 
 
@@ -277,6 +283,10 @@ def generated(oracle: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 def test_generated_corpora_equal_confluent(generated: tuple[Path, dict[str, list[Any]]]) -> None:
     root, truth = generated
     for topic, expected in truth.items():
+        if topic == "evolve keys":
+            got = klog.read_arrow(root, topics="evolve", keyFormat="confluent-avro").read_all()
+            assert got["key"].type == pa.string() and normalise_column(got["key"]) == expected
+            continue
         got = klog.read_arrow(root, topics=topic, valueFormat="confluent-avro").read_all()
         assert normalise_column(got["value"]) == expected, topic
     # the evolved subject: v1 records resolved to v2 (defaults filled, int promoted to long)
