@@ -464,3 +464,19 @@ def test_spark_errors_name_the_record(spark: Any, bad_dir: Path) -> None:
     assert [r.value.a if r.value else None for r in rows] == [1, None, None, None, None, None, None]
     with pytest.raises(Exception, match="InvalidOptionError: option mode='x'"):
         spark.read.format("klog").option("valueFormat", "confluent-avro").option("mode", "x").load(str(bad_dir))
+
+
+def test_avro_types_refused_or_collapsed() -> None:
+    from storage_core.read.avro import avro_arrow_type
+
+    linked = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
+    with pytest.raises(SchemaRegistryError, match="recursive Avro type 'Node'"):
+        avro_arrow_type(linked)
+    with pytest.raises(SchemaRegistryError, match=r"decimal\(40, 2\) has no Spark type"):
+        avro_arrow_type({"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2})
+    assert avro_arrow_type(["null", "int", "long"]).final == pa.int64()
+    assert avro_arrow_type(["double", "float"]).final == pa.float64()
+    assert avro_arrow_type(["null", "string"]).nullable
+    assert avro_arrow_type({"type": "string", "logicalType": "uuid"}).final == pa.string()
+    assert avro_arrow_type(["int", "string"]).final == pa.struct([pa.field("member0", pa.int32()),
+                                                                   pa.field("member1", pa.string())])
