@@ -59,14 +59,31 @@ def schema_ddl(include_headers: bool, include_metadata: bool) -> str:
     return ", ".join(parts)
 
 
+def decoded_spark_schema(o: ReadOptions) -> StructType:
+    """The schema of a read with decoded keys/values: the Kafka schema with the decoded columns'
+    types (spark-avro's, through Arrow)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from storage_core.read.values import decoded_schema
+    from storage_core.record.columnar import kafka_schema
+
+    from .reader import decoding_for
+
+    return from_arrow_schema(decoded_schema(kafka_schema(o.include_headers, o.include_metadata),
+                                            decoding_for(o, streaming=True)))
+
+
 class KlogReader(DataSourceReader):
     """Plans on the driver (a Python worker) and reads on executors; holds only parsed options."""
 
     def __init__(self, opts: ReadOptions) -> None:
         from storage_core.read.planner import NO_PRUNING
 
+        from .reader import decoding_for
+
         self.opts = opts
         self.pruning: Pruning = NO_PRUNING
+        self.decoding = decoding_for(opts)  # made on the driver, shipped to executors with the reader
 
     @spark_entry
     def partitions(self) -> Sequence[InputPartition]:
@@ -86,7 +103,7 @@ class KlogReader(DataSourceReader):
         schema = kafka_schema(self.opts.include_headers, self.opts.include_metadata)
         return read_partition(partition if isinstance(partition, KlogInputPartition) else None, schema,
                               include_headers=self.opts.include_headers, include_metadata=self.opts.include_metadata,
-                              fail_on_data_loss=self.opts.fail_on_data_loss)
+                              fail_on_data_loss=self.opts.fail_on_data_loss, decoding=self.decoding)
 
 
 class KlogDataSource(DataSource):
@@ -100,8 +117,10 @@ class KlogDataSource(DataSource):
         return parse_read_options(self.options)
 
     @spark_entry
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         o = parse_read_options(self.options, streaming=True)  # offsets are checked by the reader
+        if o.formats.decoded:
+            return decoded_spark_schema(o)
         return schema_ddl(o.include_headers, o.include_metadata)
 
     @spark_entry

@@ -151,7 +151,10 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         if not faulthandler.is_enabled():  # a hard crash of the runner shows its Python stack in the driver log
             faulthandler.enable()
+        from .reader import decoding_for
+
         self.opts = opts
+        self.decoding = decoding_for(_with_start(opts), streaming=True)
         self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
         self._latest: Offsets | None = None  # for reportLatestOffset
         self._last_admitted = time.monotonic()
@@ -303,7 +306,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         schema = kafka_schema(o.include_headers, o.include_metadata)
         return read_partition(partition if isinstance(partition, KlogInputPartition) else None, schema,
                               include_headers=o.include_headers, include_metadata=o.include_metadata,
-                              fail_on_data_loss=o.fail_on_data_loss)
+                              fail_on_data_loss=o.fail_on_data_loss, decoding=self.decoding)
 
     @spark_entry
     def commit(self, end: dict[str, dict[str, int]]) -> None:

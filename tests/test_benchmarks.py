@@ -101,7 +101,7 @@ def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as exc:
         runner.main(["nonesuch"])
     assert exc.value.code == 2
-    assert "unknown benchmark(s) nonesuch; available: big_partition, compaction, decode, encode" in \
+    assert "unknown benchmark(s) nonesuch; available: avro_decode, big_partition, compaction, decode, encode" in \
         capsys.readouterr().err
 
 
@@ -112,3 +112,11 @@ def test_export_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> Non
     export.main(["--records", "20000", "--repeat", "1", "--codecs", "lz4"])
     out = capsys.readouterr().out
     assert "klog export, Parquet none" in out and "ratio to Spark per core:" in out
+
+
+def test_avro_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import avro_decode
+
+    avro_decode.main(["--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio avro klog/fastavro-loop throughput:" in out

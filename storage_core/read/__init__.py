@@ -9,7 +9,10 @@
 * :mod:`~storage_core.read.groups` — consumer groups' committed offsets from ``__consumer_offsets``
   (``klog groups``, the ``...FromGroup`` options and :func:`storage_core.committed_offsets`);
 * :mod:`~storage_core.read.describe` — what is in a log dir, one summary per partition
-  (``klog describe`` and :func:`storage_core.describe`).
+  (``klog describe`` and :func:`storage_core.describe`);
+* :mod:`~storage_core.read.values` — ``valueFormat``/``keyFormat``: Schema Registry values decoded
+  with the schemas of the ``_schemas`` topic (:mod:`~storage_core.read.schema_registry`,
+  :mod:`~storage_core.read.avro`, :mod:`~storage_core.read.json_schema`).
 
 Spark's data source (``spark_logsource``), ``klog export`` and the Python API all go through
 here; this layer imports the log and record layers, never Spark.

@@ -27,6 +27,7 @@ from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.options import ReadOptions, parse_read_options
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import ReadPlan, plan_read
+from storage_core.read.values import decoded_schema, prepare
 from storage_core.record.columnar import kafka_schema
 
 __all__ = ["plan", "read_arrow", "read_options"]
@@ -62,10 +63,15 @@ def read_arrow(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     """The records of a log dir (or several, or a partition dir) as a ``pyarrow.RecordBatchReader``.
 
     The same rows, in the same schema, as ``spark.read.format("klog").options(**options).load(path)``.
+
+    With ``valueFormat``/``keyFormat`` ``confluent-avro`` the ``value``/``key`` column is the decoded
+    value (:mod:`storage_core.read.values`), typed from the subject's latest schema.
     """
     opts = read_options(path, **options)
     the_plan = plan_read(opts)
-    schema = kafka_schema(opts.include_headers, opts.include_metadata)
+    decoding = prepare(opts, (r.topic_partition.topic for r in the_plan.ranges)) if opts.formats.decoded else None
+    schema = decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
     batches = read_pieces(the_plan.pieces, include_headers=opts.include_headers,
-                          include_metadata=opts.include_metadata, fail_on_data_loss=opts.fail_on_data_loss)
+                          include_metadata=opts.include_metadata, fail_on_data_loss=opts.fail_on_data_loss,
+                          decoding=decoding)
     return pa.RecordBatchReader.from_batches(schema, batches)

@@ -37,6 +37,15 @@ option                                 default                     meaning
 ``minPartitions``                                                  at least this many Spark partitions
 ``maxRecordsPerPartition``                                         split ranges above this many records
 ``maxBytesPerPartition``               134217728                   split/pack input by log bytes per task
+``valueFormat`` / ``keyFormat``        ``raw``                     ``confluent-avro`` or ``confluent-json``: decode
+                                                                   by the Schema Registry's schemas
+``schemaRegistryPath``                 the read's paths            log dir(s) holding the ``_schemas`` topic
+``schemasTopic``                       ``_schemas``                the registry's ``kafkastore.topic``
+``subjectNameStrategy``                ``TopicNameStrategy``       or ``RecordNameStrategy``,
+                                                                   ``TopicRecordNameStrategy`` (with ``recordName``)
+``keySubject`` / ``valueSubject``                                  the subject, whatever the strategy
+``mode``                               ``FAILFAST``                ``PERMISSIVE``: a record that does not decode is
+                                                                   null
 =====================================  ==========================  =============================================
 
 The group options read every ``__consumer_offsets`` partition of the same log dirs
@@ -73,6 +82,8 @@ READ_OPTIONS = {
     "includeheaders", "includemetadata", "isolationlevel", "kafka.isolation.level", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxbytesperpartition",
     "startingoffsetsfromgroup", "endingoffsetsfromgroup",
+    "valueformat", "keyformat", "schemaregistrypath", "schemastopic", "subjectnamestrategy", "recordname",
+    "keysubject", "valuesubject", "mode",
 }
 #: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
 STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -87,12 +98,41 @@ _CANONICAL = {
     "subscribepattern": "subscribePattern", "maxoffsetspertrigger": "maxOffsetsPerTrigger",
     "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
     "startingoffsetsfromgroup": "startingOffsetsFromGroup", "endingoffsetsfromgroup": "endingOffsetsFromGroup",
+    "valueformat": "valueFormat", "keyformat": "keyFormat", "schemaregistrypath": "schemaRegistryPath",
+    "schemastopic": "schemasTopic", "subjectnamestrategy": "subjectNameStrategy", "recordname": "recordName",
+    "keysubject": "keySubject", "valuesubject": "valueSubject",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
     **BROKER_ONLY_OPTIONS,
 }
 
 PartitionOffsets = Mapping[str, Mapping[int, int]]
+
+#: valueFormat/keyFormat values: raw bytes, or Confluent's wire format decoded by the writer schema.
+FORMATS = ("raw", "confluent-avro", "confluent-json", "confluent-protobuf")
+_DECODED_FORMATS = ("confluent-avro", "confluent-json")
+SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+
+
+@dataclass(frozen=True)
+class ValueFormats:
+    """How keys and values are decoded: ``raw`` (binary, the default), ``confluent-avro`` or
+    ``confluent-json`` with the schemas of a Schema Registry's ``_schemas`` topic
+    (:mod:`storage_core.read.values`)."""
+
+    value_format: str = "raw"
+    key_format: str = "raw"
+    registry_paths: tuple[str, ...] | None = None  # where _schemas is; None: the read's paths
+    schemas_topic: str = "_schemas"
+    subject_strategy: str = "TopicNameStrategy"
+    record_name: str | None = None
+    key_subject: str | None = None
+    value_subject: str | None = None
+    permissive: bool = False  # mode=PERMISSIVE: a record that does not decode is null
+
+    @property
+    def decoded(self) -> bool:
+        return self.value_format != "raw" or self.key_format != "raw"
 
 
 @dataclass(frozen=True)
@@ -138,6 +178,7 @@ class ReadOptions:
     def log_dirs(self) -> tuple[Path, ...]:
         """The paths as :class:`~pathlib.Path` objects: local, or in object storage through ``storage``."""
         return tuple(as_path(p, self.storage) for p in self.paths)
+    formats: ValueFormats = ValueFormats()
 
 
 def option_name(key: str) -> str:
@@ -342,6 +383,62 @@ def _check_timestamps(m: Mapping[str, Mapping[int, int]], name: str) -> None:
                 raise InvalidOptionError(f"{name} for {t}-{p} is {v}; expected a timestamp in ms >= 0")
 
 
+def _format(opts: Mapping[str, str], key: str) -> str:
+    raw = opts.get(key, "raw").strip().lower()
+    if raw not in FORMATS:
+        raise InvalidOptionError(f"option {option_name(key)}={opts[key]!r}; expected one of {', '.join(FORMATS)}")
+    if raw not in ("raw", *_DECODED_FORMATS):
+        raise InvalidOptionError(f"option {option_name(key)}={raw} is not supported: klog decodes raw, "
+                                 f"{', '.join(_DECODED_FORMATS)}; read {raw} values raw (valueFormat=raw) and "
+                                 "decode them yourself")
+    return raw
+
+
+def value_formats(opts: Mapping[str, str]) -> ValueFormats:
+    """The key/value decoding options (lower-cased keys); InvalidOptionError if wrong."""
+    vf, kf = _format(opts, "valueformat"), _format(opts, "keyformat")
+    decoded = vf != "raw" or kf != "raw"
+    needs = [k for k in ("schemaregistrypath", "schemastopic", "subjectnamestrategy", "recordname", "keysubject",
+                         "valuesubject", "mode") if k in opts]
+    if needs and not decoded:
+        raise InvalidOptionError(f"option {option_name(needs[0])} only applies with valueFormat or keyFormat "
+                                 "confluent-avro or confluent-json")
+    strategy_raw = opts.get("subjectnamestrategy", "TopicNameStrategy").strip()
+    strategy = strategy_raw.rsplit(".", 1)[-1]  # io.confluent...subject.TopicNameStrategy
+    by_lower = {s.lower(): s for s in SUBJECT_STRATEGIES}
+    if strategy.lower() not in by_lower:
+        raise InvalidOptionError(f"option subjectNameStrategy={strategy_raw!r}; expected one of "
+                                 f"{', '.join(SUBJECT_STRATEGIES)}")
+    strategy = by_lower[strategy.lower()]
+    record_name = opts.get("recordname", "").strip() or None
+    if strategy != "TopicNameStrategy" and record_name is None:
+        missing = [k for k, f in (("valuesubject", vf), ("keysubject", kf)) if f != "raw" and k not in opts]
+        if missing:
+            raise InvalidOptionError(f"subjectNameStrategy={strategy} needs option recordName (the record's full "
+                                     f"name, e.g. com.example.Order) or {option_name(missing[0])}")
+    mode = opts.get("mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise InvalidOptionError(f"option mode={opts['mode']!r}; expected FAILFAST (the default: a record that does "
+                                 "not decode fails the read) or PERMISSIVE (it is null)")
+    reg_path = opts.get("schemaregistrypath")
+    reg_paths = None
+    if reg_path is not None:
+        reg_paths = tuple(p.strip() for p in reg_path.split(",") if p.strip())
+        if not reg_paths:
+            raise InvalidOptionError(f"option schemaRegistryPath={reg_path!r} names no directory; expected the log "
+                                     "dir holding the _schemas topic")
+    topic = opts.get("schemastopic", "_schemas").strip()
+    _topic(topic, "schemastopic")
+    subjects = {}
+    for k in ("keysubject", "valuesubject"):
+        v = opts.get(k)
+        if v is not None and not v.strip():
+            raise InvalidOptionError(f"option {option_name(k)} is empty; expected a subject name")
+        subjects[k] = v.strip() if v is not None else None
+    return ValueFormats(vf, kf, reg_paths, topic, strategy, record_name, subjects["keysubject"],
+                        subjects["valuesubject"], mode == "PERMISSIVE")
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     """Validate the options of a read; raises InvalidOptionError naming what is wrong."""
     spelled = {str(k).lower(): str(k) for k in options}  # the user's spelling, for messages
@@ -415,6 +512,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_bytes_per_partition=max_bytes or DEFAULT_MAX_BYTES_PER_PARTITION,
         ignored=ignored,
         storage=storage,
+        formats=value_formats(opts),
     )
 
 

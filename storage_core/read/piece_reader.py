@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -27,7 +28,7 @@ from storage_core.record.file_records import AnyBatch, FileRecords
 from storage_core.record.scan import decode_file_range
 from storage_core.record.txn_filter import filter_read_committed, new_txn_filter
 
-__all__ = ["FLUSH_BYTES", "FLUSH_ROWS", "conform", "read_piece", "read_pieces"]
+__all__ = ["FLUSH_BYTES", "FLUSH_ROWS", "BatchDecoding", "conform", "read_piece", "read_pieces"]
 
 log = logging.getLogger("klog")
 
@@ -36,6 +37,13 @@ log = logging.getLogger("klog")
 #: reuses below its 32 MiB mmap threshold but maps and page-faults in afresh above it.
 FLUSH_BYTES = 16 << 20
 FLUSH_ROWS = 262_144
+
+
+class BatchDecoding(Protocol):
+    """What decodes the key/value columns of a read's batches (``valueFormat``/``keyFormat``):
+    :class:`storage_core.read.values.Decoding`."""
+
+    def apply(self, batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch: ...
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -119,22 +127,29 @@ def per_batch(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Itera
 
 
 def read_piece(piece: Piece, *, include_headers: bool = False, include_metadata: bool = False,
-               fail_on_data_loss: bool = True, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+               fail_on_data_loss: bool = True, schema: pa.Schema | None = None,
+               decoding: BatchDecoding | None = None) -> Iterator[pa.RecordBatch]:
     """The records of one piece as RecordBatches in ``schema`` (default: :func:`kafka_schema` of the
-    include flags); nothing is opened before the first batch is asked for."""
+    include flags), keys/values decoded by ``decoding`` if given; nothing is opened before the first
+    batch is asked for."""
     out_schema = schema if schema is not None else kafka_schema(include_headers, include_metadata)
     dec = ArrowDecoder(piece.topic, piece.partition, include_headers=include_headers,
                        include_metadata=include_metadata)
     for out in _bulk(piece, dec, fail_on_data_loss):
-        yield conform(out, out_schema)
+        yield _decoded(conform(out, out_schema), piece, decoding)
     if dec.num_rows:
-        yield conform(dec.finish(), out_schema)
+        yield _decoded(conform(dec.finish(), out_schema), piece, decoding)
+
+
+def _decoded(batch: pa.RecordBatch, piece: Piece, decoding: BatchDecoding | None) -> pa.RecordBatch:
+    return batch if decoding is None else decoding.apply(batch, piece.topic, piece.partition)
 
 
 def read_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], *, include_headers: bool = False,
-                include_metadata: bool = False, fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
+                include_metadata: bool = False, fail_on_data_loss: bool = True,
+                decoding: BatchDecoding | None = None) -> Iterator[pa.RecordBatch]:
     """:func:`read_piece` over several pieces in turn."""
     schema = kafka_schema(include_headers, include_metadata)
     for piece in pieces:
         yield from read_piece(piece, include_headers=include_headers, include_metadata=include_metadata,
-                              fail_on_data_loss=fail_on_data_loss, schema=schema)
+                              fail_on_data_loss=fail_on_data_loss, schema=schema, decoding=decoding)

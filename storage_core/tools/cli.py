@@ -134,6 +134,7 @@ DUMP_EXAMPLES = """examples:
   klog dump --print-data-log __consumer_offsets-7        group offsets and metadata, decoded (by the dir's name)
   klog dump --jsonl __cluster_metadata-0                 KRaft metadata records as JSON (key/value decoded)
   klog dump 00000000000000000100-0000000001.checkpoint   a KRaft snapshot
+  klog dump --jsonl --value-decoder confluent-avro orders-0   Avro values as JSON (schemas from _schemas)
 exit codes: 0 ok (a torn tail after valid batches is reported, as Kafka does), 1 a corrupt batch, a bad CRC,
 an index that disagrees with its log, or a file with no Kafka batch at all, 2 usage error (no such file)
 """
@@ -148,9 +149,15 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     files = files_to_dump(args.files, _storage(args))
     out = sys.stdout
     status = EXIT_OK
-    print_data = args.print_data_log or args.decoder not in (None, "none")
+    schemas_wanted = args.value_decoder is not None or args.key_decoder is not None
+    if schemas_wanted and args.decoder not in (None, "none"):
+        raise InvalidOptionError("--key-decoder/--value-decoder and --" + args.decoder + " conflict; give one")
+    if args.schema_registry_path is not None and not schemas_wanted:
+        raise InvalidOptionError("--schema-registry-path only applies with --value-decoder or --key-decoder")
+    print_data = args.print_data_log or args.decoder not in (None, "none") or schemas_wanted
     for path in files:
-        decoder = _decoder(args.decoder, str(path))
+        decoder = None if schemas_wanted else _decoder(args.decoder, str(path))
+        schemas = _schema_decoders(args, path) if schemas_wanted else None
         if path.name.endswith(INDEX_SUFFIXES):
             from storage_core.tools.dump import dump_index
 
@@ -165,11 +172,11 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
         with _Bar(args, size if not sys.stdout.isatty() else 0, path.name) as bar:
             if args.jsonl:
-                summary = dump_jsonl(path, out, decoder=decoder, progress=bar.update)
+                summary = dump_jsonl(path, out, decoder=decoder, progress=bar.update, schemas=schemas)
             else:
                 summary = dump_text(path, out, deep=args.deep_iteration, print_data=print_data,
                                     max_bytes=args.max_bytes, progress=bar.update, decoder=decoder,
-                                    skip_record_metadata=args.skip_record_metadata)
+                                    skip_record_metadata=args.skip_record_metadata, schemas=schemas)
         if summary.error is not None or summary.invalid_batches:
             status = EXIT_DATA
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
@@ -180,6 +187,32 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                   "expected a .log segment, an index (.index, .timeindex, .txnindex), a producer .snapshot or "
                   "another record-set file", file=sys.stderr)
     return status
+
+
+_registries: dict[str, Any] = {}
+
+
+def _schema_decoders(args: argparse.Namespace, path: Path) -> Any:
+    """``--key-decoder``/``--value-decoder``: the writer schemas of the ``_schemas`` topic in
+    ``--schema-registry-path``, else in the log dir holding the file's partition dir."""
+    from storage_core.read.avro import WriterSchemaJson
+    from storage_core.read.json_schema import WriterJson
+    from storage_core.read.schema_registry import load_registry
+    from storage_core.tools.dump import SchemaDecoders
+
+    where_dir = as_path(args.schema_registry_path, _storage(args)) if args.schema_registry_path else \
+        path.resolve().parent.parent
+    where = str(where_dir)
+    if where not in _registries:
+        _registries[where] = load_registry([where_dir])
+    reg = _registries[where]
+
+    def make(fmt: str | None) -> Any:
+        if fmt is None:
+            return None
+        return WriterSchemaJson(reg) if fmt == "confluent-avro" else WriterJson(reg)
+
+    return SchemaDecoders(key=make(args.key_decoder), value=make(args.value_decoder))
 
 
 def _decoder(option: str | None, path: str) -> Decoder | None:
@@ -701,6 +734,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="decode records as __share_group_state records (implies --print-data-log)")
     dec.add_argument("--no-decoder", dest="decoder", action="store_const", const="none",
                      help="print internal topics' keys and payloads as text, not decoded")
+    p.add_argument("--value-decoder", choices=["confluent-avro", "confluent-json"], default=None,
+                   help="decode values written by Confluent's Avro (JSON Schema) serializer with their writer schemas "
+                   "from the _schemas topic, printed as JSON (implies --print-data-log)")
+    p.add_argument("--key-decoder", choices=["confluent-avro", "confluent-json"], default=None,
+                   help="decode keys the same way (implies --print-data-log)")
+    p.add_argument("--schema-registry-path", metavar="DIR", default=None,
+                   help="the log dir holding the _schemas topic (default: the log dir of each file)")
     p.add_argument("--skip-record-metadata", action="store_true",
                    help="print only keys and payloads: no batch lines, record metadata or control records")
     p.set_defaults(func=_cmd_dump)

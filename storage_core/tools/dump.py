@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from storage_core.errors import KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_offset_named
@@ -32,6 +32,10 @@ from storage_core.record.messages.decoders import (
     decode_record,
 )
 from storage_core.record.records import MAGIC_VALUE_V2, Record
+
+if TYPE_CHECKING:
+    from storage_core.read.avro import WriterSchemaJson
+    from storage_core.read.json_schema import WriterJson
 
 #: The file name of a KRaft bootstrap snapshot (``BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME``).
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -81,7 +85,31 @@ def decode(decoder: Decoder, batch: AnyBatch, r: Record) -> DecodedRecord | None
     return decode_record(decoder, r.key, r.value)
 
 
-def batch_jsonl(batch: AnyBatch, decoder: Decoder | None = None) -> list[str]:
+@dataclass(frozen=True)
+class SchemaDecoders:
+    """``--key-decoder``/``--value-decoder confluent-avro|confluent-json``: keys and values decoded by
+    their writer schemas (from a ``_schemas`` topic) as JSON (:func:`storage_core.read.avro.json_value`)."""
+
+    key: WriterSchemaJson | WriterJson | None = None
+    value: WriterSchemaJson | WriterJson | None = None
+
+    def fields(self, r: Record) -> dict[str, Any]:
+        """``key``/``value`` (the decoded JSON) of the parts asked for; where one does not decode,
+        ``key_error``/``value_error`` says why (its bytes are in ``key_b64``/``value_b64``)."""
+        out: dict[str, Any] = {}
+        for name, dec, data in (("key", self.key, r.key), ("value", self.value, r.value)):
+            if dec is None:
+                continue
+            out[name] = None
+            if data is not None:
+                try:
+                    out[name] = dec.decode(data)
+                except KlogError as exc:
+                    out[f"{name}_error"] = f"offset {r.offset}: {exc.detail}"
+        return out
+
+
+def batch_jsonl(batch: AnyBatch, decoder: Decoder | None = None, schemas: SchemaDecoders | None = None) -> list[str]:
     """The JSON lines of one batch (validated and fully decoded first; may raise KlogError). With a
     ``decoder`` each line also has ``key`` and ``value``: the record decoded, in kafka-dump-log's JSON
     (a tombstone's value is null; an undecodable part says why and keeps its bytes)."""
@@ -113,6 +141,8 @@ def batch_jsonl(batch: AnyBatch, decoder: Decoder | None = None) -> list[str]:
             decoded = decode(decoder, batch, r)
             line["key"] = None if decoded is None else decoded.key
             line["value"] = None if decoded is None else decoded.value
+        if schemas is not None and not batch.is_control:
+            line.update(schemas.fields(r))
         lines.append(_dumps(line))
     return lines
 
@@ -139,14 +169,14 @@ def _walk_safely(walk: BatchWalk, summary: DumpSummary) -> Iterator[AnyBatch]:
 
 
 def dump_jsonl(path: str | os.PathLike[str], out: IO[str], *, decoder: Decoder | None = None,
-               progress: Callable[[int], None] | None = None) -> DumpSummary:
+               progress: Callable[[int], None] | None = None, schemas: SchemaDecoders | None = None) -> DumpSummary:
     """Write the JSON lines of a record-set file to ``out``; ``progress(n)`` gets the bytes of each batch."""
     fr = FileRecords(path)
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     walk = fr.batches()
     for batch in _walk_safely(walk, summary):
         try:
-            lines = batch_jsonl(batch, decoder)
+            lines = batch_jsonl(batch, decoder, schemas)
         except KlogError as exc:
             summary.error = exc.located(position=batch.position)
             break
@@ -194,14 +224,22 @@ def batch_line(batch: AnyBatch) -> str:
 
 
 def record_line(batch: AnyBatch, r: Record, print_data: bool, decoder: Decoder | None = None,
-                skip_metadata: bool = False) -> str:
+                skip_metadata: bool = False, schemas: SchemaDecoders | None = None) -> str:
     """One record as ``DumpLogSegments.dumpBatchRecords`` prints it: its metadata (unless
     ``skip_metadata``), a control record's content, then with ``print_data`` its key and payload,
     decoded by ``decoder`` when given."""
     s = "" if skip_metadata else _record_metadata(batch, r)
     if print_data and not batch.is_control:
         prefix = "| " if skip_metadata else " "
-        if decoder is None:
+        if schemas is not None:
+            f = schemas.fields(r)
+            key = _compact(f["key"]) if "key" in f and "key_error" not in f else _text(r.key)
+            if r.key is not None:
+                s += f"{prefix}key: {key}" + (f" ({f['key_error']})" if "key_error" in f else "")
+                prefix = " "
+            value = _compact(f["value"]) if "value" in f and "value_error" not in f else _text(r.value)
+            s += f"{prefix}payload: {value}" + (f" ({f['value_error']})" if "value_error" in f else "")
+        elif decoder is None:
             if r.key is not None:
                 s += f"{prefix}key: {_text(r.key)}"
                 prefix = " "
@@ -257,7 +295,8 @@ def _decoded_contents(d: DecodedRecord, decoder: Decoder, r: Record, prefix: str
 
 def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False, print_data: bool = False,
               max_bytes: int | None = None, progress: Callable[[int], None] | None = None,
-              decoder: Decoder | None = None, skip_record_metadata: bool = False) -> DumpSummary:
+              decoder: Decoder | None = None, skip_record_metadata: bool = False,
+              schemas: SchemaDecoders | None = None) -> DumpSummary:
     """kafka-dump-log's output for a ``.log`` (or KRaft ``.checkpoint``) file; ``progress(n)`` gets
     the bytes of each batch. With ``decoder`` the keys and payloads are the records decoded;
     ``skip_record_metadata`` leaves out batch lines and record metadata (and control records)."""
@@ -288,7 +327,7 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
                     if last_offset is not None and r.offset != last_offset + 1 and not batch.is_control:
                         non_consecutive = True
                     last_offset = r.offset
-                    out.write(record_line(batch, r, print_data, decoder, skip_record_metadata) + "\n")
+                    out.write(record_line(batch, r, print_data, decoder, skip_record_metadata, schemas) + "\n")
                     summary.records += 1
             if progress is not None:
                 progress(batch.size_in_bytes)
