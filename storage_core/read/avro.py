@@ -302,12 +302,7 @@ class AvroDecoder:
         if rs.schema_type != "AVRO":
             raise SchemaRegistryError(f"schema id {rs.id} (subject {rs.subject!r} version {rs.version}) is "
                                       f"{rs.schema_type}, not AVRO")
-        for ref in rs.references:
-            target = self.registry.version(ref.subject, ref.version)
-            if target is None:
-                raise SchemaRegistryError(f"schema id {rs.id} (subject {rs.subject!r} version {rs.version}) "
-                                          f"references {ref.name!r} = subject {ref.subject!r} version "
-                                          f"{ref.version}, which is not in {self.registry.where}")
+        for _ref, target in self.registry.referenced(rs):
             if target.id not in seen:
                 self._parse(target, strip=strip, names=names, seen=(*seen, target.id))
         try:

@@ -176,12 +176,7 @@ class JsonSchemaDecoder:
             raise SchemaRegistryError(f"schema id {rs.id} (subject {rs.subject!r} version {rs.version}) is "
                                       f"{rs.schema_type}, not JSON")
         refs: dict[str, Any] = {}
-        for ref in rs.references:
-            target = self.registry.version(ref.subject, ref.version)
-            if target is None:
-                raise SchemaRegistryError(f"schema id {rs.id} (subject {rs.subject!r} version {rs.version}) "
-                                          f"references {ref.name!r} = subject {ref.subject!r} version "
-                                          f"{ref.version}, which is not in {self.registry.where}")
+        for ref, target in self.registry.referenced(rs):
             if target.id not in seen:
                 refs[ref.name], more = self._parsed(target, (*seen, target.id))
                 refs.update(more)

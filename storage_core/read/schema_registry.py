@@ -130,6 +130,19 @@ class SchemaRegistry:
     def version(self, subject: str, version: int) -> RegisteredSchema | None:
         return self.versions.get((subject, version))
 
+    def referenced(self, rs: RegisteredSchema) -> list[tuple[SchemaReference, RegisteredSchema]]:
+        """The schemas ``rs`` references, each with its reference; a reference to a version that is
+        not here is a :class:`SchemaRegistryError` naming both."""
+        out = []
+        for ref in rs.references:
+            target = self.version(ref.subject, ref.version)
+            if target is None:
+                raise SchemaRegistryError(f"schema id {rs.id} (subject {rs.subject!r} version {rs.version}) "
+                                          f"references {ref.name!r} = subject {ref.subject!r} version "
+                                          f"{ref.version}, which is not in {self.where}")
+            out.append((ref, target))
+        return out
+
     def latest(self, subject: str) -> RegisteredSchema | None:
         """The subject's highest version that is not deleted."""
         live = [rs for (s, _), rs in self.versions.items() if s == subject and not rs.deleted]
