@@ -128,13 +128,21 @@ def _java_values(oracle: Any, topic: str, values: list[bytes | None]) -> list[An
 
 @pytest.fixture(scope="module")
 def flink_truth(oracle: Any) -> dict[str, tuple[list[int], list[Any]]]:
-    """Per topic: offsets and Confluent's decoding of every value."""
+    """Per topic: offsets and Confluent's decoding of every value. Its own JVM: the fixture's schema
+    ids (from 1) would collide with those the generated corpus registers in the shared oracle,
+    whichever runs first in a test process."""
+    import confluent_oracle
+
     need_flink()
-    oracle.register_all(load_registry([FLINK]))
-    out = {}
-    for topic in FLINK_TOPICS:
-        raw = klog.read_arrow(FLINK, topics=topic).read_all()
-        out[topic] = (raw["offset"].to_pylist(), _java_values(oracle, topic, raw["value"].to_pylist()))
+    own = confluent_oracle.ConfluentAvro()
+    try:
+        own.register_all(load_registry([FLINK]))
+        out = {}
+        for topic in FLINK_TOPICS:
+            raw = klog.read_arrow(FLINK, topics=topic).read_all()
+            out[topic] = (raw["offset"].to_pylist(), _java_values(own, topic, raw["value"].to_pylist()))
+    finally:
+        own.close()
     return out
 
 
