@@ -120,3 +120,18 @@ def test_avro_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     avro_decode.main(["--records", "2000", "--repeat", "1"])
     out = capsys.readouterr().out
     assert "ratio avro klog/fastavro-loop throughput:" in out
+
+
+@pytest.mark.interop
+def test_kafka_filerecords_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from kafka_oracle import oracle_available
+
+    from benchmarks import kafka_filerecords
+
+    kafka_filerecords.main(["--mb", "0.1", "--repeat", "1"])
+    out = capsys.readouterr().out
+    if oracle_available(kafka_filerecords.HARNESS) is not None:
+        assert "Kafka's FileRecords not measured" in out
+    else:
+        for codec in kafka_filerecords.CODECS:
+            assert f"ratio {codec} klog/FileRecords throughput (worst shape):" in out
