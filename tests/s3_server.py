@@ -114,7 +114,9 @@ class S3Server:
             [binary, "server", f"-dir={self.data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
              f"-master.port={self.master}", f"-volume.port={self.volume}", f"-filer.port={self.filer}",
              "-s3", f"-s3.port={self.s3}", f"-s3.config={self.identities}", "-master.telemetry=false",
-             "-volume.max=30", "-master.volumeSizeLimitMB=256"],
+             "-volume.max=30", "-master.volumeSizeLimitMB=256",
+             # weed's Iceberg and Lance listeners have fixed ports (8181, 9101): two test processes collide
+             "-s3.port.iceberg=0", "-s3.port.lance=0"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + _START_TIMEOUT_S

@@ -589,6 +589,8 @@ class _Run:
         except PendingCommitError as exc:
             self.summary.notes.append(f"{pd.topic_partition}: not copied: {exc.detail}")
         except KlogError as exc:
+            if exc.detail.startswith("no such segment file"):  # deleted between listing and opening
+                raise _Vanished(exc.detail.rsplit(" ", 1)[-1]) from None
             if not exc.detail.startswith("no segments"):
                 raise
             self.summary.notes.append(f"{pd.topic_partition}: not copied: no segments yet")
@@ -927,8 +929,7 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
     starts = {tp: s for tp, s in old_ls.items() if tp in src_dirs and tp not in copied}
     for tp, pc in copied.items():
         recovery[tp] = pc.end_offset
-        first = run.dst_bases(src_dirs[tp])
-        if first and pc.start_offset > first[0]:
+        if pc.start_offset > _first_kept(run.dst_bases(src_dirs[tp]), pc):  # as LogManager writes it
             starts[tp] = pc.start_offset
     base_dir = parts[0].log_dir if parts else src
     for name in (META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE):
