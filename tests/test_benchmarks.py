@@ -112,3 +112,11 @@ def test_export_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> Non
     export.main(["--records", "20000", "--repeat", "1", "--codecs", "lz4"])
     out = capsys.readouterr().out
     assert "klog export, Parquet none" in out and "ratio to Spark per core:" in out
+
+
+def test_object_store_snapshot_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import object_store
+
+    object_store.main(["--mb", "4", "--repeat", "1", "--no-s3"])
+    out = capsys.readouterr().out
+    assert "local plain copy:" in out and "ratio snapshot/copy local throughput:" in out

@@ -415,13 +415,25 @@ class _Streamed:
     note: str | None = None
 
 
-def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: int, cut: bool,
+def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: int, cut: bool, index: bool,
                 progress: Callable[[int], None]) -> _Streamed:
-    """Copy ``limit`` bytes of a ``.log`` to ``sink``, walking its batches once: with ``cut`` (the
-    active segment) the copy ends at the last complete batch with a valid CRC; otherwise
-    everything is copied and the indexes cover the valid prefix. The offset and time index entries
-    follow ``scan_segment``'s rule (Kafka's recovery)."""
+    """Copy ``limit`` bytes of a ``.log`` to ``sink``, walking its batches once if ``cut`` or
+    ``index``: with ``cut`` (the active segment) the copy ends at the last complete batch with a
+    valid CRC; otherwise everything is copied and the indexes cover the valid prefix. The offset
+    and time index entries follow ``scan_segment``'s rule (Kafka's recovery)."""
     out = _Streamed(end_offset=base)
+    if not cut and not index:  # a closed segment with its indexes: bytes only
+        left = limit
+        while left > 0:
+            chunk = f.read(min(CHUNK_BYTES, left))
+            if not chunk:
+                break
+            sink.write(chunk)
+            out.crc = crc32c_update(out.crc, chunk)
+            out.size += len(chunk)
+            left -= len(chunk)
+            progress(len(chunk))
+        return out
     oentries: list[bytes] = []
     tentries: list[bytes] = []
     last_ts = -1
@@ -751,6 +763,7 @@ class _Run:
         sink = self.dest.open(rel_log)
         try:
             streamed = _stream_log(f, st.st_size, sink, seg.base_offset, interval=interval, cut=active,
+                                   index=indexes is not None and indexes[INDEX_SUFFIX] is None,
                                    progress=self.progress)
         except BaseException:
             sink.abort()
