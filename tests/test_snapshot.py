@@ -168,6 +168,11 @@ def test_snapshots_into_s3_while_writing(tmp_path: Path, monkeypatch: pytest.Mon
     want = klog.read_arrow(str(src)).read_all().sort_by([("topic", "ascending"), ("partition", "ascending"),
                                                           ("offset", "ascending")])
     assert got.equals(want)
+    back = tmp_path / "back"  # and from the bucket to a local dir: SRC may be a URI too
+    s = snapshot(uri, back, storage=storage)
+    check_snapshot(back, s)
+    assert _sorted(klog.read_arrow(str(back)).read_all()).equals(want)
+    assert snapshot(uri, back, storage=storage).files_copied == 0
 
 
 def _broker_dirs() -> list[Path]:

@@ -588,6 +588,10 @@ class _Run:
             try:
                 return self._copy_partition_once(pd)
             except _Vanished as gone:
+                if not pd.path.is_dir():  # the partition itself was deleted (renamed -delete)
+                    self.summary.notes.append(f"{pd.topic_partition}: deleted at the source during the copy; "
+                                              "DST keeps its last copy until the next snapshot")
+                    return None
                 self.summary.segments_vanished += 1
                 self.summary.notes.append(f"{pd.topic_partition}: {Path(str(gone)).name} was deleted or replaced "
                                           "while it was copied; the partition was listed again")
@@ -596,6 +600,8 @@ class _Run:
 
     def _open(self, pd: PartitionDir) -> Log | None:
         start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
+        if not pd.path.is_dir():
+            raise _Vanished(str(pd.path))
         try:
             return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
         except PendingCommitError as exc:
@@ -658,7 +664,9 @@ class _Run:
             existed = rel_log in self.listing
             same_file = bool(old) and old["source"] == identity and self.listing.get(rel_log) == old["size"]
             if active:
-                if same_file and not self.checksum and old.get("end") is not None:
+                indexes_there = all(rels[x] not in self.old_files or self.listing.get(rels[x]) ==
+                                    self.old_files[rels[x]]["size"] for x in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+                if same_file and indexes_there and not self.checksum and old.get("end") is not None:
                     part.end_offset = int(old["end"])
                     self._skip_log(rel_log, old, st.st_size)
                     return self._put_indexes(rels, self._active_indexes(seg, rels, int(old["end"])), part)
