@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ import pytest
 import shared_fixtures as sf
 
 import storage_core as klog
-from storage_core.errors import LogDirLockedError, NotALogDirError, SnapshotError
+from storage_core.errors import (
+    KlogError,
+    LogDirLockedError,
+    NotALogDirError,
+    OffsetOutOfRangeError,
+    SegmentGoneError,
+    SnapshotError,
+)
 from storage_core.fs import StorageOptions
 from storage_core.log.lock import LogDirLock
 from storage_core.log.manager import find_partitions, open_log_read_only
@@ -106,11 +114,59 @@ def check_snapshot(dst: str | Path, summary: SnapshotSummary, storage: dict[str,
         assert all(k == b"k%d" % o and v == value_of(o) for o, k, v in rows)
 
 
+VANISHED = ("no such segment file", "No such record file", "No such file", "Not a regular file", "no segments in")
+
+
+def read_consistently(dst: Path, done: threading.Event, seen: list[int], failures: list[str]) -> None:
+    """A reader of DST while snapshots run into it: every read is a log without gaps that holds the
+    truth (a segment removed under it is a reason to read again, as for any reader of a live dir)."""
+    while not done.is_set():
+        if not (dst / "klog-snapshot.json").exists():
+            time.sleep(0.01)
+            continue
+        try:
+            table = klog.read_arrow(str(dst)).read_all()
+        except SegmentGoneError:
+            continue
+        except OffsetOutOfRangeError:
+            # DST's log start moved past everything it held, and the new first segment lands with the
+            # next rename (an empty log at the new start in between, as a broker loads it)
+            continue
+        except (KlogError, OSError) as exc:
+            # a file listed, then removed below the new log start before it was opened: the race of
+            # every reader of a live log dir (the read path reports it in these words); or the moment
+            # a DST whose old segments all fell below the source's log start has none
+            if not any(w in str(exc) for w in VANISHED):
+                failures.append(f"{type(exc).__name__}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - every other failure is what this test looks for
+            failures.append(f"{type(exc).__name__}: {exc}")
+            continue
+        by_part: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+        for row in table.select(["topic", "partition", "offset", "value"]).to_pylist():
+            by_part.setdefault((row["topic"], row["partition"]), []).append((row["offset"], row["value"]))
+        for key, rows in by_part.items():
+            rows.sort()
+            offsets = [o for o, _ in rows]
+            if offsets != list(range(offsets[0], offsets[0] + len(offsets))):
+                holes = [(a, b) for a, b in zip(offsets, offsets[1:], strict=False) if b != a + 1]
+                failures.append(f"{key}: gaps {holes[:3]} in {offsets[0]}..{offsets[-1]}; DST holds "
+                                f"{sorted(p.name for p in (dst / f'{key[0]}-{key[1]}').glob('*.log*'))}")
+            if any(v != value_of(o) for o, v in rows):
+                failures.append(f"{key}: a value differs from the truth")
+        seen.append(len(by_part))
+
+
 def test_snapshots_of_a_live_writer_are_consistent_and_incremental(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(16)
     proc, src, stop = start_writer(tmp_path)
     dst = tmp_path / "dst"
+    done = threading.Event()
+    seen: list[int] = []
+    failures: list[str] = []
+    reader = threading.Thread(target=read_consistently, args=(dst, done, seen, failures), daemon=True)
+    reader.start()
     try:
         summaries = []
         for i in range(22):
@@ -126,6 +182,9 @@ def test_snapshots_of_a_live_writer_are_consistent_and_incremental(tmp_path: Pat
     finally:
         stop.touch()
         proc.wait(timeout=30)
+        done.set()
+        reader.join(timeout=60)
+    assert failures == [] and len(seen) >= 5, (failures[:5], len(seen))
     last = snapshot(src, dst)  # what was written since, and the writer's close
     check_snapshot(dst, last)
     again = snapshot(src, dst)  # nothing new: nothing copied

@@ -534,6 +534,8 @@ class _Run:
         raw = dest.read(SNAPSHOT_MANIFEST_FILE)
         self.old_files: dict[str, dict[str, Any]] = json.loads(raw)["files"] if raw else {}
         self.files: dict[str, dict[str, Any]] = {}
+        self.dst_starts = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
+        self.jump: tuple[str, TopicPartition, int, int] | None = None  # (dir, tp, new log start, first base)
 
     def progress(self, n: int) -> None:
         if self.progress_cb is not None and n:
@@ -629,12 +631,16 @@ class _Run:
         first = segments[0].base_offset
         part = PartitionCopy(tp.topic, tp.partition, log_start, first, len(segments))
         old_bases = self.dst_bases(prefix)
+        self.jump = None
         if old_bases and old_bases[0] < first and first not in old_bases:
-            # the source's new first segment is not in DST yet: the segments below it go first, so
-            # that DST never shows a gap (deleting from the front is what retention does)
-            for b in old_bases:
-                if b < first:
-                    self.delete_segment(prefix, b)
+            # retention at the source passed everything DST has. Once the new first segment is
+            # written (not yet visible) and its indexes are in place, log-start-offset-checkpoint
+            # moves DST's log start to it, the old segments are deleted from the front, and the
+            # segment is committed: a reader sees the old log (or a suffix of it), then for a
+            # moment no segment (an error to retry; a broker starts an empty log at the new start,
+            # as a follower's truncateFullyAndStartAt leaves it), then the new log: never a gap,
+            # even for a reader that read the checkpoint before listing the segments.
+            self.jump = (prefix, tp, max(first, log_start), first)
         for i, seg in enumerate(segments):
             active = i == len(segments) - 1
             copied = self._copy_segment(prefix, seg, active=active, interval=interval, part=part)
@@ -789,6 +795,14 @@ class _Run:
         if new_first:
             assert indexes is not None
             self._put_indexes(rels, indexes, part)
+        if self.jump is not None and self.jump[0] == rel_log.split("/", 1)[0] and self.jump[3] == seg.base_offset:
+            prefix, tp, start, first = self.jump
+            self.dst_starts[tp] = start
+            self.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(self.dst_starts), None)
+            for b in self.dst_bases(prefix):
+                if b < first:
+                    self.delete_segment(prefix, b)
+            self.jump = None
         try:
             sink.commit()
         except BaseException:
@@ -942,8 +956,18 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
         else:
             summary.partitions_skipped += 1
     dest.sync()
-    # the log dir's files: checkpoints describe what DST holds now
+    # segments below each new log start, from the front (each state a log without gaps: the new
+    # segments are in place, and where DST's old ones ended below them the log start hides them)
     src_dirs = {pd.topic_partition: pd.path.name for pd in parts}
+    for tp, pc in copied.items():
+        prefix = src_dirs[tp]
+        bases = run.dst_bases(prefix)
+        keep_from = _first_kept(bases, pc)
+        for b in bases:
+            if b < keep_from:
+                run.delete_segment(prefix, b)
+    dest.sync()
+    # the log dir's files: checkpoints describe what DST holds now
     old_rp = _read_offsets(dest, RECOVERY_POINT_OFFSET_CHECKPOINT)
     old_ls = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
     recovery = {tp: rp for tp, rp in old_rp.items() if tp in src_dirs and tp not in copied}
@@ -960,14 +984,7 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
     run.put_small(RECOVERY_POINT_OFFSET_CHECKPOINT, _checkpoint_text(recovery), None)
     run.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(starts), None)
     dest.sync()
-    # then what the source no longer has: segments below each log start, partitions gone
-    for tp, pc in copied.items():
-        prefix = src_dirs[tp]
-        bases = run.dst_bases(prefix)
-        keep_from = _first_kept(bases, pc)
-        for b in bases:
-            if b < keep_from:
-                run.delete_segment(prefix, b)
+    # then the partitions the source no longer has (after the checkpoints that leave them out)
     kept_dirs = set(src_dirs.values())
     for rel in sorted(run.listing, key=lambda r: (not r.endswith(LOG_SUFFIX), r)):
         d, sep, _ = rel.partition("/")
