@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -106,6 +107,22 @@ MANIFEST_VERSION = 1
 CHUNK_BYTES = 8 << 20
 #: Passes over a partition whose segments keep vanishing (retention, compaction) before giving up.
 MAX_ATTEMPTS = 5
+
+#: KRaft metadata snapshots in ``__cluster_metadata-0``: ``<20-digit end offset>-<10-digit epoch>.checkpoint``.
+KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
+#: A KRaft log dir's bootstrap metadata (``bootstrap.checkpoint``).
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+
+#: KRaft's election state in ``__cluster_metadata-0``.
+QUORUM_STATE_FILE = "quorum-state"
+
+_SNAPSHOT_NAME = re.compile(r"^\d+(?:\.snapshot|-\d+\.checkpoint)$")
+
+
+def _snapshot_named(name: str) -> bool:
+    """A producer snapshot ``<offset>.snapshot`` or a KRaft snapshot ``<offset>-<epoch>.checkpoint``."""
+    return _SNAPSHOT_NAME.match(name) is not None
+
 
 Progress = Callable[[int, int], None]  # (bytes just done, total bytes of the run)
 
@@ -826,11 +843,13 @@ class _Run:
         """Producer snapshots in [first segment's base, end], the leader epochs below ``end``,
         ``partition.metadata``; DST's other snapshots removed."""
         keep = set()
-        for p in sorted(pd.path.glob("*" + SNAPSHOT_SUFFIX)):
-            if not is_offset_named(p.name):
+        for p in sorted(pd.path.glob("*" + SNAPSHOT_SUFFIX)) + sorted(pd.path.glob("*" + KRAFT_SNAPSHOT_SUFFIX)):
+            if not _snapshot_named(p.name):
                 continue
-            off = int(p.name.split(".", 1)[0])
-            if first <= off <= end:
+            off = int(p.name.split(".", 1)[0].split("-", 1)[0])
+            # producer snapshots of the copied segments; KRaft snapshots (<end offset>-<epoch>.checkpoint)
+            # up to the copied end (written whole and renamed into place, as producer snapshots are)
+            if (first <= off or p.name.endswith(KRAFT_SNAPSHOT_SUFFIX)) and off <= end:
                 data = _read_small(p)
                 if data is not None:
                     rel = f"{prefix}/{p.name}"
@@ -838,7 +857,7 @@ class _Run:
                     keep.add(rel)
         for rel in list(self.listing):
             d, _, name = rel.partition("/")
-            if d == prefix and name.endswith(SNAPSHOT_SUFFIX) and rel not in keep:
+            if d == prefix and _snapshot_named(name) and rel not in keep:
                 self.delete(rel)
         epochs = pd.path / LEADER_EPOCH_CHECKPOINT
         raw = _read_small(epochs)
@@ -850,9 +869,10 @@ class _Run:
             except KlogError:
                 pass  # copied as it is: a broker reading it says what is wrong
             self.put_small(f"{prefix}/{LEADER_EPOCH_CHECKPOINT}", raw, part)
-        meta = _read_small(pd.path / PARTITION_METADATA_FILE)
-        if meta is not None:
-            self.put_small(f"{prefix}/{PARTITION_METADATA_FILE}", meta, part)
+        for name in (PARTITION_METADATA_FILE, QUORUM_STATE_FILE):
+            data = _read_small(pd.path / name)
+            if data is not None:
+                self.put_small(f"{prefix}/{name}", data, part)
 
 
 def _inside(a: Path, b: Path) -> bool:
@@ -977,7 +997,7 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
         if pc.start_offset > _first_kept(run.dst_bases(src_dirs[tp]), pc):  # as LogManager writes it
             starts[tp] = pc.start_offset
     base_dir = parts[0].log_dir if parts else src
-    for name in (META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE):
+    for name in (META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE, BOOTSTRAP_CHECKPOINT):
         data = _read_small(base_dir / name)
         if data is not None:
             run.put_small(name, data, None)
