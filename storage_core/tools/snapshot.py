@@ -14,8 +14,10 @@ log start offset, the segments of an unfinished klog commit left out, nothing sc
   are built for exactly those bytes (:func:`storage_core.log.segment.scan_segment`'s rule) and
   its ``.txnindex`` keeps the entries below the copied end;
 * ``partition.metadata``, ``leader-epoch-checkpoint`` (entries starting below the copied end, as
-  ``LeaderEpochFileCache.truncateFromEnd`` keeps them) and the producer ``.snapshot`` files from
-  the first segment's base up to the copied end.
+  ``LeaderEpochFileCache.truncateFromEnd`` keeps them), the producer ``.snapshot`` files from
+  the first segment's base up to the copied end, and KRaft's ``<offset>-<epoch>.checkpoint``
+  snapshots (up to the copied end) and ``quorum-state``. A partition dir without any ``.log``, or
+  holding only segments of an unfinished klog commit, is not copied this time (a note says so).
 
 A segment that retention renames (``*.deleted``) while it is copied is read under its new name
 (the file is found by its identity, :func:`storage_core.log.segment.resolve_segment_file`); one
@@ -26,21 +28,27 @@ writer's retention or compaction can do.
 **The destination** gets, per log dir: ``recovery-point-offset-checkpoint`` (each partition's
 copied end), ``log-start-offset-checkpoint`` (where the log start is above the first segment's
 base, as ``LogManager`` writes it), the source's ``meta.properties`` and
-``klog-topic-configs.json`` if it has them, and ``klog-snapshot.json`` (the manifest, written
+``klog-topic-configs.json`` and ``bootstrap.checkpoint`` if it has them, and ``klog-snapshot.json`` (the manifest, written
 last: size, CRC-32C and source identity of every file copied). **No clean-shutdown marker** is
 written: the active segment came from a live file, so a broker or klog opening DST revalidates
 each partition's last segment (recovery starts at the recovery point, which is the copied end,
 inside the last segment) and trusts the rest, which costs one segment's scan and finds nothing
 to cut. DST therefore opens clean: no recovery note, ``klog verify`` passes.
 
-**Readers of DST never see a half-copied segment.** Every object is written atomically (a local
-DST writes ``<name>.tmp``, fsyncs it and renames it; an object store publishes an object when
-its upload completes), in an order of which every prefix is a consistent log: a partition's
-segments in offset order; a new segment's indexes before its ``.log``; a segment that DST has
-already (the active segment of the last run, now longer) its ``.log`` first, then its indexes
-(an index of a prefix stays valid); segments below the new log start deleted from the front
-(``.log`` first); the checkpoints and the manifest last. A compaction that replaced a range of
-segments leaves DST briefly holding the replacement and the segments it replaced.
+**Readers of DST never see a half-copied segment, nor a gap.** Every object is written
+atomically (a local DST writes ``<name>.tmp``, fsyncs it and renames it; an object store
+publishes an object when its upload completes), in an order of which every prefix is a
+consistent log: a partition's segments in offset order; a new segment's indexes before its
+``.log``; a segment that DST has already (the active segment of the last run, now longer) its
+``.log`` first, then its indexes (an index of a prefix stays valid); then segments below the
+new log start deleted from the front (``.log`` first); the checkpoints; partitions gone from the
+source; the manifest last. When retention at the source has passed everything DST holds, the
+new first segment is written unseen, ``log-start-offset-checkpoint`` moves to it, the old
+segments are deleted and the segment is committed: a reader may meet, for that moment, a
+partition without segments (klog's read path fails; retry), never a gap, even if it read the
+checkpoint before listing. A compaction that replaced a range of segments leaves DST briefly
+holding the replacement and the segments it replaced. Local DST files are fsynced one by one and
+their dirs before the checkpoints and the manifest are written.
 
 **Incremental.** A rerun copies only what changed: a file is skipped when the manifest has it
 with DST's object at the recorded size and the source file has the recorded identity (inode,
@@ -150,7 +158,8 @@ class PartitionCopy:
 
 @dataclass
 class SnapshotSummary:
-    """What ``snapshot`` copied, skipped (DST had it already) and removed (gone from the source)."""
+    """What ``snapshot`` copied, skipped (DST had it already) and removed (gone from the source).
+    Counts are work done: a partition pass restarted after a segment vanished counts again."""
 
     source: str
     destination: str
