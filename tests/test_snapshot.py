@@ -437,3 +437,49 @@ def test_progress_bar_and_torn_active_tail(tmp_path: Path) -> None:
     assert "snapshot" in res.stderr and "left out" in res.stderr  # the bar and the note
     assert (tmp_path / "dst" / "orders-0" / active.name).stat().st_size == len(whole)
     assert klog_cli("verify", str(tmp_path / "dst")).returncode == 0
+
+
+def test_retention_past_everything_dst_holds_and_partitions_coming_and_going(tmp_path: Path) -> None:
+    from storage_core.log.config import LogConfig
+    from storage_core.log.manager import LogManager
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.record.records import Record, build_batch
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    cfg = LogConfig.from_properties({"segment.bytes": "1200", "retention.bytes": "2500", "retention.ms": "-1"})
+    with LogManager([src], writable=True, config=cfg) as lm:
+        log = lm.create_log(TopicPartition("orders", 0))
+        gone = lm.create_log(TopicPartition("old", 0))
+        n = 0
+
+        def append(count: int) -> None:
+            nonlocal n
+            for _ in range(count):
+                log.append(build_batch([Record(0, 1_700_000_000_000 + n, b"k%d" % n, value_of(n))]))
+                n += 1
+
+        append(40)
+        gone.append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")]))
+        first = snapshot(src, dst)
+        old_bases = sorted(p.name for p in (dst / "orders-0").glob("*.log"))
+        assert len(old_bases) > 2 and first.partitions_copied == 2
+        append(120)
+        lm.retention()  # everything DST holds is now below the source's log start
+        lm.delete_log(TopicPartition("old", 0))
+        lm.create_log(TopicPartition("new", 0)).append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")]))
+        lm.checkpoint()
+        assert log.segments[0].base_offset > int(old_bases[-1].split(".")[0])  # DST's last is gone too
+        s = snapshot(src, dst)
+        assert s.partitions_deleted == 1 and not (dst / "old-0").exists() and (dst / "new-0").is_dir()
+        assert s.segments_deleted >= len(old_bases)
+        assert not set(old_bases) & {p.name for p in (dst / "orders-0").glob("*.log")}
+        by_tp = {(p.topic, p.partition): p for p in s.partitions}
+        pc = by_tp[("orders", 0)]
+        assert (pc.start_offset, pc.end_offset) == (log.log_start_offset, log.log_end_offset)
+    assert main(["verify", str(dst), "--quiet"]) == 0
+    check = klog.read_arrow(str(dst), topics="orders").read_all().to_pylist()
+    assert [r["offset"] for r in check] == list(range(pc.start_offset, pc.end_offset))
+    assert all(r["value"] == value_of(r["offset"]) for r in check)
+    assert "new 0" in (dst / "recovery-point-offset-checkpoint").read_text()
+    assert "old 0" not in (dst / "recovery-point-offset-checkpoint").read_text()
