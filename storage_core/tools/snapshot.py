@@ -159,7 +159,8 @@ class PartitionCopy:
 @dataclass
 class SnapshotSummary:
     """What ``snapshot`` copied, skipped (DST had it already) and removed (gone from the source).
-    Counts are work done: a partition pass restarted after a segment vanished counts again."""
+    Segments are counted by the pass over a partition that completed; files and bytes are all the
+    work done, a pass restarted after a segment vanished included."""
 
     source: str
     destination: str
@@ -500,7 +501,10 @@ def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: i
                     consumed = batch.position + batch.size_in_bytes - pos
             except KlogError as exc:
                 if cut:
-                    out.note = f"copied up to position {pos + consumed}: {exc.detail}"
+                    rest = memoryview(data)[consumed:]
+                    why = ("the rest is zero-filled (a preallocated segment)" if rest.nbytes and
+                           rest.tobytes().count(0) == rest.nbytes else exc.detail)
+                    out.note = f"copied up to position {pos + consumed}: {why}"
                     at_eof = True
                     data = data[:consumed]
                 else:
@@ -613,9 +617,12 @@ class _Run:
     # -- a partition
     def copy_partition(self, pd: PartitionDir) -> PartitionCopy | None:
         for _attempt in range(MAX_ATTEMPTS):
+            counted = (self.summary.segments_copied, self.summary.segments_skipped)
             try:
                 return self._copy_partition_once(pd)
             except _Vanished as gone:
+                # segments are counted by the pass that completes (files and bytes are work done)
+                self.summary.segments_copied, self.summary.segments_skipped = counted
                 if not pd.path.is_dir():  # the partition itself was deleted (renamed -delete)
                     self.summary.notes.append(f"{pd.topic_partition}: deleted at the source during the copy; "
                                               "DST keeps its last copy until the next snapshot")
