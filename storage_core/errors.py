@@ -35,6 +35,7 @@ __all__ = [
     "StorageError",
     "UnsafePathError",
     "NotALogDirError",
+    "SnapshotError",
     "MessageDecodeError",
     "UnknownMessageTypeError",
     "SchemaRegistryError",
@@ -209,6 +210,12 @@ class UnsafePathError(KlogError):
 class NotALogDirError(KlogError, ValueError):
     """A path given to read as a Kafka log dir (or partition dir) holds no topic-partition
     directories: the message says what it does hold, and which child looks like a log dir."""
+
+
+class SnapshotError(KlogError, ValueError):
+    """``klog snapshot SRC DST`` refused its destination before copying anything: DST inside SRC (or
+    SRC inside DST), DST a log dir that is not a klog snapshot (a live broker's or klog writer's dir,
+    or any other data), or a snapshot of another source."""
 
 
 class MessageDecodeError(KlogError):

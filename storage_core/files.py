@@ -18,7 +18,8 @@ segment's files, named by its base offset zero-padded to 20 digits (:func:`filen
 A log dir holds the partition dirs (and ``<topic>-<partition>.<uuid>-delete`` / ``-future`` /
 ``-stray`` ones, which are skipped), ``.lock``, ``.kafka_cleanshutdown``, the offset checkpoints,
 ``meta.properties`` and, written by klog only: ``klog-topic-configs.json``, commit journals
-``.klog-commit-<job>.json`` and streaming sink marks ``.klog-sink-<sink id>.json``; staged segments
+``.klog-commit-<job>.json``, streaming sink marks ``.klog-sink-<sink id>.json`` and ``klog snapshot``'s
+``klog-snapshot.json``; staged segments
 lie in ``.klog-staging-<job>-...`` dirs inside a partition dir (a broker ignores all of these).
 
 A file is written as ``<name>.tmp`` and renamed over ``<name>`` (:data:`TMP_SUFFIX`). Imports only
@@ -56,6 +57,7 @@ __all__ = [
     "REPLICATION_OFFSET_CHECKPOINT",
     "SEGMENT_SUFFIXES",
     "SINK_MARK_PREFIX",
+    "SNAPSHOT_MANIFEST_FILE",
     "SNAPSHOT_SUFFIX",
     "STAGING_PREFIX",
     "STRAY_DIR_SUFFIX",
@@ -172,8 +174,11 @@ def delete_dir_name(dir_name: str, unique: str) -> str:
 
 #: Topic configs of a log dir written without a broker (:mod:`storage_core.log.topic_configs`).
 TOPIC_CONFIGS_FILE = "klog-topic-configs.json"
+#: What ``klog snapshot`` copied into a log dir, written last (:mod:`storage_core.tools.snapshot`).
+SNAPSHOT_MANIFEST_FILE = "klog-snapshot.json"
 #: Files a log dir holds beside its partition dirs (a broker's, and klog's own).
-LOG_DIR_FILES = (LOCK_FILE, CLEAN_SHUTDOWN_FILE, *OFFSET_CHECKPOINT_FILES, META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE)
+LOG_DIR_FILES = (LOCK_FILE, CLEAN_SHUTDOWN_FILE, *OFFSET_CHECKPOINT_FILES, META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE,
+                 SNAPSHOT_MANIFEST_FILE)
 #: A task's staged segments, a dir inside the partition dir: ``.klog-staging-<job>-<task>-...``.
 STAGING_PREFIX = ".klog-staging-"
 #: A commit's journal in the log dir: ``.klog-commit-<job>.json``.

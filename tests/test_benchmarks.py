@@ -135,3 +135,11 @@ def test_kafka_filerecords_benchmark_runs(capsys: pytest.CaptureFixture[str]) ->
     else:
         for codec in kafka_filerecords.CODECS:
             assert f"ratio {codec} klog/FileRecords throughput (worst shape):" in out
+
+
+def test_object_store_snapshot_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import object_store
+
+    object_store.main(["--mb", "4", "--repeat", "1", "--no-s3"])
+    out = capsys.readouterr().out
+    assert "local plain copy:" in out and "ratio snapshot/copy local throughput:" in out

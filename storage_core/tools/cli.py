@@ -21,6 +21,7 @@ from storage_core.errors import (
     LogDirLockedError,
     NotALogDirError,
     PendingCommitError,
+    SnapshotError,
     StorageError,
     UnsafePathError,
 )
@@ -42,6 +43,7 @@ MAIN_EPILOG = """examples:
   klog export data --topic orders --start-time 2026-11-22T10:00Z -o orders.parquet
   klog dump data/orders-0/00000000000000000000.log --print-data-log
   klog groups /var/lib/kafka/data --group billing  a consumer group's committed offsets and lag
+  klog snapshot /var/lib/kafka/data s3://bucket/kafka   a consistent copy of a live log dir, incremental
   klog COMMAND --help                            options and examples of a command
 exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
 """
@@ -687,6 +689,60 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+SNAPSHOT_EXAMPLES = """examples:
+  klog snapshot /var/lib/kafka/data /backup/kafka         copy a live broker's log dir (read-only on it)
+  klog snapshot data s3://bucket/kafka/data --json         into a bucket; rerun: only what is new is copied
+  klog snapshot data s3://bucket/copy --fs endpoint_override=127.0.0.1:8333 --fs scheme=http
+The copy is consistent while a broker or klog writer appends, rolls and deletes: closed segments are
+copied once, the active segment up to its last complete CRC-valid batch (indexes rebuilt for those bytes),
+checkpoints last. DST gets recovery-point-offset-checkpoint = the copied end of each partition and
+log-start-offset-checkpoint, and no clean-shutdown marker (a reader revalidates each last segment).
+DST must be missing, empty, or an earlier snapshot of the same SRC. Credentials of a URI come from the
+environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...) or --fs access_key=... (never printed).
+exit codes: 0 ok, 1 the source could not be copied consistently, 2 usage error (bad SRC/DST, DST a log dir
+that is not a snapshot, DST locked by another writer)
+"""
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from storage_core.tools.snapshot import snapshot
+
+    storage = _storage(args)
+    bar: _Bar | None = None
+
+    def progress(n: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = _Bar(args, total, "snapshot")
+        bar.update(n)
+
+    try:  # errors of the object store name the URI and operation, never a secret (storage_core.fs)
+        summary = snapshot(args.src, args.dst, storage=storage, progress=progress, checksum=args.checksum)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(summary), indent=2))
+        return EXIT_OK
+    if not args.quiet:
+        for note in summary.notes:
+            print(f"note: {note}", file=sys.stderr)
+        for pc in summary.partitions:
+            for note in pc.notes:
+                print(f"note: {pc.topic}-{pc.partition}: {note}", file=sys.stderr)
+            print(f"{pc.topic}-{pc.partition}: offsets {pc.start_offset}..{pc.end_offset}, "
+                  f"{_plural(pc.segments_copied, 'segment')} of {pc.segments} copied ({_human(pc.bytes_copied)})")
+        s = summary
+        print(f"snapshot of {s.source} in {s.destination}: {_plural(s.partitions_copied, 'partition')} copied, "
+              f"{s.partitions_skipped} up to date, {s.partitions_deleted} removed; "
+              f"{_plural(s.segments_copied, 'segment')} copied ({_human(s.bytes_copied)}), {s.segments_skipped} "
+              f"skipped ({_human(s.bytes_skipped)}), {s.segments_deleted} removed from DST")
+    return EXIT_OK
+
+
 def _version() -> str:
     """The installed distribution's version (pyproject.toml's), as ``pip show klog`` reports it."""
     from importlib.metadata import PackageNotFoundError, version
@@ -838,6 +894,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_compact)
+
+    p = sub.add_parser("snapshot", help="a consistent, incremental copy of a log dir being written (local or URI)",
+                       description="Copy the log dir SRC to DST (a local dir or a URI: s3://, gs://, abfs://, "
+                       "hdfs://) while a broker or klog writer may be writing SRC. Read-only on SRC: no lock, no "
+                       "write. A rerun copies only what is new or changed.",
+                       epilog=SNAPSHOT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("src", metavar="SRC", help="a log dir (or one partition dir), local or a URI")
+    p.add_argument("dst", metavar="DST", help="the snapshot's log dir: missing, empty, or an earlier snapshot of SRC")
+    p.add_argument("--checksum", action="store_true",
+                   help="compare every closed segment's CRC-32C with DST's, not only its identity and size")
+    p.add_argument("--json", action="store_true", help="the summary as JSON (bytes, segments, partitions copied "
+                   "and skipped)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.set_defaults(func=_cmd_snapshot)
     return parser
 
 
@@ -845,7 +916,7 @@ def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, a file system that is full or read-only, or
     object storage that cannot be reached or refuses (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
-                        UnsafePathError, NotALogDirError, ObjectStoreError)):
+                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError)):
         return True
     return exc.detail.startswith(("no such ", "not a directory"))
 

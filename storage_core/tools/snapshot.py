@@ -1,0 +1,1081 @@
+"""``klog snapshot SRC DST``: a consistent, incremental copy of a log dir that another process may be
+writing (a broker, or a klog writer), into a local dir or any URI :mod:`storage_core.fs` knows.
+
+**Read-only on the source**: no lock, no write. Each partition is opened the way a following
+reader opens it (``Log(..., had_clean_shutdown=True, verify_tail=False)``: the segment list, the
+log start offset, the segments of an unfinished klog commit left out, nothing scanned), then:
+
+* **closed segments** (every segment but the last): ``.log``, ``.index``, ``.timeindex`` and
+  ``.txnindex`` are copied as they are (a rolled segment is immutable; an index with a
+  zero-filled tail is trimmed as a roll would have trimmed it). A segment without its ``.index``
+  gets both indexes built from the bytes copied (Kafka's sparse rule, as recovery builds them);
+* **the active segment** (the last): its bytes are read once, up to the size it had when opened,
+  and copied up to the last complete batch whose CRC is valid; its ``.index`` and ``.timeindex``
+  are built for exactly those bytes (:func:`storage_core.log.segment.scan_segment`'s rule) and
+  its ``.txnindex`` keeps the entries below the copied end;
+* ``partition.metadata``, ``leader-epoch-checkpoint`` (entries starting below the copied end, as
+  ``LeaderEpochFileCache.truncateFromEnd`` keeps them), the producer ``.snapshot`` files from
+  the first segment's base up to the copied end, and KRaft's ``<offset>-<epoch>.checkpoint``
+  snapshots (up to the copied end) and ``quorum-state``. A partition dir without any ``.log``, or
+  holding only segments of an unfinished klog commit, is not copied this time (a note says so).
+
+A segment that retention renames (``*.deleted``) while it is copied is read under its new name
+(the file is found by its identity, :func:`storage_core.log.segment.resolve_segment_file`); one
+that is gone (deleted, or replaced by a compaction) ends that pass over the partition, which
+starts again from a fresh listing (a few times at most). Nothing of the source is fatal that a
+writer's retention or compaction can do.
+
+**The destination** gets, per log dir: ``recovery-point-offset-checkpoint`` (each partition's
+copied end), ``log-start-offset-checkpoint`` (where the log start is above the first segment's
+base, as ``LogManager`` writes it), the source's ``meta.properties`` and
+``klog-topic-configs.json`` and ``bootstrap.checkpoint`` if it has them, and ``klog-snapshot.json`` (the manifest, written
+last: size, CRC-32C and source identity of every file copied). **No clean-shutdown marker** is
+written: the active segment came from a live file, so a broker or klog opening DST revalidates
+each partition's last segment (recovery starts at the recovery point, which is the copied end,
+inside the last segment) and trusts the rest, which costs one segment's scan and finds nothing
+to cut. DST therefore opens clean: no recovery note, ``klog verify`` passes.
+
+**Readers of DST never see a half-copied segment, nor a gap.** Every object is written
+atomically (a local DST writes ``<name>.tmp``, fsyncs it and renames it; an object store
+publishes an object when its upload completes), in an order of which every prefix is a
+consistent log: a partition's segments in offset order; a new segment's indexes before its
+``.log``; a segment that DST has already (the active segment of the last run, now longer) its
+``.log`` first, then its indexes (an index of a prefix stays valid); then segments below the
+new log start deleted from the front (``.log`` first); the checkpoints; partitions gone from the
+source; the manifest last. When retention at the source has passed everything DST holds, the
+new first segment is written unseen, ``log-start-offset-checkpoint`` moves to it, the old
+segments are deleted and the segment is committed: a reader may meet, for that moment, a
+partition without segments (klog's read path fails; retry), never a gap, even if it read the
+checkpoint before listing. A compaction that replaced a range of segments leaves DST briefly
+holding the replacement and the segments it replaced. Local DST files are fsynced one by one and
+their dirs before the checkpoints and the manifest are written.
+
+**Incremental.** A rerun copies only what changed: a file is skipped when the manifest has it
+with DST's object at the recorded size and the source file has the recorded identity (inode,
+size, modification time), or, when the identity differs, the same size and CRC-32C (read from
+the source). A segment replaced under the same name (compaction) is copied again; the active
+segment is copied again when it grew. Segments and partitions gone from the source are removed
+from DST after what replaces them is in place. Staging dirs, commit journals, sink marks,
+``.lock``, ``*.deleted``/``.cleaned``/``.swap`` files and ``-delete``/``-future``/``-stray``
+dirs are never copied.
+
+A local DST is locked (its ``.lock``) for the run; DST must be empty, missing, or a snapshot of
+the same SRC (:class:`~storage_core.errors.SnapshotError` otherwise: a live log dir of a broker
+or writer is refused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from storage_core.errors import KlogError, PendingCommitError, SnapshotError, storage_error
+from storage_core.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    META_PROPERTIES_FILE,
+    PARTITION_METADATA_FILE,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    SNAPSHOT_MANIFEST_FILE,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    TOPIC_CONFIGS_FILE,
+    TXN_INDEX_SUFFIX,
+    filename_prefix,
+    is_offset_named,
+)
+from storage_core.fs import ObjectPath, ObjectStoreError, StorageOptions, as_path
+from storage_core.limits import INT32_MAX
+from storage_core.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, fsync_dir
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir, find_partitions
+from storage_core.log.offset_index import OFFSET_INDEX_ENTRY
+from storage_core.log.segment import LogSegment
+from storage_core.log.time_index import TIME_INDEX_ENTRY
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.log.txn_index import ABORTED_TXN
+from storage_core.record.file_records import iter_batches
+from storage_core.record.records import crc32c
+
+__all__ = ["MANIFEST_VERSION", "PartitionCopy", "SnapshotSummary", "snapshot"]
+
+MANIFEST_VERSION = 1
+#: Bytes read from the source at a time.
+CHUNK_BYTES = 8 << 20
+#: Passes over a partition whose segments keep vanishing (retention, compaction) before giving up.
+MAX_ATTEMPTS = 5
+
+#: KRaft metadata snapshots in ``__cluster_metadata-0``: ``<20-digit end offset>-<10-digit epoch>.checkpoint``.
+KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
+#: A KRaft log dir's bootstrap metadata (``bootstrap.checkpoint``).
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+
+#: KRaft's election state in ``__cluster_metadata-0``.
+QUORUM_STATE_FILE = "quorum-state"
+
+_SNAPSHOT_NAME = re.compile(r"^\d+(?:\.snapshot|-\d+\.checkpoint)$")
+
+
+def _snapshot_named(name: str) -> bool:
+    """A producer snapshot ``<offset>.snapshot`` or a KRaft snapshot ``<offset>-<epoch>.checkpoint``."""
+    return _SNAPSHOT_NAME.match(name) is not None
+
+
+Progress = Callable[[int, int], None]  # (bytes just done, total bytes of the run)
+
+
+class _Vanished(Exception):
+    """A source file was deleted or replaced while the partition was copied: start the pass again."""
+
+
+# --- what a run did ------------------------------------------------------------------------------
+
+@dataclass
+class PartitionCopy:
+    """One partition of a snapshot: the offsets DST holds and what this run copied of it."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    segments: int
+    segments_copied: int = 0
+    files_copied: int = 0
+    bytes_copied: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SnapshotSummary:
+    """What ``snapshot`` copied, skipped (DST had it already) and removed (gone from the source).
+    Segments are counted by the pass over a partition that completed; files and bytes are all the
+    work done, a pass restarted after a segment vanished included."""
+
+    source: str
+    destination: str
+    partitions_copied: int = 0  # partitions of which at least one file was copied
+    partitions_skipped: int = 0  # partitions DST had up to date
+    partitions_deleted: int = 0  # partitions gone from the source, removed from DST
+    segments_copied: int = 0
+    segments_skipped: int = 0
+    segments_deleted: int = 0  # DST segments below the source's log start (or replaced), removed
+    segments_vanished: int = 0  # source segments deleted or replaced while being copied (pass restarted)
+    files_copied: int = 0
+    files_skipped: int = 0
+    bytes_copied: int = 0
+    bytes_skipped: int = 0
+    partitions: list[PartitionCopy] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- the destination -----------------------------------------------------------------------------
+
+class _Sink:
+    """One object being written; visible at :meth:`commit` only."""
+
+    def write(self, data: bytes | memoryview) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+
+class _Dest:
+    """DST: files by their path relative to DST (``orders-0/00000000000000000000.log``)."""
+
+    uri: str
+
+    def listing(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def read(self, rel: str) -> bytes | None:
+        raise NotImplementedError
+
+    def open(self, rel: str) -> _Sink:
+        raise NotImplementedError
+
+    def delete(self, rel: str) -> None:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        """Make what was written so far durable (a local DST fsyncs the dirs it renamed into)."""
+
+    def put(self, rel: str, data: bytes) -> None:
+        sink = self.open(rel)
+        try:
+            sink.write(data)
+        except BaseException:
+            sink.abort()
+            raise
+        sink.commit()
+
+
+class _LocalSink(_Sink):
+    def __init__(self, dest: _LocalDest, path: Path) -> None:
+        self._dest = dest
+        self._path = path
+        self._tmp = path.with_name(path.name + TMP_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: IO[bytes] | None = open(self._tmp, "wb")  # noqa: SIM115 - closed by commit/abort
+
+    def write(self, data: bytes | memoryview) -> None:
+        assert self._f is not None
+        self._f.write(data)
+
+    def commit(self) -> None:
+        assert self._f is not None
+        try:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+            self._f = None
+            os.replace(self._tmp, self._path)
+        except OSError as exc:
+            self.abort()
+            raise storage_error(exc, f"writing {self._path.name} of the snapshot", self._path) from exc
+        self._dest.touched.add(self._path.parent)
+
+    def abort(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+        self._tmp.unlink(missing_ok=True)
+
+
+class _LocalDest(_Dest):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.uri = str(root)
+        self.touched: set[Path] = set()
+        root.mkdir(parents=True, exist_ok=True)
+
+    def listing(self) -> dict[str, int]:
+        out = {}
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                p = Path(dirpath) / name
+                try:
+                    out[p.relative_to(self.root).as_posix()] = p.stat().st_size
+                except FileNotFoundError:
+                    continue
+        return out
+
+    def read(self, rel: str) -> bytes | None:
+        try:
+            return (self.root / rel).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def open(self, rel: str) -> _Sink:
+        return _LocalSink(self, self.root / rel)
+
+    def delete(self, rel: str) -> None:
+        (self.root / rel).unlink(missing_ok=True)
+        self.touched.add((self.root / rel).parent)
+
+    def remove_empty_dir(self, rel: str) -> None:
+        try:
+            (self.root / rel).rmdir()
+        except OSError:
+            pass  # not empty (a file someone else put there): left alone
+
+    def sync(self) -> None:
+        for d in sorted(self.touched):
+            if d.is_dir():
+                fsync_dir(d)
+        self.touched.clear()
+
+
+class _ObjectSink(_Sink):
+    def __init__(self, dest: _ObjectDest, key: str) -> None:
+        self._dest = dest
+        self._key = key
+        self._stream: Any = dest.call("writing", key, lambda: dest.fs.open_output_stream(key))
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._dest.call("writing", self._key, lambda: self._stream.write(data))
+
+    def commit(self) -> None:
+        self._dest.call("writing", self._key, self._stream.close)
+
+    def abort(self) -> None:
+        # pyarrow publishes an object when its stream closes, whatever happened before: close it and
+        # delete what it published (an object that existed before is gone until the rerun)
+        try:
+            self._stream.close()
+        except OSError:
+            return  # the upload failed: nothing was published
+        self._dest.delete_key(self._key)
+
+
+class _ObjectDest(_Dest):
+    def __init__(self, root: ObjectPath) -> None:
+        self.root = root
+        self.uri = str(root)
+        self.fs: Any = root.store.fs()
+        self.base = root.fs_key.rstrip("/")
+        self.options = root.options
+
+    def key(self, rel: str) -> str:
+        return f"{self.base}/{rel}" if self.base else rel
+
+    def call(self, doing: str, key: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise ObjectStoreError(f"{doing} {self.root.store.scheme}://{key} failed: "
+                                   f"{self.options.redact(str(exc))}") from None
+
+    def listing(self) -> dict[str, int]:
+        import pyarrow.fs as pafs
+
+        infos = self.call("listing", self.base, lambda: self.fs.get_file_info(
+            pafs.FileSelector(self.base, recursive=True, allow_not_found=True)))
+        out = {}
+        for info in infos:
+            if info.type == pafs.FileType.File:
+                out[info.path[len(self.base) + 1:] if self.base else info.path] = info.size
+        return out
+
+    def read(self, rel: str) -> bytes | None:
+        key = self.key(rel)
+
+        def get() -> bytes:
+            with self.fs.open_input_stream(key) as f:
+                return bytes(f.read())
+        try:
+            return bytes(self.call("reading", key, get))
+        except FileNotFoundError:
+            return None
+
+    def open(self, rel: str) -> _Sink:
+        return _ObjectSink(self, self.key(rel))
+
+    def delete_key(self, key: str) -> None:
+        try:
+            self.call("deleting", key, lambda: self.fs.delete_file(key))
+        except FileNotFoundError:
+            pass
+
+    def delete(self, rel: str) -> None:
+        self.delete_key(self.key(rel))
+
+
+# --- reading the source --------------------------------------------------------------------------
+
+def _identity(st: os.stat_result) -> list[Any]:
+    return [st.st_ino, st.st_size, st.st_mtime]
+
+
+def _open_source(path: Path, identity: int | None) -> tuple[IO[bytes], os.stat_result]:
+    """The file at ``path`` or ``path.deleted`` (retention renamed it), opened, and its stat; the
+    file must be the one with inode ``identity`` if given. :class:`_Vanished` if neither is."""
+    for p in (path, path.with_name(path.name + DELETED_SUFFIX)):
+        try:
+            f: IO[bytes] = p.open("rb") if isinstance(p, ObjectPath) else open(p, "rb", buffering=0)  # noqa: SIM115
+        except FileNotFoundError:
+            continue
+        try:
+            st = p.stat() if isinstance(p, ObjectPath) else os.fstat(f.fileno())
+        except FileNotFoundError:
+            f.close()
+            continue
+        if identity is not None and st.st_ino != identity:
+            f.close()
+            continue
+        return f, st
+    raise _Vanished(str(path))
+
+
+def _read_small(path: Path) -> bytes | None:
+    """A small file (index, checkpoint, snapshot) whole, under its name or ``.deleted``; None if absent."""
+    for p in (path, path.with_name(path.name + DELETED_SUFFIX)):
+        try:
+            return p.read_bytes()
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def _trim_index(data: bytes, entry: struct.Struct) -> bytes:
+    """An index without its zero-filled tail (a preallocated, untrimmed index): entries end at the
+    first all-zero entry after the first (``DumpLogSegments``' rule), and at a whole entry."""
+    size = entry.size
+    n = len(data) // size
+    zero = bytes(size)
+    for i in range(1, n):
+        if data[i * size:(i + 1) * size] == zero:
+            return data[:i * size]
+    if n == 1 and entry is OFFSET_INDEX_ENTRY and data[:size] == zero:
+        return b""  # the first batch of a segment never has an entry: a zero first entry is unwritten
+    return data[:n * size]
+
+
+@dataclass
+class _Streamed:
+    """What streaming a ``.log`` found: the bytes copied and the indexes for them."""
+
+    size: int = 0
+    crc: int = 0
+    end_offset: int = 0
+    offset_index: bytes = b""
+    time_index: bytes = b""
+    note: str | None = None
+
+
+def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: int, cut: bool, index: bool,
+                progress: Callable[[int], None]) -> _Streamed:
+    """Copy ``limit`` bytes of a ``.log`` to ``sink``, walking its batches once if ``cut`` or
+    ``index``: with ``cut`` (the active segment) the copy ends at the last complete batch with a
+    valid CRC; otherwise everything is copied and the indexes cover the valid prefix. The offset
+    and time index entries follow ``scan_segment``'s rule (Kafka's recovery)."""
+    out = _Streamed(end_offset=base)
+    if not cut and not index:  # a closed segment with its indexes: bytes only
+        left = limit
+        while left > 0:
+            chunk = f.read(min(CHUNK_BYTES, left))
+            if not chunk:
+                break
+            sink.write(chunk)
+            out.crc = crc32c_update(out.crc, chunk)
+            out.size += len(chunk)
+            left -= len(chunk)
+            progress(len(chunk))
+        return out
+    oentries: list[bytes] = []
+    tentries: list[bytes] = []
+    last_ts = -1
+    max_ts, max_ts_offset = -1, base
+    last_index_entry = 0
+    pending = b""
+    pos = 0  # file position of pending[0]
+    read = 0
+    indexing = True
+    while True:
+        want = min(CHUNK_BYTES, limit - read)
+        chunk = f.read(want) if want > 0 else b""
+        read += len(chunk)
+        at_eof = not chunk or read >= limit
+        data = pending + chunk if pending else chunk
+        if not data:
+            break
+        consumed = 0
+        if indexing:
+            walk = iter_batches(data, base_position=pos)
+            try:
+                for batch in walk:
+                    if cut:
+                        batch.ensure_valid()
+                    last = batch.last_offset
+                    if last - base > INT32_MAX or last < base:
+                        raise KlogError(f"batch with last offset {last} cannot be in a segment based at {base}",
+                                        position=batch.position)
+                    if batch.max_timestamp > max_ts:
+                        max_ts, max_ts_offset = batch.max_timestamp, last
+                    if batch.position - last_index_entry > interval:
+                        oentries.append(OFFSET_INDEX_ENTRY.pack(last - base, batch.position))
+                        if max_ts > last_ts:
+                            tentries.append(TIME_INDEX_ENTRY.pack(max_ts, max_ts_offset - base))
+                            last_ts = max_ts
+                        last_index_entry = batch.position
+                    out.end_offset = last + 1
+                    consumed = batch.position + batch.size_in_bytes - pos
+            except KlogError as exc:
+                if cut:
+                    rest = memoryview(data)[consumed:]
+                    why = ("the rest is zero-filled (a preallocated segment)" if rest.nbytes and
+                           rest.tobytes().count(0) == rest.nbytes else exc.detail)
+                    out.note = f"copied up to position {pos + consumed}: {why}"
+                    at_eof = True
+                    data = data[:consumed]
+                else:
+                    indexing = False  # a damaged closed segment: copied as it is, indexed up to the damage
+            else:
+                tail = walk.partial_tail
+                if at_eof and tail is not None and cut:
+                    out.note = f"copied up to position {tail.position}: a batch still being written was left out"
+                    data = data[:consumed]
+        if not indexing or at_eof:
+            consumed = len(data)
+        if consumed:
+            view = memoryview(data)[:consumed]
+            sink.write(view)
+            out.crc = crc32c_update(out.crc, view)
+            out.size += consumed
+            progress(consumed)
+        pending = data[consumed:]
+        pos += consumed
+        if at_eof:
+            break
+    if max_ts > last_ts:
+        tentries.append(TIME_INDEX_ENTRY.pack(max_ts, max_ts_offset - base))
+    out.offset_index = b"".join(oentries)
+    out.time_index = b"".join(tentries)
+    return out
+
+
+def crc32c_update(crc: int, data: bytes | memoryview) -> int:
+    """CRC-32C of the bytes so far followed by ``data``."""
+    import crc32c as _crc32c
+
+    return int(_crc32c.crc32c(data, crc))
+
+
+def _crc(data: bytes) -> int:
+    return crc32c(data)
+
+
+def _checkpoint_text(offsets: dict[TopicPartition, int]) -> bytes:
+    lines = [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
+    return "".join(f"{line}\n" for line in ["0", str(len(lines)), *lines]).encode()
+
+
+# --- a run ---------------------------------------------------------------------------------------
+
+class _Run:
+    def __init__(self, src: Path, dest: _Dest, summary: SnapshotSummary, progress: Progress | None,
+                 checksum: bool) -> None:
+        self.src = src
+        self.dest = dest
+        self.summary = summary
+        self.progress_cb = progress
+        self.checksum = checksum
+        self.total = 0
+        self.listing = dest.listing()
+        raw = dest.read(SNAPSHOT_MANIFEST_FILE)
+        self.old_files: dict[str, dict[str, Any]] = json.loads(raw)["files"] if raw else {}
+        self.files: dict[str, dict[str, Any]] = {}
+        self.dst_starts = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
+        self.jump: tuple[str, TopicPartition, int, int] | None = None  # (dir, tp, new log start, first base)
+
+    def progress(self, n: int) -> None:
+        if self.progress_cb is not None and n:
+            self.progress_cb(n, self.total)
+
+    # -- single files
+    def _unchanged(self, rel: str, size: int, crc: int) -> bool:
+        old = self.old_files.get(rel)
+        return (old is not None and old["size"] == size and old["crc32c"] == crc
+                and self.listing.get(rel) == size)
+
+    def put_small(self, rel: str, data: bytes, part: PartitionCopy | None) -> bool:
+        """Write a small file unless DST has it with this size and checksum; whether it was written."""
+        crc = _crc(data)
+        self.files[rel] = {"size": len(data), "crc32c": crc, "source": None}
+        if self._unchanged(rel, len(data), crc):
+            self.summary.files_skipped += 1
+            self.summary.bytes_skipped += len(data)
+            return False
+        self.dest.put(rel, data)
+        self.listing[rel] = len(data)
+        self.summary.files_copied += 1
+        self.summary.bytes_copied += len(data)
+        if part is not None:
+            part.files_copied += 1
+            part.bytes_copied += len(data)
+        return True
+
+    def delete(self, rel: str) -> None:
+        if rel in self.listing:
+            self.dest.delete(rel)
+            del self.listing[rel]
+
+    def dst_bases(self, prefix: str) -> list[int]:
+        out = []
+        for rel in self.listing:
+            d, _, name = rel.partition("/")
+            if d == prefix and "/" not in name and name.endswith(LOG_SUFFIX) and is_offset_named(name):
+                out.append(int(name.split(".", 1)[0]))
+        return sorted(out)
+
+    def delete_segment(self, prefix: str, base: int) -> None:
+        """A DST segment removed, ``.log`` first (its indexes alone are orphans every reader ignores)."""
+        name = filename_prefix(base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            self.delete(f"{prefix}/{name}{suffix}")
+        self.summary.segments_deleted += 1
+
+    # -- a partition
+    def copy_partition(self, pd: PartitionDir) -> PartitionCopy | None:
+        for _attempt in range(MAX_ATTEMPTS):
+            counted = (self.summary.segments_copied, self.summary.segments_skipped)
+            try:
+                return self._copy_partition_once(pd)
+            except _Vanished as gone:
+                # segments are counted by the pass that completes (files and bytes are work done)
+                self.summary.segments_copied, self.summary.segments_skipped = counted
+                if not pd.path.is_dir():  # the partition itself was deleted (renamed -delete)
+                    self.summary.notes.append(f"{pd.topic_partition}: deleted at the source during the copy; "
+                                              "DST keeps its last copy until the next snapshot")
+                    return None
+                self.summary.segments_vanished += 1
+                self.summary.notes.append(f"{pd.topic_partition}: {Path(str(gone)).name} was deleted or replaced "
+                                          "while it was copied; the partition was listed again")
+        raise KlogError(f"{pd.path}: segments kept being deleted or replaced while they were copied "
+                        f"({MAX_ATTEMPTS} passes); rerun the snapshot")
+
+    def _open(self, pd: PartitionDir) -> Log | None:
+        start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
+        if not pd.path.is_dir():
+            raise _Vanished(str(pd.path))
+        try:
+            return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
+        except PendingCommitError as exc:
+            self.summary.notes.append(f"{pd.topic_partition}: not copied: {exc.detail}")
+        except KlogError as exc:
+            if exc.detail.startswith("no such segment file"):  # deleted between listing and opening
+                raise _Vanished(exc.detail.rsplit(" ", 1)[-1]) from None
+            if not exc.detail.startswith("no segments"):
+                raise
+            self.summary.notes.append(f"{pd.topic_partition}: not copied: no segments yet")
+        return None
+
+    def _copy_partition_once(self, pd: PartitionDir) -> PartitionCopy | None:
+        log = self._open(pd)
+        if log is None:
+            return None
+        try:
+            segments = list(log.segments)
+            log_start = log.log_start_offset
+            interval = log.config.index_interval_bytes
+        finally:
+            log.close()
+        tp = pd.topic_partition
+        prefix = pd.path.name
+        first = segments[0].base_offset
+        part = PartitionCopy(tp.topic, tp.partition, log_start, first, len(segments))
+        old_bases = self.dst_bases(prefix)
+        self.jump = None
+        if old_bases and old_bases[0] < first and first not in old_bases:
+            # retention at the source passed everything DST has. Once the new first segment is
+            # written (not yet visible) and its indexes are in place, log-start-offset-checkpoint
+            # moves DST's log start to it, the old segments are deleted from the front, and the
+            # segment is committed: a reader sees the old log (or a suffix of it), then for a
+            # moment no segment (an error to retry; a broker starts an empty log at the new start,
+            # as a follower's truncateFullyAndStartAt leaves it), then the new log: never a gap,
+            # even for a reader that read the checkpoint before listing the segments.
+            self.jump = (prefix, tp, max(first, log_start), first)
+        for i, seg in enumerate(segments):
+            active = i == len(segments) - 1
+            copied = self._copy_segment(prefix, seg, active=active, interval=interval, part=part)
+            if copied:
+                part.segments_copied += 1
+                self.summary.segments_copied += 1
+            else:
+                self.summary.segments_skipped += 1
+            nxt = None if active else segments[i + 1].base_offset
+            for b in self.dst_bases(prefix):  # replaced by a compaction, or cut from the source's end
+                if b > seg.base_offset and (nxt is None or b < nxt):
+                    self.delete_segment(prefix, b)
+        end = part.end_offset
+        self._partition_files(pd, prefix, first, end, part)
+        return part
+
+    def _copy_segment(self, prefix: str, seg: LogSegment, *, active: bool, interval: int,
+                      part: PartitionCopy) -> bool:
+        base = seg.base_offset
+        name = filename_prefix(base)
+        rel_log = f"{prefix}/{name}{LOG_SUFFIX}"
+        rels = {s: f"{prefix}/{name}{s}" for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
+        f, st = _open_source(seg.log_path, seg.file_identity)
+        with f:
+            identity = _identity(st)
+            old = self.old_files.get(rel_log) or {}
+            existed = rel_log in self.listing
+            same_file = bool(old) and old["source"] == identity and self.listing.get(rel_log) == old["size"]
+            if active:
+                indexes_there = all(rels[x] not in self.old_files or self.listing.get(rels[x]) ==
+                                    self.old_files[rels[x]]["size"] for x in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+                if same_file and indexes_there and not self.checksum and old.get("end") is not None:
+                    part.end_offset = int(old["end"])
+                    self._skip_log(rel_log, old, st.st_size)
+                    return self._put_indexes(rels, self._active_indexes(seg, rels, int(old["end"])), part)
+                return self._stream(f, st, rel_log, rels, seg, existed, True, interval, part, None)
+            indexes = {INDEX_SUFFIX: _read_small(seg.log_path.with_name(name + INDEX_SUFFIX)),
+                       TIME_INDEX_SUFFIX: _read_small(seg.log_path.with_name(name + TIME_INDEX_SUFFIX)),
+                       TXN_INDEX_SUFFIX: _read_small(seg.log_path.with_name(name + TXN_INDEX_SUFFIX))}
+            oindex, tindex = indexes[INDEX_SUFFIX], indexes[TIME_INDEX_SUFFIX]
+            if oindex is None:
+                # deleted together with its .log (retention: _Vanished), or never there (built from the bytes)
+                _open_source(seg.log_path, seg.file_identity)[0].close()
+            else:
+                indexes[INDEX_SUFFIX] = _trim_index(oindex, OFFSET_INDEX_ENTRY)
+                if tindex is not None:
+                    indexes[TIME_INDEX_SUFFIX] = _trim_index(tindex, TIME_INDEX_ENTRY)
+            if (same_file and not self.checksum and old["size"] == st.st_size) or \
+                    (old and self.listing.get(rel_log) == old["size"] == st.st_size
+                     and self._source_crc(f, st.st_size) == old["crc32c"]):
+                self._skip_log(rel_log, old, st.st_size, identity)
+                if indexes[INDEX_SUFFIX] is None:
+                    self.summary.notes.append(f"{rel_log}: the source has no .index; DST keeps the one built when "
+                                              "it was copied")
+                    for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        if rels[s] in self.old_files:
+                            self.files[rels[s]] = self.old_files[rels[s]]
+                    indexes[INDEX_SUFFIX] = indexes[TIME_INDEX_SUFFIX] = None
+                    return self._put_indexes(rels, {TXN_INDEX_SUFFIX: indexes[TXN_INDEX_SUFFIX]}, part)
+                return self._put_indexes(rels, indexes, part)
+            return self._stream(f, st, rel_log, rels, seg, existed, False, interval, part, indexes)
+
+    def _source_crc(self, f: IO[bytes], size: int) -> int:
+        crc = 0
+        f.seek(0)
+        left = size
+        while left > 0:
+            chunk = f.read(min(CHUNK_BYTES, left))
+            if not chunk:
+                break
+            crc = crc32c_update(crc, chunk)
+            left -= len(chunk)
+        f.seek(0)
+        return crc
+
+    def _skip_log(self, rel: str, old: dict[str, Any], source_size: int, identity: list[Any] | None = None) -> None:
+        entry = dict(old)
+        if identity is not None:
+            entry["source"] = identity
+        self.files[rel] = entry
+        self.summary.files_skipped += 1
+        self.summary.bytes_skipped += int(old["size"])
+        self.progress(source_size)
+
+    def _active_indexes(self, seg: LogSegment, rels: dict[str, str], end: int) -> dict[str, bytes | None]:
+        """The indexes of an active segment copied up to ``end`` that DST has (rebuilt last time),
+        and the source's ``.txnindex`` entries below ``end``."""
+        out: dict[str, bytes | None] = {}
+        for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            old = self.old_files.get(rels[s])
+            if old is not None:
+                self.files[rels[s]] = old
+        out[TXN_INDEX_SUFFIX] = self._txn_below(seg, end)
+        return out
+
+    def _txn_below(self, seg: LogSegment, end: int) -> bytes | None:
+        data = _read_small(seg.txn_index.path)
+        if data is None:
+            return None
+        size = ABORTED_TXN.size
+        keep = [data[i:i + size] for i in range(0, len(data) - len(data) % size, size)
+                if ABORTED_TXN.unpack_from(data, i)[3] < end]
+        return b"".join(keep) if keep else None
+
+    def _put_indexes(self, rels: dict[str, str], indexes: dict[str, bytes | None], part: PartitionCopy) -> bool:
+        """Write the indexes given (txnindex, timeindex, index: the order a new segment needs);
+        a None index is removed from DST. Whether anything was written."""
+        wrote = False
+        for s in (TXN_INDEX_SUFFIX, TIME_INDEX_SUFFIX, INDEX_SUFFIX):
+            if s not in indexes:
+                continue
+            data = indexes[s]
+            if data is None:
+                if rels[s] in self.listing:
+                    self.delete(rels[s])
+                    wrote = True
+                continue
+            wrote = self.put_small(rels[s], data, part) or wrote
+        return wrote
+
+    def _stream(self, f: IO[bytes], st: os.stat_result, rel_log: str, rels: dict[str, str], seg: LogSegment,
+                existed: bool, active: bool, interval: int, part: PartitionCopy,
+                indexes: dict[str, bytes | None] | None) -> bool:
+        """Copy a ``.log`` (and its indexes) that DST lacks or has in another version."""
+        old = self.old_files.get(rel_log)
+        grown = existed and old is not None and old["source"] is not None and old["source"][0] == st.st_ino
+        if not active and indexes is not None and indexes[INDEX_SUFFIX] is not None and not existed:
+            self._put_indexes(rels, indexes, part)  # a new segment: its indexes first, then its .log
+            indexes = None
+        elif existed and not grown:
+            for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # a replaced segment: no index of the old bytes
+                self.delete(rels[s])
+        f.seek(0)
+        sink = self.dest.open(rel_log)
+        try:
+            streamed = _stream_log(f, st.st_size, sink, seg.base_offset, interval=interval, cut=active,
+                                   index=indexes is not None and indexes[INDEX_SUFFIX] is None,
+                                   progress=self.progress)
+        except BaseException:
+            sink.abort()
+            raise
+        if active:
+            part.end_offset = streamed.end_offset
+            if streamed.note:
+                part.notes.append(f"{rel_log}: {streamed.note}")
+            indexes = {TXN_INDEX_SUFFIX: self._txn_below(seg, streamed.end_offset),
+                       TIME_INDEX_SUFFIX: streamed.time_index, INDEX_SUFFIX: streamed.offset_index}
+        elif indexes is not None and indexes[INDEX_SUFFIX] is None:
+            indexes = {TXN_INDEX_SUFFIX: indexes[TXN_INDEX_SUFFIX], TIME_INDEX_SUFFIX: streamed.time_index,
+                       INDEX_SUFFIX: streamed.offset_index}
+        new_first = indexes is not None and not existed
+        if new_first:
+            assert indexes is not None
+            self._put_indexes(rels, indexes, part)
+        if self.jump is not None and self.jump[0] == rel_log.split("/", 1)[0] and self.jump[3] == seg.base_offset:
+            prefix, tp, start, first = self.jump
+            self.dst_starts[tp] = start
+            self.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(self.dst_starts), None)
+            for b in self.dst_bases(prefix):
+                if b < first:
+                    self.delete_segment(prefix, b)
+            self.jump = None
+        try:
+            sink.commit()
+        except BaseException:
+            sink.abort()
+            raise
+        self.listing[rel_log] = streamed.size
+        entry: dict[str, Any] = {"size": streamed.size, "crc32c": streamed.crc, "source": _identity(st)}
+        if active:
+            entry["end"] = streamed.end_offset
+        self.files[rel_log] = entry
+        self.summary.files_copied += 1
+        self.summary.bytes_copied += streamed.size
+        part.files_copied += 1
+        part.bytes_copied += streamed.size
+        self.progress(st.st_size - streamed.size)
+        if indexes is not None and not new_first:
+            self._put_indexes(rels, indexes, part)
+        return True
+
+    def _partition_files(self, pd: PartitionDir, prefix: str, first: int, end: int, part: PartitionCopy) -> None:
+        """Producer snapshots in [first segment's base, end], the leader epochs below ``end``,
+        ``partition.metadata``; DST's other snapshots removed."""
+        keep = set()
+        for p in sorted(pd.path.glob("*" + SNAPSHOT_SUFFIX)) + sorted(pd.path.glob("*" + KRAFT_SNAPSHOT_SUFFIX)):
+            if not _snapshot_named(p.name):
+                continue
+            off = int(p.name.split(".", 1)[0].split("-", 1)[0])
+            # producer snapshots of the copied segments; KRaft snapshots (<end offset>-<epoch>.checkpoint)
+            # up to the copied end (written whole and renamed into place, as producer snapshots are)
+            if (first <= off or p.name.endswith(KRAFT_SNAPSHOT_SUFFIX)) and off <= end:
+                data = _read_small(p)
+                if data is not None:
+                    rel = f"{prefix}/{p.name}"
+                    self.put_small(rel, data, part)
+                    keep.add(rel)
+        for rel in list(self.listing):
+            d, _, name = rel.partition("/")
+            if d == prefix and _snapshot_named(name) and rel not in keep:
+                self.delete(rel)
+        epochs = pd.path / LEADER_EPOCH_CHECKPOINT
+        raw = _read_small(epochs)
+        if raw is not None:
+            try:
+                entries = [e for e in LeaderEpochCheckpointFile(epochs).read() if e.start_offset < end]
+                lines = [f"{e.epoch} {e.start_offset}" for e in entries]
+                raw = "".join(f"{line}\n" for line in ["0", str(len(lines)), *lines]).encode()
+            except KlogError:
+                pass  # copied as it is: a broker reading it says what is wrong
+            self.put_small(f"{prefix}/{LEADER_EPOCH_CHECKPOINT}", raw, part)
+        for name in (PARTITION_METADATA_FILE, QUORUM_STATE_FILE):
+            data = _read_small(pd.path / name)
+            if data is not None:
+                self.put_small(f"{prefix}/{name}", data, part)
+
+
+def _inside(a: Path, b: Path) -> bool:
+    """Whether ``a`` is ``b`` or lies under it (local paths resolved; URIs compared as text)."""
+    if isinstance(a, ObjectPath) != isinstance(b, ObjectPath):
+        return False
+    sa, sb = (str(a), str(b)) if isinstance(a, ObjectPath) else (os.path.realpath(a), os.path.realpath(b))
+    sa, sb = sa.rstrip("/"), sb.rstrip("/")
+    return sa == sb or sa.startswith(sb + "/")
+
+
+def _destination(dst: Path, src: Path) -> _Dest:
+    if _inside(dst, src):
+        raise SnapshotError(f"the destination {dst} is inside the source {src}: a snapshot would copy itself; "
+                            "choose a DST outside SRC")
+    if _inside(src, dst):
+        raise SnapshotError(f"the source {src} is inside the destination {dst}; choose a DST that does not hold SRC")
+    if isinstance(dst, ObjectPath):
+        return _ObjectDest(dst)
+    if dst.exists() and not dst.is_dir():
+        raise SnapshotError(f"the destination {dst} is a file; expected a directory (it is created if missing)")
+    return _LocalDest(dst)
+
+
+def _check_destination(dest: _Dest, listing: dict[str, int], src: Path) -> None:
+    """DST is empty, or a snapshot of this SRC: never a log dir of its own (a broker's, a writer's)."""
+    others = [r for r in listing if r != LOCK_FILE and not r.endswith(TMP_SUFFIX)]
+    if not others:
+        return
+    raw = dest.read(SNAPSHOT_MANIFEST_FILE)
+    if raw is None:
+        shown = ", ".join(sorted({r.split("/", 1)[0] for r in others})[:5])
+        raise SnapshotError(f"the destination {dest.uri} is not empty and is not a klog snapshot (no "
+                            f"{SNAPSHOT_MANIFEST_FILE}; it holds {shown}): klog snapshot writes only into an empty "
+                            "dir or one it wrote, never into a log dir of a broker or writer")
+    try:
+        manifest = json.loads(raw)
+        source = manifest["source"]
+        version = manifest["version"]
+        if not isinstance(manifest["files"], dict):
+            raise TypeError("files")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotError(f"{dest.uri}/{SNAPSHOT_MANIFEST_FILE} is not a klog snapshot manifest ({exc}); remove "
+                            "the destination or choose another") from None
+    if version != MANIFEST_VERSION:
+        raise SnapshotError(f"{dest.uri} was written by a klog snapshot of manifest version {version}; this klog "
+                            f"writes version {MANIFEST_VERSION}: snapshot into a new destination")
+    if source != _source_name(src):
+        raise SnapshotError(f"the destination {dest.uri} is a snapshot of {source}, not of {_source_name(src)}; "
+                            "snapshot into another destination")
+
+
+def _source_name(src: Path) -> str:
+    return str(src) if isinstance(src, ObjectPath) else os.path.realpath(src)
+
+
+def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storage: StorageOptions | None = None,
+             progress: Progress | None = None, checksum: bool = False) -> SnapshotSummary:
+    """Copy the log dir ``src`` to ``dst`` (see the module doc); returns what was copied and skipped.
+
+    ``src`` and ``dst`` are local paths or URIs (``s3://bucket/prefix``) read and written through
+    ``storage`` (the ``fs.*`` options; default: each SDK's environment). ``progress(n, total)`` is
+    called as bytes of ``.log`` files are copied or found up to date. ``checksum`` compares every
+    closed segment's CRC-32C with DST's, not only its identity and size."""
+    src_path = as_path(src, storage)
+    dst_path = as_path(dst, storage)
+    parts = find_partitions([src_path], required=True, storage=storage)  # SRC may be one partition dir
+    dest = _destination(dst_path, src_path)
+    _check_destination(dest, dest.listing(), src_path)  # before the lock: a refused DST gets no .lock
+    lock = None
+    if isinstance(dest, _LocalDest):
+        from storage_core.log.lock import LogDirLock
+
+        lock = LogDirLock(dest.root)  # LogDirLockedError: a broker, a writer or another snapshot has it
+    try:
+        return _snapshot(src_path, dest, parts, progress, checksum)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progress | None,
+              checksum: bool) -> SnapshotSummary:
+    summary = SnapshotSummary(source=str(src), destination=dest.uri)
+    listing = dest.listing()
+    _check_destination(dest, listing, src)
+    run = _Run(src, dest, summary, progress, checksum)
+    for rel in list(run.listing):
+        if rel.endswith(TMP_SUFFIX):  # a run interrupted while writing
+            run.delete(rel)
+    run.total = sum(seg.size_in_bytes for seg in _segments_for_total(parts))
+    copied: dict[TopicPartition, PartitionCopy] = {}
+    for pd in parts:
+        result = run.copy_partition(pd)
+        if result is None:
+            continue
+        copied[pd.topic_partition] = result
+        summary.partitions.append(result)
+        if result.files_copied:
+            summary.partitions_copied += 1
+        else:
+            summary.partitions_skipped += 1
+    dest.sync()
+    # segments below each new log start, from the front (each state a log without gaps: the new
+    # segments are in place, and where DST's old ones ended below them the log start hides them)
+    src_dirs = {pd.topic_partition: pd.path.name for pd in parts}
+    for tp, pc in copied.items():
+        prefix = src_dirs[tp]
+        bases = run.dst_bases(prefix)
+        keep_from = _first_kept(bases, pc)
+        for b in bases:
+            if b < keep_from:
+                run.delete_segment(prefix, b)
+    dest.sync()
+    # the log dir's files: checkpoints describe what DST holds now
+    old_rp = _read_offsets(dest, RECOVERY_POINT_OFFSET_CHECKPOINT)
+    old_ls = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
+    recovery = {tp: rp for tp, rp in old_rp.items() if tp in src_dirs and tp not in copied}
+    starts = {tp: s for tp, s in old_ls.items() if tp in src_dirs and tp not in copied}
+    for tp, pc in copied.items():
+        recovery[tp] = pc.end_offset
+        if pc.start_offset > _first_kept(run.dst_bases(src_dirs[tp]), pc):  # as LogManager writes it
+            starts[tp] = pc.start_offset
+    base_dir = parts[0].log_dir if parts else src
+    for name in (META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE, BOOTSTRAP_CHECKPOINT):
+        data = _read_small(base_dir / name)
+        if data is not None:
+            run.put_small(name, data, None)
+    run.put_small(RECOVERY_POINT_OFFSET_CHECKPOINT, _checkpoint_text(recovery), None)
+    run.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(starts), None)
+    dest.sync()
+    # then the partitions the source no longer has (after the checkpoints that leave them out)
+    kept_dirs = set(src_dirs.values())
+    for rel in sorted(run.listing, key=lambda r: (not r.endswith(LOG_SUFFIX), r)):
+        d, sep, _ = rel.partition("/")
+        if not sep or d in kept_dirs:
+            continue
+        try:
+            TopicPartition.parse_dir_name(d)
+        except KlogError:
+            continue  # not a partition dir: left alone
+        run.delete(rel)
+    gone = {rel.partition("/")[0] for rel in run.old_files if "/" in rel} - kept_dirs
+    summary.partitions_deleted = len(gone)
+    if isinstance(dest, _LocalDest):
+        for d in gone:
+            dest.remove_empty_dir(d)
+    dest.sync()
+    # the manifest last: what DST holds, with the source identity of each file
+    files = {rel: e for rel, e in run.files.items() if rel in run.listing}
+    for rel, e in run.old_files.items():  # partitions not copied this time (an unfinished commit) keep theirs
+        d = rel.partition("/")[0]
+        if rel in run.listing and rel not in files and d in kept_dirs:
+            files[rel] = e
+    manifest = {"version": MANIFEST_VERSION, "source": _source_name(src), "files": dict(sorted(files.items()))}
+    dest.put(SNAPSHOT_MANIFEST_FILE, json.dumps(manifest, indent=1).encode())
+    dest.sync()
+    return summary
+
+
+def _first_kept(bases: list[int], pc: PartitionCopy) -> int:
+    """The base of the first DST segment to keep: the one holding the log start offset."""
+    keep = bases[0] if bases else 0
+    for b in bases:
+        if b <= pc.start_offset:
+            keep = b
+    return keep
+
+
+def _segments_for_total(parts: list[PartitionDir]) -> list[LogSegment]:
+    out: list[LogSegment] = []
+    for pd in parts:
+        try:
+            with Log(pd.path, had_clean_shutdown=True, verify_tail=False) as log:
+                out += log.segments
+        except KlogError:
+            continue  # an unfinished commit or no segments: said when the partition is copied
+    return out
+
+
+def _read_offsets(dest: _Dest, name: str) -> dict[TopicPartition, int]:
+    raw = dest.read(name)
+    if raw is None:
+        return {}
+    out = {}
+    for line in raw.decode(errors="replace").splitlines()[2:]:
+        fields = line.split()
+        if len(fields) == 3 and fields[1].isdigit() and fields[2].lstrip("-").isdigit():
+            out[TopicPartition(fields[0], int(fields[1]))] = int(fields[2])
+    return out
