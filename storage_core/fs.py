@@ -258,6 +258,8 @@ _HINTS = (
     (("NETWORK_CONNECTION", "Could not connect", "Couldn't connect", "Could not resolve", "Connection refused"),
      "the endpoint cannot be reached: check fs.endpoint_override/fs.scheme (or AWS_ENDPOINT_URL) and the network"),
     (("NoSuchBucket", "NO_SUCH_BUCKET", "Bucket does not exist"), "the bucket does not exist"),
+    (("RESOURCE_NOT_FOUND", "NoSuchKey", "NO_SUCH_KEY"),
+     "the object was deleted since it was listed (retention, or a newer klog snapshot): rerun to read what is there now"),
 )
 
 
