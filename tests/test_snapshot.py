@@ -330,7 +330,7 @@ def test_cli_json_summary_and_exit_codes(tmp_path: Path) -> None:
         res = klog_cli("snapshot", str(src), str(dst))
     assert res.returncode == 2 and "locked" in res.stderr
     res = klog_cli("snapshot", str(src), str(tmp_path / "d3"), "--fs", "nonsense")
-    assert res.returncode == 2 and "--fs expects name=value" in res.stderr
+    assert res.returncode == 2 and "--fs expects KEY=VALUE" in res.stderr
 
 
 def test_python_api_errors(tmp_path: Path) -> None:
