@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getatt
     from storage_core.read.groups import committed_offsets
     from storage_core.record.compression import CompressionType
     from storage_core.record.records import Header, Record, TimestampType
+    from storage_core.tools.snapshot import snapshot
 
 __version__ = "0.1.0"
 
@@ -68,6 +69,7 @@ _LAZY = {
     "describe": "storage_core.read.describe",
     "plan": "storage_core.read.api",
     "read_arrow": "storage_core.read.api",
+    "snapshot": "storage_core.tools.snapshot",
 }
 
 
@@ -100,4 +102,5 @@ __all__ = [
     "describe",
     "plan",
     "read_arrow",
+    "snapshot",
 ]
