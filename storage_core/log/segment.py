@@ -222,7 +222,9 @@ class LogSegment:
                 raise storage_error(exc, "opening the segment for writing", self.log_path) from exc
         else:
             if not self.log_path.is_file():
-                raise KlogError(f"no such segment file: {self.log_path}")
+                raise SegmentGoneError(f"no such segment file: {self.log_path} (deleted since its partition dir was "
+                                       "listed, by retention or a writer's compaction); reopen the log to read its "
+                                       "current segments")
             st = self.log_path.stat()
             self.size_in_bytes = st.st_size
             self._identity = st.st_ino
