@@ -483,7 +483,9 @@ class ObjectPath(PosixPath):
             raise
         except OSError as exc:
             raise self._fail("opening", exc) from None
-        return ObjectReader(self, raf, st.st_size, read_ahead)
+        # the object as opened now: one replaced since it was listed (a newer snapshot's checkpoint) is
+        # read whole as it is, never cut at the listed size
+        return ObjectReader(self, raf, raf.size(), read_ahead)
 
     def read_bytes(self) -> bytes:
         with self.reader() as f:
