@@ -42,11 +42,10 @@ from typing import Any
 import pyarrow as pa
 
 from storage_core.errors import SchemaRegistryError, UnknownSchemaError, ValueDecodeError
-from storage_core.read.schema_registry import RegisteredSchema, SchemaRegistry
+from storage_core.read.schema_registry import WIRE_HEADER, RegisteredSchema, SchemaRegistry, wire_schema_id
 
 __all__ = ["AvroDecoder", "WIRE_HEADER", "WriterSchemaJson", "avro_arrow_type", "json_value"]
 
-WIRE_HEADER = 5  # magic byte + 4-byte schema id
 _STRIPPED = {"decimal", "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
              "local-timestamp-millis", "local-timestamp-micros", "uuid"}
 _PRIMITIVE = {"null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
@@ -337,12 +336,7 @@ class AvroDecoder:
         ints); raises ValueDecodeError/UnknownSchemaError without a location."""
         import fastavro
 
-        if len(data) < WIRE_HEADER:
-            raise ValueDecodeError(f"{len(data)} bytes is shorter than the Confluent wire header (magic byte 0 + "
-                                   "4-byte schema id)")
-        if data[0] != 0:
-            raise ValueDecodeError(f"magic byte {data[0]} is not Confluent's 0")
-        sid = int.from_bytes(data[1:5], "big")
+        sid = wire_schema_id(data)
         rs = self.registry.by_id(sid)
         if rs is None:
             raise UnknownSchemaError(f"schema id {sid} is not in {self.registry.where}")

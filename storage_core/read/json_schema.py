@@ -33,11 +33,10 @@ from typing import Any
 import pyarrow as pa
 
 from storage_core.errors import SchemaRegistryError, UnknownSchemaError, ValueDecodeError
-from storage_core.read.schema_registry import RegisteredSchema, SchemaRegistry
+from storage_core.read.schema_registry import WIRE_HEADER, RegisteredSchema, SchemaRegistry, wire_schema_id
 
 __all__ = ["JsonSchemaDecoder", "WriterJson", "json_schema_type"]
 
-WIRE_HEADER = 5
 Convert = Callable[[Any], Any]
 
 
@@ -211,12 +210,7 @@ class JsonSchemaDecoder:
 
     def decode_one(self, data: bytes) -> tuple[int, Any]:
         """``(schema id, parsed JSON)``; ValueDecodeError/UnknownSchemaError without a location."""
-        if len(data) < WIRE_HEADER:
-            raise ValueDecodeError(f"{len(data)} bytes is shorter than the Confluent wire header (magic byte 0 + "
-                                   "4-byte schema id)")
-        if data[0] != 0:
-            raise ValueDecodeError(f"magic byte {data[0]} is not Confluent's 0")
-        sid = int.from_bytes(data[1:5], "big")
+        sid = wire_schema_id(data)
         problem = self._writer_problem(sid)
         if problem is not None:
             raise UnknownSchemaError(problem)

@@ -31,21 +31,35 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from storage_core.errors import PendingCommitError, SchemaRegistryError
+from storage_core.errors import PendingCommitError, SchemaRegistryError, ValueDecodeError
 from storage_core.files import has_log_files
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.read.options import SUBJECT_STRATEGIES
 from storage_core.read.piece_reader import read_piece
 from storage_core.read.pieces import Piece, slices
 
-__all__ = ["SCHEMAS_TOPIC", "SUBJECT_STRATEGIES", "RegisteredSchema", "SchemaReference", "SchemaRegistry",
-           "load_registry", "subject_name"]
+__all__ = ["SCHEMAS_TOPIC", "SUBJECT_STRATEGIES", "WIRE_HEADER", "RegisteredSchema", "SchemaReference",
+           "SchemaRegistry", "load_registry", "subject_name", "wire_schema_id"]
 
 log = logging.getLogger("klog")
 
 SCHEMAS_TOPIC = "_schemas"
 #: The serializers' subject-name strategies (``key.subject.name.strategy``/``value.subject.name.strategy``).
 
+
+#: Confluent's wire format: magic byte 0, then the 4-byte big-endian schema id, then the payload.
+WIRE_HEADER = 5
+
+
+def wire_schema_id(data: bytes) -> int:
+    """The schema id of a value in Confluent's wire format; :class:`ValueDecodeError` (without a
+    location: the reader adds it) for bytes that are not in it."""
+    if len(data) < WIRE_HEADER:
+        raise ValueDecodeError(f"{len(data)} bytes is shorter than the Confluent wire header (magic byte 0 + "
+                               "4-byte schema id)")
+    if data[0] != 0:
+        raise ValueDecodeError(f"magic byte {data[0]} is not Confluent's 0")
+    return int.from_bytes(data[1:5], "big")
 
 @dataclass(frozen=True)
 class SchemaReference:
