@@ -604,7 +604,7 @@ class ObjectReader(io.RawIOBase):
             start, data = self._block_at(self._pos + got, want - got)
             off = self._pos + got - start
             k = min(len(data) - off, want - got)
-            view[got:got + k] = data[off:off + k]
+            view[got:got + k] = memoryview(data)[off:off + k]  # one copy, into the caller's buffer
             got += k
             end = start + len(data)
             if self._next is None and end < self._size:  # fetch the next block while this one is used
