@@ -343,7 +343,8 @@ def v2_decompressors() -> tuple[Callable[[memoryview], bytes] | None, ...]:
     """Per codec id, a function of a v2 records area to its decompressed bytes (None for NONE).
 
     Each raises what :func:`decompress` raises for a bad payload; the kernel's bulk decoder
-    (``RecordsBuilder.add_v2_run``) calls them.
+    (``RecordsBuilder.add_v2_run``) calls them for every codec but lz4, whose frames it decodes
+    itself, and for an lz4 frame it declines (see ``lz4_frame`` in ``_kernel.c``).
     """
     def general(codec: CompressionType) -> Callable[[memoryview], bytes]:
         return lambda data: decompress(codec, data)
