@@ -295,6 +295,16 @@ def _info_row(batch: AnyBatch, count: int) -> np.ndarray:
     return row
 
 
+def _repeated_string(text: str, n: int) -> pa.Array:
+    """``n`` times ``text`` as a string array, built from its buffers (``pa.repeat`` of a string
+    scalar costs about 30 ns a row, ten times this)."""
+    data = text.encode()
+    if n * len(data) > INT32_MAX:
+        return pa.repeat(pa.scalar(text, pa.string()), n)
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
 class ArrowDecoder:
     """Accumulates the records of many batches and emits ``pyarrow.RecordBatch``es.
 
@@ -401,8 +411,8 @@ class ArrowDecoder:
         columns: list[pa.Array] = [
             arrays["key"],
             arrays["value"],
-            pa.repeat(pa.scalar(self.topic, pa.string()), n) if n else pa.array([], pa.string()),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), n) if n else pa.array([], pa.int32()),
+            _repeated_string(self.topic, n),
+            pa.array(np.full(n, self.partition, np.int32), pa.int32()),
             arrays["offset"],
             pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts_us)]),
             pa.array(np.repeat(info["timestamp_type"].astype(np.int32), counts), pa.int32()),
