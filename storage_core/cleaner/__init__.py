@@ -122,9 +122,10 @@ from storage_core.cleaner.offset_map import (
     HASH_ALGORITHM,
     OFFSET_MAP_ENTRY_BYTES,
     OFFSET_MAP_LOAD_FACTOR,
+    OffsetMap,
     SkimpyOffsetMap,
+    new_offset_map,
 )
-from storage_core.cleaner.records_view import RecordsView, decode_views
 from storage_core.cleaner.transactions import CleanedTransactionMetadata
 
 __all__ = [
@@ -138,14 +139,14 @@ __all__ = [
     "CleanerStats",
     "CleanResult",
     "LogCleaner",
+    "OffsetMap",
     "Progress",
-    "RecordsView",
     "SkimpyOffsetMap",
     "cleanable_range",
-    "decode_views",
     "group_segments_by_size",
     "iter_compacted_logs",
     "needs_cleaning",
+    "new_offset_map",
     "read_cleaner_offset",
     "write_cleaner_offset",
 ]
