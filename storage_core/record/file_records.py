@@ -137,7 +137,7 @@ class FileRecords:
         return walk
 
     def runs(self, run: BatchRun, start: int = 0, end: int | None = None, *,
-             chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[AnyBatch]:
+             chunk_bytes: int | None = None) -> Iterator[AnyBatch]:
         """Walk from byte ``start`` (a batch boundary) to ``end`` as :meth:`batches` does, handing
         the bytes to ``run`` first and yielding only the batches it leaves to the caller.
 
@@ -145,8 +145,10 @@ class FileRecords:
         and returns where it stopped and why: :data:`RUN_TAKEN` (every byte), :data:`RUN_SHORT`
         (the next batch is not whole in the chunk: the walk reads on), :data:`RUN_YIELD` (the next
         batch goes to the caller, then ``run`` goes on after it), anything else (the walk ends).
-        A partial tail ends the walk as it ends :meth:`batches`.
+        A partial tail ends the walk as it ends :meth:`batches`. ``chunk_bytes`` defaults to
+        :data:`READ_CHUNK_BYTES` (read when called).
         """
+        chunk_bytes = READ_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         stop = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
         name = str(self.path)
         with self.path.open("rb", buffering=0) as f:
