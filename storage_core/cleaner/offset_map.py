@@ -61,7 +61,7 @@ def new_offset_map(memory_bytes: int = DEFAULT_MEMORY_BYTES, *, native: bool | N
     ``native=False`` forces the Python twin."""
     check_memory(memory_bytes)
     kernel = native_kernel() if native is not False else None
-    if kernel is None:
+    if kernel is None or not hasattr(kernel, "OffsetMap"):  # no kernel, or one built before it had the map
         return SkimpyOffsetMap(memory_bytes)
     m: OffsetMap = kernel.OffsetMap(memory_bytes)
     return m
