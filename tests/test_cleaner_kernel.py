@@ -249,7 +249,8 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def play(root: Path, ops: list[Op], props: dict[str, str], native: bool) -> list[object]:
-    """The script on a log under ``root``; after each cleaning, its result and every file."""
+    """The script on a log under ``root``; after each cleaning, its result, the progress it
+    reported and every file."""
     d = root / "t-0"
     d.mkdir(parents=True)
     config = LogConfig.from_properties(props)
@@ -262,11 +263,19 @@ def play(root: Path, ops: list[Op], props: dict[str, str], native: bool) -> list
             elif kind == "roll":
                 log.roll()
             else:
+                progress = [0, 0]  # bytes done, bytes added to the total
+
+                def report(done: int, added: int, progress: list[int] = progress) -> None:
+                    progress[0] += done
+                    progress[1] += added
+
                 try:
-                    result = LogCleaner(int.from_bytes(data, "big"), now_ms=now, native=native).clean_log(log)
+                    result = LogCleaner(int.from_bytes(data, "big"), now_ms=now, native=native,
+                                        progress=report).clean_log(log)
                     out.append(replace(result, path="") if isinstance(result, CleanResult) else result)
                 except KlogError as exc:  # a map full before the first batch
                     out.append(str(exc).replace(str(root), "<root>"))
+                out.append(progress)
                 out.append(snapshot(root))
     finally:
         log.close()

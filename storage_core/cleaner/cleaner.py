@@ -442,7 +442,8 @@ class LogCleaner:
         if self._native is not None:
             stops = {r.last_data_offset for r in last_records.values() if r.last_data_offset is not None}
             stops.add(upper - 1)
-            run = _CleanRun(self._native, dest, now, delete_retention_ms, array("q", sorted(stops)), stats)
+            run = _CleanRun(self._native, dest, now, delete_retention_ms, array("q", sorted(stops)), stats,
+                            self._progress)
             batches: Iterable[AnyBatch] = seg.batch_runs(run)
         else:
             batches = seg.batches()
@@ -694,11 +695,12 @@ class _MapRun:
 
 class _CleanRun:
     """The kernel's ``clean_run`` as a :data:`~storage_core.record.file_records.BatchRun`: the
-    batches it keeps go to ``dest``, its counts to ``stats``."""
+    batches it keeps go to ``dest``, its counts to ``stats``, the bytes it read to ``progress``."""
 
     def __init__(self, m: Any, dest: CleanedSegment, now: int, delete_retention_ms: int, stops: array[int],
-                 stats: CleanerStats) -> None:
+                 stats: CleanerStats, progress: Callable[[int], None]) -> None:
         self.m, self.dest, self.now, self.retention, self.stops, self.stats = m, dest, now, delete_retention_ms, stops, stats
+        self.progress = progress
 
     def __call__(self, data: memoryview, pos: int) -> tuple[int, int]:
         pos, why, out, meta, counts = self.m.clean_run(data, pos, self.now, self.retention, self.stops)
@@ -716,6 +718,8 @@ class _CleanRun:
         s.batches_copied += copied
         s.batches_rebuilt += rebuilt
         s.batches_removed += removed
+        if nbytes:
+            self.progress(nbytes)
         return pos, why
 
 
