@@ -310,3 +310,31 @@ def test_kernel_path_is_taken() -> None:
         pytest.skip("pure Python forced")
     assert not isinstance(LogCleaner(1 << 16).offset_map, SkimpyOffsetMap)
     assert isinstance(LogCleaner(1 << 16, native=False).offset_map, SkimpyOffsetMap)
+
+
+def test_kernel_entry_points_refuse_damaged_bytes() -> None:
+    """Damaged records areas raise InvalidRecordError (the Python side then raises the decoder's
+    located error); damaged batches in a run stop it for Python, never raise (ASAN-checked)."""
+    assert kernel is not None
+    rng = random.Random(9)
+    raw = build_batch([Record(i, T0, b"k%d" % i, b"v" * i, (Header("h", b"x"),)) for i in range(20)])
+    m = kernel.OffsetMap(1 << 12)
+    for _ in range(400):
+        area = bytearray(raw[61:])
+        for _ in range(rng.randrange(1, 4)):
+            area[rng.randrange(len(area))] = rng.randrange(256)
+        cut = bytes(area[:rng.randrange(len(area) + 1)])
+        for call in (lambda c=cut: m.map_records(c, 20, 0, 0), lambda c=cut: m.select(c, 20, 0, True),
+                     lambda c=cut: kernel.retained_records(c, 20, 0, T0, None, b"\x01" * 20, None)):
+            try:
+                call()
+            except KlogError:
+                pass
+        whole = bytearray(raw * 3)
+        for _ in range(rng.randrange(1, 4)):
+            whole[rng.randrange(len(whole))] = rng.randrange(256)
+        pos, why, _records, _bytes = m.map_run(bytes(whole), 0, 0, 1 << 40)
+        assert 0 <= pos <= len(whole) and why in (kernel.CLEAN_END, kernel.CLEAN_SHORT, kernel.CLEAN_BATCH,
+                                                  kernel.CLEAN_FULL, kernel.CLEAN_LIMIT)
+        pos, why, _out, _meta, _counts = m.clean_run(bytes(whole), 0, T0, RETENTION, b"")
+        assert 0 <= pos <= len(whole) and why in (kernel.CLEAN_END, kernel.CLEAN_SHORT, kernel.CLEAN_BATCH)
