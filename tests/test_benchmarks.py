@@ -63,11 +63,13 @@ def test_fuzz_entry_point_runs() -> None:
 
 
 def test_compaction_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmarks import compaction
+    from benchmarks import _summary, compaction
 
     compaction.main(["--mb", "4"])
     out = capsys.readouterr().out
     assert "compaction:" in out and "plain copy:" in out and "ratio compaction/copy throughput:" in out
+    row = _summary.rows()[-1]
+    assert row.what.startswith("compaction,") and row.target == compaction.TARGET_RATIO
 
 
 def test_big_partition_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:

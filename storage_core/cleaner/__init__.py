@@ -10,12 +10,16 @@ What one cleaning of a partition does (:meth:`LogCleaner.clean_log`)
    range. The first uncleanable offset is the least of the last stable offset (an open
    transaction is never cleaned past), the active segment's base offset, and the base offset of
    the first dirty segment whose largest timestamp is newer than ``min.compaction.lag.ms``.
-2. **Offset map.** :class:`SkimpyOffsetMap` maps the MD5 digest of each key (16 bytes) to the
-   key's latest offset in the dirty range, in a bounded number of slots: ``memory_bytes / 24``
-   slots (digest + offset, as Kafka counts them), filled to a 0.9 load factor. Batches of
-   aborted transactions (``.txnindex``) are not mapped. When the map fills, it covers a prefix
-   of the dirty range: the pass cleans up to ``map.latest_offset + 1`` and the next pass
-   continues from there (an explicit clean runs passes until the range is done).
+2. **Offset map.** Kafka's ``SkimpyOffsetMap`` maps the MD5 digest of each key (16 bytes) to
+   the key's latest offset in the dirty range, in a bounded number of slots: ``memory_bytes / 24``
+   slots (digest + offset), filled to a 0.9 load factor. With the native kernel it is Kafka's
+   own layout (``OffsetMap`` in ``_kernel.c``: one flat array of 24-byte slots, Kafka's probe
+   sequence, MD5 in C); without it, :class:`SkimpyOffsetMap`, a dict of ``hashlib`` digests with
+   the same number of keys (:func:`new_offset_map` picks). Batches of aborted transactions
+   (``.txnindex``) are not mapped. When the map fills, it covers a prefix of the dirty range: the
+   pass cleans up to ``map.latest_offset + 1`` - the last offset of the last batch mapped whole
+   (Kafka stops at the last record put) - and the next pass continues from there (an explicit
+   clean runs passes until the range is done).
    *Collisions*: as in Kafka, two keys with the same MD5 digest would be taken for one key, and
    the older record dropped. With 2**128 digests the chance is negligible (Kafka accepts it;
    klog does the same), and keys are never compared byte for byte.
@@ -52,9 +56,15 @@ automatic round (:meth:`LogCleaner.clean_logs`) cleans the compacted logs whose 
 reaches ``min.cleanable.dirty.ratio`` (or whose oldest dirty batch is older than
 ``max.compaction.lag.ms``), dirtiest first.
 
-Records are decoded in bulk by the native kernel (keys, offsets and tombstone flags of many
-batches at once; whole records only for those a rebuilt batch keeps), with the per-record
-decoder as the fallback.
+With the native kernel, no Python runs per record, and none per batch for the plain batches (v2,
+uncompressed, neither control nor transactional) that make most logs: the kernel walks runs of
+them straight from the file's bytes, puts their keys in the map (``map_run``) and recopies them
+(``clean_run``: ``shouldRetainRecord``, a byte-for-byte copy, or the kept records' bytes
+re-encoded behind a new header and CRC). Every other batch (control, transactional, compressed,
+legacy, a producer's last, the one ending the range, anything the kernel refuses) goes through
+the per-batch Python above - the transaction state lives only there - with the kernel's loops
+over its records. The pure-Python twins (``KLOG_PURE_PYTHON=1``, no compiler,
+``LogCleaner(native=False)``) write the same bytes; the tests compare the two on random logs.
 
 Crash safety: the ``.cleaned → .swap → .deleted`` protocol
 ----------------------------------------------------------
@@ -122,9 +132,10 @@ from storage_core.cleaner.offset_map import (
     HASH_ALGORITHM,
     OFFSET_MAP_ENTRY_BYTES,
     OFFSET_MAP_LOAD_FACTOR,
+    OffsetMap,
     SkimpyOffsetMap,
+    new_offset_map,
 )
-from storage_core.cleaner.records_view import RecordsView, decode_views
 from storage_core.cleaner.transactions import CleanedTransactionMetadata
 
 __all__ = [
@@ -138,14 +149,14 @@ __all__ = [
     "CleanerStats",
     "CleanResult",
     "LogCleaner",
+    "OffsetMap",
     "Progress",
-    "RecordsView",
     "SkimpyOffsetMap",
     "cleanable_range",
-    "decode_views",
     "group_segments_by_size",
     "iter_compacted_logs",
     "needs_cleaning",
+    "new_offset_map",
     "read_cleaner_offset",
     "write_cleaner_offset",
 ]

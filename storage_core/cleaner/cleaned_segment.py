@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage_core.errors import KlogError
 from storage_core.files import (
@@ -21,7 +22,7 @@ from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
 from storage_core.log.segment import _maybe_append_time
 from storage_core.log.time_index import TIME_INDEX_ENTRY, TimestampOffset
 from storage_core.log.txn_index import AbortedTxn
-from storage_core.record.compression import CompressionType
+from storage_core.record.compression import CompressionType, compress
 from storage_core.record.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
@@ -32,6 +33,9 @@ from storage_core.record.records import (
     build_batch,
     write_batch_header,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 
 class CleanedSegment:
@@ -58,6 +62,18 @@ class CleanedSegment:
 
     def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
         """One batch, indexed with ``LogSegment.append``'s sparse rule."""
+        self._index(last_offset, max_timestamp, len(data))
+        self._file.write(data)
+
+    def append_many(self, data: Buffer, meta: Buffer) -> None:
+        """Batches back to back in ``data``, with an int64 (last offset, max timestamp, size) per
+        batch in ``meta`` (the kernel's ``clean_run``), each indexed as :meth:`append` does."""
+        m = memoryview(meta).cast("B").cast("q").tolist()
+        for j in range(0, len(m), 3):
+            self._index(m[j], m[j + 1], m[j + 2])
+        self._file.write(data)
+
+    def _index(self, last_offset: int, max_timestamp: int, size: int) -> None:
         if not 0 <= last_offset - self.base_offset <= INT32_MAX:
             raise KlogError(f"offset {last_offset} cannot be stored relative to base offset {self.base_offset} "
                             f"in {self.log_path}")
@@ -67,9 +83,8 @@ class CleanedSegment:
             self.offset_entries.append(OffsetPosition(last_offset, self.size))
             _maybe_append_time(self.time_entries, self._max_ts, self._offset_of_max_ts)
             self._bytes_since_index = 0
-        self._file.write(data)
-        self.size += len(data)
-        self._bytes_since_index += len(data)
+        self.size += size
+        self._bytes_since_index += size
         self.last_offset = last_offset
 
     def finish(self, mtime: float) -> None:
@@ -111,6 +126,23 @@ def empty_header(batch: DefaultRecordBatch) -> bytes:
         last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=NO_TIMESTAMP,
         max_timestamp=batch.max_timestamp, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence, records_count=0)
+    return bytes(buf)
+
+
+def rebuilt_from_area(batch: DefaultRecordBatch, records_area: Buffer, count: int, base_timestamp: int,
+                      max_timestamp: int, delete_horizon_ms: int | None) -> bytes:
+    """:func:`rebuild_batch` from records already encoded (the kernel's ``retained_records``): the
+    same codec, header fields and attributes as ``build_batch`` gives them."""
+    codec = batch.compression
+    payload = compress(codec, bytes(records_area)) if codec != CompressionType.NONE else records_area
+    buf = bytearray(RECORD_BATCH_OVERHEAD) + payload
+    write_batch_header(
+        buf, base_offset=batch.base_offset, partition_leader_epoch=batch.partition_leader_epoch,
+        attributes=batch_attributes(codec, batch.timestamp_type, batch.is_transactional, batch.is_control,
+                                    delete_horizon_ms is not None),
+        last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, records_count=count)
     return bytes(buf)
 
 

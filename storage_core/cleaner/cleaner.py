@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from storage_core.cleaner.cleaned_segment import CleanedSegment, empty_header, rebuild_batch
-from storage_core.cleaner.offset_map import DEFAULT_MEMORY_BYTES, SkimpyOffsetMap
-from storage_core.cleaner.records_view import RecordsView, chunks, decode_views
+from storage_core.cleaner.cleaned_segment import CleanedSegment, empty_header, rebuild_batch, rebuilt_from_area
+from storage_core.cleaner.offset_map import DEFAULT_MEMORY_BYTES, OffsetMap, SkimpyOffsetMap, new_offset_map
 from storage_core.cleaner.transactions import CleanedTransactionMetadata, aborted_between, all_aborted
-from storage_core.errors import KlogError, storage_error
+from storage_core.errors import InvalidRecordError, KlogError, storage_error
 from storage_core.faults import maybe_crash
 from storage_core.files import (
     CLEANED_SUFFIX,
@@ -30,7 +31,9 @@ from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import AbortedTxn
-from storage_core.record.records import DefaultRecordBatch
+from storage_core.record.file_records import AnyBatch
+from storage_core.record.kernel import native_kernel
+from storage_core.record.records import DefaultRecordBatch, Record, TimestampType
 
 MAX_TIMESTAMP_OFFSET = 35  # maxTimestamp in the v2 batch header (records.BATCH_HEADER)
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -225,11 +228,20 @@ class _LastRecord:
 
 
 class LogCleaner:
-    """Cleans logs with a map of ``memory_bytes``; ``now_ms`` fixes the clock (tests, ``--now``)."""
+    """Cleans logs with a map of ``memory_bytes``; ``now_ms`` fixes the clock (tests, ``--now``).
+
+    With the native kernel (``native=None`` where it is built; ``native=False`` forces the
+    pure-Python twins) the map is the kernel's ``OffsetMap`` and runs of plain batches (v2,
+    uncompressed, neither control nor transactional) are mapped and recopied by the kernel
+    (``map_run``, ``clean_run``) without a Python object per batch; every other batch goes through
+    the same per-batch Python as without the kernel, with the kernel's record loops.
+    """
 
     def __init__(self, memory_bytes: int = DEFAULT_MEMORY_BYTES, *, now_ms: int | None = None,
-                 progress: Progress | None = None) -> None:
-        self.offset_map = SkimpyOffsetMap(memory_bytes)
+                 progress: Progress | None = None, native: bool | None = None) -> None:
+        self.offset_map: OffsetMap = new_offset_map(memory_bytes, native=native)
+        self._native: Any | None = None if isinstance(self.offset_map, SkimpyOffsetMap) else self.offset_map
+        self._kernel: Any | None = native_kernel() if self._native is not None else None
         self.now_ms = now_ms
         self.progress = progress
 
@@ -345,65 +357,55 @@ class LogCleaner:
         """``buildOffsetMap``: latest offset per key digest over ``[start, end)``, until full.
 
         Unlike Kafka, batches at or past ``end`` (a last stable offset inside a segment) are not
-        mapped: an open transaction's keys must not remove older committed records.
+        mapped: an open transaction's keys must not remove older committed records. When the map
+        fills in a batch, the pass ends before that batch (Kafka ends it at the last record put).
         """
         m = self.offset_map
         m.clear()
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(aborted_between(all_aborted(log), start, end))
-        legacy_views: list[RecordsView] = []
         dirty = _segments_between(log, start, end)
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = seg.offset_index.lookup(start).position if seg.base_offset <= start else 0
+            run = _MapRun(self._kernel, self._native, start, end, stats) if self._native is not None else None
             done = 0
-            stop = False
-            for chunk in chunks(seg.batches(position)):
-                events: list[tuple[int, int]] = []  # (index into views or -1, batch last offset), in log order
-                mapped: list[DefaultRecordBatch] = []
-                for batch in chunk:
-                    if batch.base_offset >= end:
-                        stop = True
-                        break
-                    done += batch.size_in_bytes
-                    if isinstance(batch, DefaultRecordBatch) and batch.is_control:
-                        txn.on_control_batch_read(batch)
-                        events.append((-1, batch.last_offset))
-                    elif txn.on_batch_read(batch):  # aborted: not mapped
-                        events.append((-1, batch.last_offset))
-                    elif isinstance(batch, DefaultRecordBatch):
-                        events.append((len(mapped), batch.last_offset))
-                        mapped.append(batch)
-                    else:  # a legacy message set
-                        events.append((-2 - len(legacy_views), batch.last_offset))
-                        legacy_views.append(RecordsView.of_records(batch.records()))
-                views = decode_views(mapped, with_headers=False)
-                for index, last_offset in events:
-                    view = views[index] if index >= 0 else (legacy_views[-2 - index] if index <= -2 else None)
-                    if view is not None:
-                        keyed = [(k, o) for o, k in zip(view.offsets, view.keys, strict=True)
-                                 if k is not None and o >= start]
-                        if m.try_put_all([k for k, _ in keyed], [o for _, o in keyed]):
-                            stats.map_records += len(view)
-                            if last_offset >= start:
-                                m.update_latest_offset(last_offset)
-                            continue
-                        for off, key in zip(view.offsets, view.keys, strict=True):
-                            if key is not None and off >= start:
-                                if m.size >= m.max_entries:
-                                    stats.map_bytes += done
-                                    self._progress(done)
-                                    return
-                                m.put(key, off)
-                            stats.map_records += 1
-                    if last_offset >= start:
-                        m.update_latest_offset(last_offset)
-                legacy_views.clear()
-                if stop:
+            full = False
+            for batch in seg.batch_runs(run, position) if run is not None else seg.batches(position):
+                if batch.base_offset >= end:
                     break
+                done += batch.size_in_bytes
+                full = self._map_batch(batch, txn, start, stats)
+                if full:
+                    break
+                if batch.last_offset >= start:
+                    m.update_latest_offset(batch.last_offset)
+            if run is not None:
+                done += run.bytes
+                full = full or run.full
             stats.map_bytes += done
             self._progress(done)
+            if full:
+                return
             m.update_latest_offset(next_start - 1)  # offset gaps: the range up to the next segment is covered
+
+    def _map_batch(self, batch: AnyBatch, txn: CleanedTransactionMetadata, start: int, stats: CleanerStats) -> bool:
+        """One batch into the map (not its latest offset); True if the map filled in it."""
+        if isinstance(batch, DefaultRecordBatch) and batch.is_control:
+            txn.on_control_batch_read(batch)
+            return False
+        if txn.on_batch_read(batch):  # aborted: not mapped
+            return False
+        if self._native is not None and isinstance(batch, DefaultRecordBatch):
+            try:
+                records, full = self._native.map_records(batch.records_payload(), batch.records_count,
+                                                         batch.base_offset, start)
+            except InvalidRecordError:
+                batch.records()  # raises it with the batch's file and position
+                raise
+            stats.map_records += records
+            return bool(full)
+        return map_records(self.offset_map, batch.records(), start, stats)
 
     # -- one group (Cleaner.cleanSegments + LocalLog.replaceSegments)
     def _clean_segments(self, log: Log, group: list[LogSegment], group_index: int, txn: CleanedTransactionMetadata,
@@ -436,37 +438,47 @@ class LogCleaner:
     def _clean_into(self, seg: LogSegment, dest: CleanedSegment, txn: CleanedTransactionMetadata,
                     last_records: dict[int, _LastRecord], upper: int, now: int, delete_retention_ms: int,
                     stats: CleanerStats) -> None:
-        m = self.offset_map
         done = 0
-        for chunk in chunks(seg.batches()):
-            data = [b for b in chunk if isinstance(b, DefaultRecordBatch) and not b.is_control]
-            views = iter(decode_views(data, with_headers=True))
-            for batch in chunk:
-                stats.batches_read += 1
-                stats.bytes_read += batch.size_in_bytes
-                done += batch.size_in_bytes
-                if done >= 1 << 20:
-                    self._progress(done)
-                    done = 0
-                if not isinstance(batch, DefaultRecordBatch):  # legacy message set: copied unchanged
-                    txn.on_batch_read(batch)
-                    n = len(batch.records())
-                    stats.records_read += n
-                    stats.records_retained += n
-                    stats.batches_copied += 1
-                    dest.append(bytes(batch.buffer), batch.last_offset, batch.max_timestamp)
-                    continue
-                view = RecordsView.of_records(batch.records()) if batch.is_control else next(views)
-                out = self._filter_batch(batch, view, m, txn, last_records, upper, now, delete_retention_ms, stats)
-                if out is not None:
-                    dest.append(out, batch.last_offset, _MAX_TIMESTAMP.unpack_from(out, MAX_TIMESTAMP_OFFSET)[0])
+        if self._native is not None:
+            stops = {r.last_data_offset for r in last_records.values() if r.last_data_offset is not None}
+            stops.add(upper - 1)
+            run = _CleanRun(self._native, dest, now, delete_retention_ms, array("q", sorted(stops)), stats,
+                            self._progress)
+            batches: Iterable[AnyBatch] = seg.batch_runs(run)
+        else:
+            batches = seg.batches()
+        for batch in batches:
+            stats.batches_read += 1
+            stats.bytes_read += batch.size_in_bytes
+            done += batch.size_in_bytes
+            if done >= 1 << 20:
+                self._progress(done)
+                done = 0
+            if not isinstance(batch, DefaultRecordBatch):  # legacy message set: copied unchanged
+                txn.on_batch_read(batch)
+                n = len(batch.records())
+                stats.records_read += n
+                stats.records_retained += n
+                stats.batches_copied += 1
+                dest.append(bytes(batch.buffer), batch.last_offset, batch.max_timestamp)
+                continue
+            out = self._filter_batch(batch, txn, last_records, upper, now, delete_retention_ms, stats)
+            if out is not None:
+                dest.append(out, batch.last_offset, _MAX_TIMESTAMP.unpack_from(out, MAX_TIMESTAMP_OFFSET)[0])
         self._progress(done)
 
-    def _filter_batch(self, batch: DefaultRecordBatch, view: RecordsView, m: SkimpyOffsetMap,
-                      txn: CleanedTransactionMetadata,
+    def _select(self, batch: DefaultRecordBatch, deletes_retained: bool) -> _Selection:
+        if self._native is not None:
+            return _NativeSelection(batch, self._kernel, self._native, deletes_retained)
+        return _PySelection(batch, self.offset_map, deletes_retained)
+
+    def _filter_batch(self, batch: DefaultRecordBatch, txn: CleanedTransactionMetadata,
                       last_records: dict[int, _LastRecord], upper: int, now: int, delete_retention_ms: int,
                       stats: CleanerStats) -> bytes | memoryview | None:
-        """The cleaner's ``RecordFilter`` through ``MemoryRecords.filterTo``: the bytes to keep, or None."""
+        """The cleaner's ``RecordFilter`` through ``MemoryRecords.filterTo``: the bytes to keep, or None.
+
+        The kernel's ``clean_run`` does the same for the batches it takes (never a control or
+        transactional batch, the last batch of a producer or of the cleaned range)."""
         is_control = batch.is_control
         can_discard = txn.on_control_batch_read(batch) if is_control else txn.on_batch_read(batch)
         horizon = batch.delete_horizon_ms
@@ -486,45 +498,43 @@ class LogCleaner:
         else:
             retain_empty, delete = False, discard_records
         marker_for_empty_txn = can_discard and is_control
+        control_records: list[Record] = []
+        selection: _Selection | None = None
+        if is_control:
+            control_records = batch.records()
+            count = len(control_records)
+        else:
+            selection = self._select(batch, horizon is None or now < horizon)
+            count = selection.count
+        stats.records_read += count
         if delete:
-            stats.records_read += len(view)
             stats.batches_removed += 1
             if is_control:
                 stats.markers_dropped += 1
             else:
                 stats.aborted_batches_dropped += 1
             return None
-        stats.records_read += len(view)
-        offsets, keys, tombs = view.offsets, view.keys, view.tombstones
-        if discard_records:
-            retained: list[int] = []
-        elif is_control:
-            retained = list(range(len(view)))
+        if selection is None:  # a control batch: all or nothing
+            retained = 0 if discard_records else count
+            kept_tombstones = sum(1 for r in control_records if r.value is None) if retained else 0
         else:
-            # shouldRetainRecord: past the map's end → keep; no key → drop (counted); else the
-            # key's latest offset, and a tombstone only within its delete horizon
-            latest = m.latest_offset
-            found = m.get_all(keys)
-            deletes_retained = horizon is None or now < horizon
-            retained = [i for i, (off, key, tomb, f) in enumerate(zip(offsets, keys, tombs, found, strict=True))
-                        if off > latest or (key is not None and off >= f and (deletes_retained or not tomb))]
-            stats.keyless_dropped += sum(1 for off, key in zip(offsets, keys, strict=True)
-                                         if key is None and off <= latest)
-        write_original = len(retained) == len(view)
-        kept_tombstones = sum(1 for i in retained if tombs[i])
-        tombstones = kept_tombstones > 0
-        if not is_control:
-            stats.tombstones_read += sum(tombs)
+            retained = 0 if discard_records else selection.retained
+            kept_tombstones = 0 if discard_records else selection.tombstones_kept
+            if not discard_records:
+                stats.keyless_dropped += selection.keyless_dropped
+            stats.tombstones_read += selection.tombstones_read
             stats.tombstones_kept += kept_tombstones
-        stats.records_retained += len(retained)
+        stats.records_retained += retained
         if retained:
-            need_horizon = (tombstones or marker_for_empty_txn) and horizon is None
-            if write_original and not need_horizon:
+            need_horizon = (kept_tombstones > 0 or marker_for_empty_txn) and horizon is None
+            if retained == count and not need_horizon:
                 stats.batches_copied += 1
                 return batch.buffer
             stats.batches_rebuilt += 1
-            return rebuild_batch(batch, [view.record(i) for i in retained],
-                            now + delete_retention_ms if need_horizon else horizon)
+            new_horizon = now + delete_retention_ms if need_horizon else horizon
+            if selection is None:
+                return rebuild_batch(batch, control_records, new_horizon)
+            return selection.rebuild(new_horizon)
         if retain_empty:
             stats.batches_emptied += 1
             return empty_header(batch)
@@ -572,6 +582,145 @@ class LogCleaner:
                              max_index_size=log.config.segment_index_bytes, writable=False)
         first = positions[0]
         log.segments[first:positions[-1] + 1] = [new_seg]
+
+
+# --- the record rules, one twin per implementation ----------------------------------------------
+
+
+def should_retain_record(offset: int, key: bytes | None, tombstone: bool, key_offset: int, latest_offset: int,
+                         deletes_retained: bool) -> bool:
+    """``shouldRetainRecord`` (the cleaner's ``RecordFilter``; the C twin is ``should_retain`` in
+    ``_kernel.c``): a record past the map's latest offset is kept; one without a key is dropped; a
+    keyed record is kept if no later offset of its key was mapped (``key_offset``: the map's
+    offset for it, -1 if none), and a tombstone only while its batch's delete horizon allows."""
+    if offset > latest_offset:
+        return True
+    if key is None:
+        return False
+    return offset >= key_offset and (deletes_retained or not tombstone)
+
+
+def map_records(m: OffsetMap, records: Sequence[Record], start: int, stats: CleanerStats) -> bool:
+    """Put the keyed records at or past ``start``, in order, while the map has room
+    (``buildOffsetMapForSegment``; the C twin is ``om_map_records``); True if it filled first."""
+    if isinstance(m, SkimpyOffsetMap):
+        keyed = [r for r in records if r.key is not None and r.offset >= start]
+        if m.try_put_all([r.key for r in keyed if r.key is not None], [r.offset for r in keyed]):
+            stats.map_records += len(records)
+            return False
+    for r in records:
+        if r.key is not None and r.offset >= start:
+            if m.size >= m.max_entries:
+                return True
+            m.put(r.key, r.offset)
+        stats.map_records += 1
+    return False
+
+
+class _Selection:
+    """:func:`should_retain_record` over a data batch's records: which it keeps, the counts, and
+    the batch rebuilt from the kept records."""
+
+    count: int
+    retained: int
+    tombstones_read: int
+    tombstones_kept: int
+    keyless_dropped: int
+
+    def rebuild(self, delete_horizon_ms: int | None) -> bytes:
+        raise NotImplementedError
+
+
+class _PySelection(_Selection):
+    def __init__(self, batch: DefaultRecordBatch, m: OffsetMap, deletes_retained: bool) -> None:
+        self.batch = batch
+        self.records = batch.records()
+        latest = m.latest_offset
+        found = (m.get_all([r.key if r.offset <= latest else None for r in self.records])
+                 if isinstance(m, SkimpyOffsetMap) else
+                 [m.get(r.key) if r.key is not None and r.offset <= latest else -1 for r in self.records])
+        self.keep = [should_retain_record(r.offset, r.key, r.value is None, f, latest, deletes_retained)
+                     for r, f in zip(self.records, found, strict=True)]
+        self.count = len(self.records)
+        self.retained = sum(self.keep)
+        self.tombstones_read = sum(1 for r in self.records if r.value is None)
+        self.tombstones_kept = sum(1 for r, k in zip(self.records, self.keep, strict=True) if k and r.value is None)
+        self.keyless_dropped = sum(1 for r in self.records if r.key is None and r.offset <= latest)
+
+    def rebuild(self, delete_horizon_ms: int | None) -> bytes:
+        return rebuild_batch(self.batch, [r for r, k in zip(self.records, self.keep, strict=True) if k],
+                             delete_horizon_ms)
+
+
+class _NativeSelection(_Selection):
+    def __init__(self, batch: DefaultRecordBatch, kernel: Any, m: Any, deletes_retained: bool) -> None:
+        self.batch = batch
+        self.kernel = kernel
+        self.area = batch.records_payload()
+        try:
+            (self.keep, self.retained, self.tombstones_read, self.tombstones_kept,
+             self.keyless_dropped) = m.select(self.area, batch.records_count, batch.base_offset, deletes_retained)
+        except InvalidRecordError:
+            batch.records()  # raises it with the batch's file and position
+            raise
+        self.count = batch.records_count
+
+    def rebuild(self, delete_horizon_ms: int | None) -> bytes:
+        b = self.batch
+        lat = b.max_timestamp if b.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+        built = self.kernel.retained_records(
+            self.area, b.records_count, b.base_offset, b.base_timestamp, lat, self.keep, delete_horizon_ms)
+        if built is None:  # what only the Python builder decides (a header key that is not UTF-8, say)
+            return rebuild_batch(b, [r for r, k in zip(b.records(), self.keep, strict=True) if k], delete_horizon_ms)
+        area, n, base_ts, max_ts = built
+        return rebuilt_from_area(b, area, n, base_ts, max_ts, delete_horizon_ms)
+
+
+class _MapRun:
+    """The kernel's ``map_run`` as a :data:`~storage_core.record.file_records.BatchRun`."""
+
+    def __init__(self, kernel: Any, m: Any, start: int, end: int, stats: CleanerStats) -> None:
+        self.m, self.start, self.end, self.stats = m, start, end, stats
+        self.bytes = 0
+        self.full = False
+        self._full_code = kernel.CLEAN_FULL
+
+    def __call__(self, data: memoryview, pos: int) -> tuple[int, int]:
+        pos, why, records, nbytes = self.m.map_run(data, pos, self.start, self.end)
+        self.stats.map_records += records
+        self.bytes += nbytes
+        self.full = why == self._full_code
+        return pos, why
+
+
+class _CleanRun:
+    """The kernel's ``clean_run`` as a :data:`~storage_core.record.file_records.BatchRun`: the
+    batches it keeps go to ``dest``, its counts to ``stats``, the bytes it read to ``progress``."""
+
+    def __init__(self, m: Any, dest: CleanedSegment, now: int, delete_retention_ms: int, stops: array[int],
+                 stats: CleanerStats, progress: Callable[[int], None]) -> None:
+        self.m, self.dest, self.now, self.retention, self.stops, self.stats = m, dest, now, delete_retention_ms, stops, stats
+        self.progress = progress
+
+    def __call__(self, data: memoryview, pos: int) -> tuple[int, int]:
+        pos, why, out, meta, counts = self.m.clean_run(data, pos, self.now, self.retention, self.stops)
+        if len(out):
+            self.dest.append_many(out, meta)
+        s = self.stats
+        (batches, nbytes, records, retained, keyless, tombs_read, tombs_kept, copied, rebuilt, removed) = counts
+        s.batches_read += batches
+        s.bytes_read += nbytes
+        s.records_read += records
+        s.records_retained += retained
+        s.keyless_dropped += keyless
+        s.tombstones_read += tombs_read
+        s.tombstones_kept += tombs_kept
+        s.batches_copied += copied
+        s.batches_rebuilt += rebuilt
+        s.batches_removed += removed
+        if nbytes:
+            self.progress(nbytes)
+        return pos, why
 
 
 def group_segments_by_size(log: Log, segments: list[LogSegment], max_size: int, max_index_size: int,

@@ -1,10 +1,18 @@
-"""``SkimpyOffsetMap``: key digest → latest offset, with a bounded number of slots."""
+"""``SkimpyOffsetMap``: key digest → latest offset, with a bounded number of slots.
+
+Two twins behind one interface (:class:`OffsetMap`): the native kernel's ``OffsetMap`` (Kafka's
+flat array of 24-byte slots, open addressing, MD5 in C; it also walks whole runs of batches, see
+:mod:`storage_core.cleaner.cleaner`) and :class:`SkimpyOffsetMap`, a dict of ``hashlib`` digests,
+the pure-Python fallback. :func:`new_offset_map` picks the kernel's where it is built.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from typing import Protocol
 
 from storage_core.errors import KlogError
+from storage_core.record.kernel import native_kernel
 
 #: Bytes per map entry as Kafka counts them: a 16-byte MD5 digest and an 8-byte offset.
 OFFSET_MAP_ENTRY_BYTES = 16 + 8
@@ -15,6 +23,48 @@ OFFSET_MAP_LOAD_FACTOR = 0.9
 DEFAULT_MEMORY_BYTES = 16 << 20
 #: Kafka's key hash (``log.cleaner`` ``SkimpyOffsetMap(memory, "MD5")``).
 HASH_ALGORITHM = "md5"
+
+
+class OffsetMap(Protocol):
+    """What the cleaner asks of a map (``OffsetMap``); both twins have it."""
+
+    @property
+    def memory_bytes(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def max_entries(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def latest_offset(self) -> int: ...
+    @property
+    def is_full(self) -> bool: ...
+    @property
+    def utilization(self) -> float: ...
+    def put(self, key: bytes, offset: int, /) -> None: ...
+    def get(self, key: bytes, /) -> int: ...
+    def update_latest_offset(self, offset: int, /) -> None: ...
+    def clear(self) -> None: ...
+
+
+def check_memory(memory_bytes: int) -> None:
+    """Refuse a map memory that holds no key."""
+    if int(memory_bytes // OFFSET_MAP_ENTRY_BYTES * OFFSET_MAP_LOAD_FACTOR) < 1:
+        raise KlogError(f"offset map memory of {memory_bytes} bytes holds no key; expected at least "
+                        f"{-(-OFFSET_MAP_ENTRY_BYTES // OFFSET_MAP_LOAD_FACTOR):.0f} bytes "
+                        f"({OFFSET_MAP_ENTRY_BYTES} bytes per key at load factor {OFFSET_MAP_LOAD_FACTOR})")
+
+
+def new_offset_map(memory_bytes: int = DEFAULT_MEMORY_BYTES, *, native: bool | None = None) -> OffsetMap:
+    """The kernel's map where the kernel is built (``native=None``), else :class:`SkimpyOffsetMap`;
+    ``native=False`` forces the Python twin."""
+    check_memory(memory_bytes)
+    kernel = native_kernel() if native is not False else None
+    if kernel is None or not hasattr(kernel, "OffsetMap"):  # no kernel, or one built before it had the map
+        return SkimpyOffsetMap(memory_bytes)
+    m: OffsetMap = kernel.OffsetMap(memory_bytes)
+    return m
 
 
 class SkimpyOffsetMap:
@@ -29,12 +79,9 @@ class SkimpyOffsetMap:
     __slots__ = ("memory_bytes", "slots", "max_entries", "latest_offset", "_map", "_hash")
 
     def __init__(self, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+        check_memory(memory_bytes)
         slots = memory_bytes // OFFSET_MAP_ENTRY_BYTES
         max_entries = int(slots * OFFSET_MAP_LOAD_FACTOR)
-        if max_entries < 1:
-            raise KlogError(f"offset map memory of {memory_bytes} bytes holds no key; expected at least "
-                            f"{-(-OFFSET_MAP_ENTRY_BYTES // OFFSET_MAP_LOAD_FACTOR):.0f} bytes "
-                            f"({OFFSET_MAP_ENTRY_BYTES} bytes per key at load factor {OFFSET_MAP_LOAD_FACTOR})")
         self.memory_bytes = memory_bytes
         self.slots = slots
         self.max_entries = max_entries

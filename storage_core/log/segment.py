@@ -50,7 +50,7 @@ from storage_core.limits import INT32_MAX
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage_core.log.txn_index import AbortedTxn
-from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords, PartialTail
+from storage_core.record.file_records import AnyBatch, BatchRun, BatchWalk, FileRecords, PartialTail
 from storage_core.record.records import DefaultRecordBatch
 
 #: Kafka's default ``index.interval.bytes``.
@@ -332,6 +332,10 @@ class LogSegment:
         """Batches from a byte position (a batch boundary) up to the segment's size when opened."""
         end = self.size_in_bytes if end_position is None else end_position
         return self._records().batches(start_position, end)
+
+    def batch_runs(self, run: BatchRun, start_position: int = 0) -> Iterator[AnyBatch]:
+        """:meth:`batches`, with runs of them taken by ``run`` (:meth:`FileRecords.runs`)."""
+        return self._records().runs(run, start_position, self.size_in_bytes)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a short scan)."""

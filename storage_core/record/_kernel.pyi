@@ -3,7 +3,8 @@
 Binary columns are passed as ``(validity or None, offsets, data, array offset)`` of Arrow buffers
 (:func:`storage_core.columnar._bincol`). The pure-Python twins are in storage_core/columnar.py
 (:class:`~storage_core.columnar.PyRecordsBuilder`, ``_py_encode_v2_batches``) and
-storage_core/record/txn_filter.py (:class:`~storage_core.record.txn_filter.PyTxnFilter`).
+storage_core/record/txn_filter.py (:class:`~storage_core.record.txn_filter.PyTxnFilter`); those of
+``OffsetMap`` in storage_core/cleaner (``SkimpyOffsetMap``, ``should_retain_record``, ``map_records``).
 """
 
 from collections.abc import Callable, Sequence
@@ -12,6 +13,13 @@ from typing import Any, final, type_check_only
 from typing_extensions import Buffer
 
 _BinCol = tuple[Any, Any, Any, int]
+
+#: Why OffsetMap.map_run / clean_run stopped (storage_core.record.file_records RUN_*).
+CLEAN_END: int
+CLEAN_SHORT: int
+CLEAN_BATCH: int
+CLEAN_FULL: int
+CLEAN_LIMIT: int
 
 #: TxnFilter.step verdicts.
 TXN_SKIP: int
@@ -64,3 +72,40 @@ def crc32c(data: Buffer, software: bool = False, /) -> int: ...
 def lz4_frame_decompress(data: Buffer, /) -> bytes | None:
     """One LZ4 frame decoded by the kernel, or None where it declines the frame (the Python codec decides)."""
 def murmur2(keys: _BinCol, n: int, /) -> OwnedBuffer: ...
+
+@final
+class OffsetMap:
+    """Kafka's SkimpyOffsetMap (the Python twin: storage_core.cleaner.offset_map.SkimpyOffsetMap)."""
+
+    def __init__(self, memory_bytes: int) -> None: ...
+    @property
+    def memory_bytes(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def max_entries(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def latest_offset(self) -> int: ...
+    @property
+    def is_full(self) -> bool: ...
+    @property
+    def utilization(self) -> float: ...
+    def clear(self) -> None: ...
+    def update_latest_offset(self, offset: int, /) -> None: ...
+    def put(self, key: Buffer, offset: int, /) -> None: ...
+    def get(self, key: Buffer, /) -> int: ...
+    def map_records(self, area: Buffer, count: int, base_offset: int, start: int, /) -> tuple[int, bool]: ...
+    def select(self, area: Buffer, count: int, base_offset: int, deletes_retained: bool, /
+               ) -> tuple[bytes, int, int, int, int]:
+        """(keep: a byte per record, retained, tombstones_read, tombstones_kept, keyless_dropped)."""
+    def map_run(self, data: Buffer, pos: int, start: int, end: int, /) -> tuple[int, int, int, int]:
+        """(pos, why, records, bytes)."""
+    def clean_run(self, data: Buffer, pos: int, now: int, delete_retention_ms: int, stops: Buffer, /
+                  ) -> tuple[int, int, OwnedBuffer, OwnedBuffer, tuple[int, ...]]:
+        """(pos, why, batches, int64 (last offset, max timestamp, size) per batch, counts)."""
+
+def md5(data: Buffer, /) -> bytes: ...
+def retained_records(area: Buffer, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None,
+                     keep: Buffer, delete_horizon: int | None, /) -> tuple[bytes, int, int, int] | None: ...

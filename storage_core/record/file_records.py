@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from storage_core.errors import CorruptRecordError, KlogError
@@ -32,14 +32,22 @@ from storage_core.record.records import (
     DefaultRecordBatch,
 )
 
-__all__ = ["AnyBatch", "BatchWalk", "FileRecords", "PartialTail", "batch_from_bytes", "iter_batches",
-           "READ_CHUNK_BYTES"]
+__all__ = ["AnyBatch", "BatchRun", "BatchWalk", "FileRecords", "PartialTail", "batch_from_bytes", "iter_batches",
+           "READ_CHUNK_BYTES", "RUN_SHORT", "RUN_TAKEN", "RUN_YIELD"]
 
 AnyBatch = DefaultRecordBatch | LegacyRecordBatch
 
 #: Bytes read from a file at a time.
 READ_CHUNK_BYTES = 8 << 20
 _OFFSET_SIZE = struct.Struct(">qi")
+
+
+#: What a :data:`BatchRun` says when it stops (:meth:`FileRecords.runs`); the kernel's ``CLEAN_*``.
+RUN_TAKEN = 0
+RUN_SHORT = 1
+RUN_YIELD = 2
+#: ``run(chunk, i) -> (i, why)``: takes whole batches from ``chunk[i:]`` (:meth:`FileRecords.runs`).
+BatchRun = Callable[[memoryview, int], tuple[int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +135,57 @@ class FileRecords:
         walk.valid_bytes = start
         walk._it = self._walk(start, stop, chunk_bytes, walk)
         return walk
+
+    def runs(self, run: BatchRun, start: int = 0, end: int | None = None, *,
+             chunk_bytes: int | None = None) -> Iterator[AnyBatch]:
+        """Walk from byte ``start`` (a batch boundary) to ``end`` as :meth:`batches` does, handing
+        the bytes to ``run`` first and yielding only the batches it leaves to the caller.
+
+        ``run(chunk, i)`` takes what batches it can from ``chunk[i:]`` (whole batches, in order)
+        and returns where it stopped and why: :data:`RUN_TAKEN` (every byte), :data:`RUN_SHORT`
+        (the next batch is not whole in the chunk: the walk reads on), :data:`RUN_YIELD` (the next
+        batch goes to the caller, then ``run`` goes on after it), anything else (the walk ends).
+        A partial tail ends the walk as it ends :meth:`batches`. ``chunk_bytes`` defaults to
+        :data:`READ_CHUNK_BYTES` (read when called).
+        """
+        chunk_bytes = READ_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        stop = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
+        name = str(self.path)
+        with self.path.open("rb", buffering=0) as f:
+            pos = start
+            while pos < stop:
+                f.seek(pos)
+                chunk = f.read(min(chunk_bytes, stop - pos))
+                if len(chunk) >= HEADER_SIZE_UP_TO_MAGIC and len(chunk) < stop - pos:
+                    _off, size = _OFFSET_SIZE.unpack_from(chunk, 0)
+                    if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > len(chunk):
+                        chunk += f.read(min(LOG_OVERHEAD + size, stop - pos) - len(chunk))
+                at_eof = pos + len(chunk) >= stop
+                view = memoryview(chunk)
+                i = 0
+                while True:
+                    i, why = run(view, i)
+                    if why in (RUN_TAKEN, RUN_SHORT):
+                        break
+                    if why != RUN_YIELD:
+                        return
+                    if len(view) - i < HEADER_SIZE_UP_TO_MAGIC:
+                        break
+                    _off, size = _OFFSET_SIZE.unpack_from(view, i)
+                    if size < RECORD_OVERHEAD_V0:
+                        raise CorruptRecordError(
+                            f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
+                            path=name, position=pos + i)
+                    total = LOG_OVERHEAD + size
+                    if total > len(view) - i:
+                        break
+                    yield batch_from_bytes(view[i:i + total], pos + i, name)
+                    i += total
+                if i == 0:
+                    if not at_eof:  # cannot happen: the first batch was made to fit
+                        raise CorruptRecordError("walk made no progress", path=name, position=pos)
+                    return  # a partial tail
+                pos += i
 
     def _walk(self, start: int, stop: int, chunk_bytes: int, walk: BatchWalk) -> Iterator[AnyBatch]:
         name = str(self.path)

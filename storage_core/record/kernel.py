@@ -1,8 +1,9 @@
 """Loading the native kernel (``storage_core.record._kernel``, built from ``_kernel.c``) or saying why not.
 
 One place decides whether klog runs its C kernel or the pure-Python twins: the columnar
-builders and encoders (:mod:`storage_core.record.columnar`) and the read_committed filter
-(:mod:`storage_core.record.txn_filter`) all ask :func:`native_kernel`.
+builders and encoders (:mod:`storage_core.record.columnar`), the read_committed filter
+(:mod:`storage_core.record.txn_filter`) and the log cleaner's offset map
+(:mod:`storage_core.cleaner.offset_map`) all ask :func:`native_kernel`.
 """
 
 from __future__ import annotations
