@@ -1017,7 +1017,10 @@ static PyTypeObject TxnFilterType = {
 #define LZ4_SLACK 32        /* scratch bytes past a block's room: wild copies may overrun into them */
 #define LZ4_MAX_CONTENT ((Py_ssize_t)1 << 30) /* MAX_DECOMPRESSED_BYTES of compression.py */
 
-static inline uint32_t le32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+/* A little-endian uint32 (any host; compilers make it one load where they can). */
+static inline uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
 
 /* xxHash32 (xxhash.h XXH32), for the frame's header, block and content checksums. */
 #define XXH_P1 2654435761u
@@ -1961,10 +1964,6 @@ static PyObject *kernel_murmur2(PyObject *self, PyObject *args) {
         (a) = ((a) << (s)) | ((a) >> (32 - (s)));           \
         (a) += (b);                                          \
     } while (0)
-
-static inline uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 /* The 64 steps of a block: S(function, a, b, c, d, word, constant, shift). */
 #define MD5_ROUNDS(S) \
