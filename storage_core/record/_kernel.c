@@ -27,6 +27,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
+/* A hot helper inlined whatever the compiler's own estimate (read_record in decode_area). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 static PyObject *InvalidRecordError = NULL;
 static PyObject *KlogError = NULL;
 
@@ -399,6 +406,106 @@ static inline void copy_short(uint8_t *dst, const uint8_t *src, Py_ssize_t n, co
     }
 }
 
+/* One record of a decompressed records area, as DefaultRecord.readFrom reads it. */
+typedef struct {
+    int64_t offset;
+    int64_t ts;            /* LogAppendTime applied */
+    const uint8_t *key;    /* NULL: null key */
+    const uint8_t *value;  /* NULL: tombstone */
+    const uint8_t *headers;
+    const uint8_t *end;    /* the end of the record */
+    int32_t off_delta, klen, vlen, nheaders;
+} Rec;
+
+/* Reads and checks the record at *pp, which must end by `end` (DefaultRecord.readFrom): every read
+ * bounded by the record's end, the offset and timestamp made absolute. Advances *pp past it.
+ * 0, or -1 with InvalidRecordError set. Every walk over records (decode_area, parse_area) reads
+ * them here. */
+static ALWAYS_INLINE int read_record(const uint8_t **pp, const uint8_t *end, int64_t base_offset, int64_t base_ts,
+                              int use_lat, int64_t lat, Rec *r) {
+    const uint8_t *p = *pp;
+    int32_t body;
+    int rc = read_varint(&p, end, &body);
+    if (rc) { invalid("%s", varint_problem(rc)); return -1; }
+    if (body < 0 || body > end - p) {
+        invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
+                body, (Py_ssize_t)(end - p));
+        return -1;
+    }
+    const uint8_t *rec_end = p + body, *q = p;
+    int64_t ts_delta;
+    if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); return -1; }
+    q++; /* attributes */
+    if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); return -1; }
+    if ((rc = read_varint(&q, rec_end, &r->off_delta))) { invalid("%s", varint_problem(rc)); return -1; }
+    if ((rc = read_varint(&q, rec_end, &r->klen))) { invalid("%s", varint_problem(rc)); return -1; }
+    r->key = NULL;
+    if (r->klen >= 0) {
+        if (r->klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", r->klen); return -1; }
+        r->key = q;
+        q += r->klen;
+    }
+    if ((rc = read_varint(&q, rec_end, &r->vlen))) { invalid("%s", varint_problem(rc)); return -1; }
+    r->value = NULL;
+    if (r->vlen >= 0) {
+        if (r->vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", r->vlen); return -1; }
+        r->value = q;
+        q += r->vlen;
+    }
+    if ((rc = read_varint(&q, rec_end, &r->nheaders))) { invalid("%s", varint_problem(rc)); return -1; }
+    if (r->nheaders < 0) { invalid("Found invalid number of record headers %d", r->nheaders); return -1; }
+    if (r->nheaders > rec_end - q) {
+        invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", r->nheaders);
+        return -1;
+    }
+    r->headers = q;
+    for (int32_t h = 0; h < r->nheaders; h++) {
+        int32_t hk, hv;
+        if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); return -1; }
+        if (hk < 0) { invalid("Invalid negative header key size %d", hk); return -1; }
+        if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); return -1; }
+        q += hk;
+        if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); return -1; }
+        if (hv >= 0) {
+            if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); return -1; }
+            q += hv;
+        }
+    }
+    if (q != rec_end) {
+        invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
+                body, (Py_ssize_t)(q - p));
+        return -1;
+    }
+    r->end = rec_end;
+    r->offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r->off_delta);
+    r->ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+    *pp = rec_end;
+    return 0;
+}
+
+/* The checks of a records area's record count against its size (DefaultRecordBatch): 0, or -1
+ * with InvalidRecordError set. */
+static int check_count(Py_ssize_t count, Py_ssize_t len) {
+    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); return -1; }
+    if (count > len) {
+        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, len);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse and check the `count` records of [p, p + len) into recs (room for count). 0, or -1 with
+ * InvalidRecordError set. */
+static int parse_area(const uint8_t *p, Py_ssize_t len, Py_ssize_t count, int64_t base_offset, int64_t base_ts,
+                      int use_lat, int64_t lat, Rec *recs) {
+    const uint8_t *end = p + len;
+    if (check_count(count, len) < 0) return -1;
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (read_record(&p, end, base_offset, base_ts, use_lat, lat, &recs[i]) < 0) return -1;
+    if (p != end) { invalid("Incorrect declared batch size, records still remaining in file"); return -1; }
+    return 0;
+}
+
 /* Decode `count` records of one v2 records area [p, p + len) into the builder. Records outside
  * [min_offset, end_offset) are validated but not appended. The caller rolls back on error.
  * Returns 0, or -1 with InvalidRecordError (or MemoryError/OverflowError) set. */
@@ -407,11 +514,7 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
                        int64_t min_offset, int64_t end_offset, Py_ssize_t *appended_out) {
     const uint8_t *end = p + len;
     Py_ssize_t appended = 0;
-    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); return -1; }
-    if (count > len) {
-        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, len);
-        return -1;
-    }
+    if (check_count(count, len) < 0) return -1;
     /* every record takes at least 7 bytes, so count <= len; key and value bytes fit in len */
     if (buf_reserve(&s->offsets, 8 * count) < 0 || buf_reserve(&s->timestamps, 8 * count) < 0 ||
         buf_reserve(&s->key_offsets, 4 * count) < 0 || buf_reserve(&s->value_offsets, 4 * count) < 0 ||
@@ -420,65 +523,13 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
         return -1;
     if (!data_fits(&s->value_data, len) || !data_fits(&s->key_data, len)) return -1;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int32_t body;
-        int rc = read_varint(&p, end, &body);
-        if (rc) { invalid("%s", varint_problem(rc)); return -1; }
-        if (body < 0 || body > end - p) {
-            invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
-                    body, (Py_ssize_t)(end - p));
-            return -1;
-        }
-        const uint8_t *rec_end = p + body;
-        const uint8_t *q = p;
-        int64_t ts_delta;
-        int32_t off_delta, klen, vlen, nheaders;
-        if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); return -1; }
-        q++; /* attributes */
-        if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); return -1; }
-        if ((rc = read_varint(&q, rec_end, &off_delta))) { invalid("%s", varint_problem(rc)); return -1; }
-        if ((rc = read_varint(&q, rec_end, &klen))) { invalid("%s", varint_problem(rc)); return -1; }
-        const uint8_t *key = NULL;
-        if (klen >= 0) {
-            if (klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", klen); return -1; }
-            key = q;
-            q += klen;
-        }
-        if ((rc = read_varint(&q, rec_end, &vlen))) { invalid("%s", varint_problem(rc)); return -1; }
-        const uint8_t *value = NULL;
-        if (vlen >= 0) {
-            if (vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", vlen); return -1; }
-            value = q;
-            q += vlen;
-        }
-        if ((rc = read_varint(&q, rec_end, &nheaders))) { invalid("%s", varint_problem(rc)); return -1; }
-        if (nheaders < 0) { invalid("Found invalid number of record headers %d", nheaders); return -1; }
-        if (nheaders > rec_end - q) {
-            invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", nheaders);
-            return -1;
-        }
-        const uint8_t *headers_start = q;
-        for (int32_t h = 0; h < nheaders; h++) { /* validate */
-            int32_t hk, hv;
-            if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); return -1; }
-            if (hk < 0) { invalid("Invalid negative header key size %d", hk); return -1; }
-            if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); return -1; }
-            q += hk;
-            if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); return -1; }
-            if (hv >= 0) {
-                if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); return -1; }
-                q += hv;
-            }
-        }
-        if (q != rec_end) {
-            invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
-                    body, (Py_ssize_t)(q - p));
-            return -1;
-        }
-        p = rec_end;
-
-        int64_t offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)off_delta);
+        Rec r;
+        if (read_record(&p, end, base_offset, base_ts, use_lat, lat, &r) < 0) return -1;
+        const uint8_t *key = r.key, *value = r.value, *headers_start = r.headers, *rec_end = r.end;
+        int32_t klen = r.klen, vlen = r.vlen, nheaders = r.nheaders;
+        int64_t offset = r.offset;
         if (offset < min_offset || offset >= end_offset) continue;
-        int64_t ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        int64_t ts = r.ts;
         if (ts > MAX_MS || ts < -MAX_MS) {
             invalid("Record at offset %lld has timestamp %lld ms, outside what a microsecond timestamp can hold "
                     "(Spark's Kafka source fails here too)", (long long)offset, (long long)ts);
@@ -495,16 +546,16 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
         bit_set_unchecked(&s->value_valid, row, value != NULL);
         put_i32_unchecked(&s->value_offsets, (int32_t)s->value_data.len);
         if (s->with_headers) {
-            const uint8_t *r = headers_start;
+            const uint8_t *hp = headers_start;
             for (int32_t h = 0; h < nheaders; h++) { /* already validated */
                 int32_t hk = 0, hv = -1;
-                read_varint(&r, rec_end, &hk);
-                if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, r, hk) < 0) return -1;
-                r += hk;
+                read_varint(&hp, rec_end, &hk);
+                if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, hp, hk) < 0) return -1;
+                hp += hk;
                 if (buf_i32(&s->hk_offsets, (int32_t)s->hk_data.len) < 0) return -1;
-                read_varint(&r, rec_end, &hv);
-                if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, hv >= 0 ? r : NULL, hv) < 0) return -1;
-                if (hv > 0) r += hv;
+                read_varint(&hp, rec_end, &hv);
+                if (put_binary(&s->hv_offsets, &s->hv_data, &s->hv_valid, s->nh, hv >= 0 ? hp : NULL, hv) < 0) return -1;
+                if (hv > 0) hp += hv;
                 s->nh++;
             }
             if (bit_set(&s->hdr_valid, row, nheaders > 0) < 0) return -1;
@@ -2088,90 +2139,6 @@ static PyObject *kernel_md5(PyObject *self, PyObject *args) {
 }
 
 /* ---------------------------------------------------------------- records of a v2 area */
-
-/* One record of a decompressed records area, as DefaultRecord.readFrom reads it. */
-typedef struct {
-    int64_t offset;
-    int64_t ts;            /* LogAppendTime applied */
-    const uint8_t *key;    /* NULL: null key */
-    const uint8_t *value;  /* NULL: tombstone */
-    const uint8_t *headers;
-    const uint8_t *end;    /* the end of the record */
-    int32_t off_delta, klen, vlen, nheaders;
-} Rec;
-
-/* Parse and check the `count` records of [p, p + len) into recs (room for count): the checks of
- * decode_area (DefaultRecord.readFrom). 0, or -1 with InvalidRecordError set. */
-static int parse_area(const uint8_t *p, Py_ssize_t len, Py_ssize_t count, int64_t base_offset, int64_t base_ts,
-                      int use_lat, int64_t lat, Rec *recs) {
-    const uint8_t *end = p + len;
-    if (count < 0) { invalid("Found invalid record count %zd in magic v2 batch", count); return -1; }
-    if (count > len) {
-        invalid("Found invalid record count %zd in magic v2 batch: only %zd bytes of records", count, len);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Rec *r = &recs[i];
-        int32_t body;
-        int rc = read_varint(&p, end, &body);
-        if (rc) { invalid("%s", varint_problem(rc)); return -1; }
-        if (body < 0 || body > end - p) {
-            invalid("Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
-                    body, (Py_ssize_t)(end - p));
-            return -1;
-        }
-        const uint8_t *rec_end = p + body, *q = p;
-        int64_t ts_delta;
-        if (q >= rec_end) { invalid("Found invalid record structure: premature EOF while reading attributes"); return -1; }
-        q++;
-        if ((rc = read_varlong(&q, rec_end, &ts_delta))) { invalid("%s", varint_problem(rc)); return -1; }
-        if ((rc = read_varint(&q, rec_end, &r->off_delta))) { invalid("%s", varint_problem(rc)); return -1; }
-        if ((rc = read_varint(&q, rec_end, &r->klen))) { invalid("%s", varint_problem(rc)); return -1; }
-        r->key = NULL;
-        if (r->klen >= 0) {
-            if (r->klen > rec_end - q) { invalid("Found invalid record structure: key length %d past the end of the record", r->klen); return -1; }
-            r->key = q;
-            q += r->klen;
-        }
-        if ((rc = read_varint(&q, rec_end, &r->vlen))) { invalid("%s", varint_problem(rc)); return -1; }
-        r->value = NULL;
-        if (r->vlen >= 0) {
-            if (r->vlen > rec_end - q) { invalid("Found invalid record structure: value length %d past the end of the record", r->vlen); return -1; }
-            r->value = q;
-            q += r->vlen;
-        }
-        if ((rc = read_varint(&q, rec_end, &r->nheaders))) { invalid("%s", varint_problem(rc)); return -1; }
-        if (r->nheaders < 0) { invalid("Found invalid number of record headers %d", r->nheaders); return -1; }
-        if (r->nheaders > rec_end - q) {
-            invalid("Found invalid number of record headers. %d is larger than the remaining size of the buffer", r->nheaders);
-            return -1;
-        }
-        r->headers = q;
-        for (int32_t h = 0; h < r->nheaders; h++) {
-            int32_t hk, hv;
-            if ((rc = read_varint(&q, rec_end, &hk))) { invalid("%s", varint_problem(rc)); return -1; }
-            if (hk < 0) { invalid("Invalid negative header key size %d", hk); return -1; }
-            if (hk > rec_end - q) { invalid("Found invalid record structure: header key length %d past the end of the record", hk); return -1; }
-            q += hk;
-            if ((rc = read_varint(&q, rec_end, &hv))) { invalid("%s", varint_problem(rc)); return -1; }
-            if (hv >= 0) {
-                if (hv > rec_end - q) { invalid("Found invalid record structure: header value length %d past the end of the record", hv); return -1; }
-                q += hv;
-            }
-        }
-        if (q != rec_end) {
-            invalid("Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
-                    body, (Py_ssize_t)(q - p));
-            return -1;
-        }
-        r->end = rec_end;
-        r->offset = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)r->off_delta);
-        r->ts = use_lat ? lat : (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
-        p = rec_end;
-    }
-    if (p != end) { invalid("Incorrect declared batch size, records still remaining in file"); return -1; }
-    return 0;
-}
 
 /* Strict UTF-8 (what Python decodes without replacement): header keys are strings in Kafka. */
 static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
