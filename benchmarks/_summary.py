@@ -21,6 +21,7 @@ class Row:
     target: float | None     # the target for ratio, if it has one
     peak_rss: int | None = None  # bytes, where measured
     ratio_label: str | None = None  # how to say the ratio, where "its throughput/time" does not fit
+    target_label: str | None = None  # how to say the target, where it is not a ratio (e.g. "≤ 1 s")
 
     @property
     def met(self) -> bool | None:
@@ -47,7 +48,7 @@ def table(items: list[Row] | None = None) -> str:
     for r in items:
         sign = "≥" if r.ratio_means == "throughput" else "≤"
         ratio = r.ratio_label or f"{r.ratio:.3g}× {'its throughput' if r.ratio_means == 'throughput' else 'its time'}"
-        target = "report" if r.target is None else f"{sign} {r.target:g}×"
+        target = "report" if r.target is None else r.target_label or f"{sign} {r.target:g}×"
         met = "—" if r.met is None else ("yes" if r.met else "**no**")
         rss = "—" if r.peak_rss is None else f"{r.peak_rss / (1 << 20):.0f} MiB"
         lines.append(f"| {r.what} | {r.klog} | {r.peer} | {ratio} | {target} | {met} | {rss} |")

@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f'`df.write.format("klog")`, {n / 1e6:g}M records, lz4, 4 partitions, local[2]',
             f"{t_klog:.2f} s ({n / t_klog / 1e6:.2f} M records/s)",
             f"a `DataSourceArrowWriter` that only counts bytes, {t_ceiling:.2f} s", t_ceiling / t_klog,
-            "throughput", 0.7))
+            "throughput", 0.8))
         summary.add(summary.Row("same", "", f"`df.write.parquet`, {t_pq:.2f} s", t_pq / t_klog, "throughput", None))
     finally:
         if owned:
