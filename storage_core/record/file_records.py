@@ -20,6 +20,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from storage_core.errors import CorruptRecordError, KlogError
 from storage_core.fs import as_path
@@ -82,6 +83,29 @@ class BatchWalk(Iterator[AnyBatch]):
         return next(self._it)
 
 
+def _batch_total(view: memoryview | bytes, pos: int, base: int, path: str | None) -> int:
+    """The whole size (log overhead included) of the batch at ``view[pos]``, whose first
+    ``HEADER_SIZE_UP_TO_MAGIC`` bytes must be there; a size below any batch's is corruption."""
+    _offset, size = _OFFSET_SIZE.unpack_from(view, pos)
+    if size < RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(
+            f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
+            path=path, position=base + pos)
+    return LOG_OVERHEAD + int(size)
+
+
+def _read_chunk(f: BinaryIO, pos: int, stop: int, chunk_bytes: int) -> bytes:
+    """Up to ``chunk_bytes`` of ``f`` from ``pos`` (before ``stop``), more if its first batch is
+    larger: a chunk always holds its first batch whole when the file does."""
+    f.seek(pos)
+    chunk = f.read(min(chunk_bytes, stop - pos))
+    if len(chunk) >= HEADER_SIZE_UP_TO_MAGIC and len(chunk) < stop - pos:
+        _off, size = _OFFSET_SIZE.unpack_from(chunk, 0)
+        if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > len(chunk):
+            chunk += f.read(min(LOG_OVERHEAD + size, stop - pos) - len(chunk))
+    return chunk
+
+
 def _walk_view(view: memoryview, base: int, start: int, end: int, path: str | None,
                at_eof: bool, walk: BatchWalk) -> Iterator[AnyBatch]:
     """Batches of ``view[start:end]``; ``base`` is the file position of ``view[0]``.
@@ -90,12 +114,7 @@ def _walk_view(view: memoryview, base: int, start: int, end: int, path: str | No
     """
     pos = start
     while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
-        _offset, size = _OFFSET_SIZE.unpack_from(view, pos)
-        if size < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(
-                f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
-                path=path, position=base + pos)
-        total = LOG_OVERHEAD + size
+        total = _batch_total(view, pos, base, path)
         if total > end - pos:
             if at_eof:
                 walk.partial_tail = PartialTail(base + pos, end - pos, total)
@@ -154,12 +173,7 @@ class FileRecords:
         with self.path.open("rb", buffering=0) as f:
             pos = start
             while pos < stop:
-                f.seek(pos)
-                chunk = f.read(min(chunk_bytes, stop - pos))
-                if len(chunk) >= HEADER_SIZE_UP_TO_MAGIC and len(chunk) < stop - pos:
-                    _off, size = _OFFSET_SIZE.unpack_from(chunk, 0)
-                    if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > len(chunk):
-                        chunk += f.read(min(LOG_OVERHEAD + size, stop - pos) - len(chunk))
+                chunk = _read_chunk(f, pos, stop, chunk_bytes)
                 at_eof = pos + len(chunk) >= stop
                 view = memoryview(chunk)
                 i = 0
@@ -171,12 +185,7 @@ class FileRecords:
                         return
                     if len(view) - i < HEADER_SIZE_UP_TO_MAGIC:
                         break
-                    _off, size = _OFFSET_SIZE.unpack_from(view, i)
-                    if size < RECORD_OVERHEAD_V0:
-                        raise CorruptRecordError(
-                            f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
-                            path=name, position=pos + i)
-                    total = LOG_OVERHEAD + size
+                    total = _batch_total(view, i, pos, name)
                     if total > len(view) - i:
                         break
                     yield batch_from_bytes(view[i:i + total], pos + i, name)
@@ -192,14 +201,7 @@ class FileRecords:
         with self.path.open("rb", buffering=0) as f:
             pos = start
             while pos < stop:
-                want = min(chunk_bytes, stop - pos)
-                f.seek(pos)
-                chunk = f.read(want)
-                if len(chunk) >= HEADER_SIZE_UP_TO_MAGIC and len(chunk) < stop - pos:
-                    # make sure the first batch of the chunk fits, however large it is
-                    _off, size = _OFFSET_SIZE.unpack_from(chunk, 0)
-                    if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > len(chunk):
-                        chunk += f.read(min(LOG_OVERHEAD + size, stop - pos) - len(chunk))
+                chunk = _read_chunk(f, pos, stop, chunk_bytes)
                 at_eof = pos + len(chunk) >= stop
                 before = walk.valid_bytes
                 yield from _walk_view(memoryview(chunk), pos, 0, len(chunk), name, at_eof, walk)
