@@ -22,7 +22,7 @@ from storage_core.log.offset_index import OFFSET_INDEX_ENTRY, OffsetPosition
 from storage_core.log.segment import _maybe_append_time
 from storage_core.log.time_index import TIME_INDEX_ENTRY, TimestampOffset
 from storage_core.log.txn_index import AbortedTxn
-from storage_core.record.compression import CompressionType, compress
+from storage_core.record.compression import CompressionType
 from storage_core.record.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
@@ -30,6 +30,7 @@ from storage_core.record.records import (
     Record,
     TimestampType,
     batch_attributes,
+    batch_of_area,
     build_batch,
     write_batch_header,
 )
@@ -133,17 +134,12 @@ def rebuilt_from_area(batch: DefaultRecordBatch, records_area: Buffer, count: in
                       max_timestamp: int, delete_horizon_ms: int | None) -> bytes:
     """:func:`rebuild_batch` from records already encoded (the kernel's ``retained_records``): the
     same codec, header fields and attributes as ``build_batch`` gives them."""
-    codec = batch.compression
-    payload = compress(codec, bytes(records_area)) if codec != CompressionType.NONE else records_area
-    buf = bytearray(RECORD_BATCH_OVERHEAD) + payload
-    write_batch_header(
-        buf, base_offset=batch.base_offset, partition_leader_epoch=batch.partition_leader_epoch,
-        attributes=batch_attributes(codec, batch.timestamp_type, batch.is_transactional, batch.is_control,
-                                    delete_horizon_ms is not None),
-        last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence, records_count=count)
-    return bytes(buf)
+    return batch_of_area(
+        memoryview(records_area), count, base_offset=batch.base_offset, last_offset=batch.last_offset,
+        base_timestamp=base_timestamp, max_timestamp=max_timestamp, compression=batch.compression,
+        timestamp_type=batch.timestamp_type, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional, is_control=batch.is_control,
+        partition_leader_epoch=batch.partition_leader_epoch, has_delete_horizon=delete_horizon_ms is not None)
 
 
 def rebuild_batch(batch: DefaultRecordBatch, records: list[Record], delete_horizon_ms: int | None) -> bytes:

@@ -523,21 +523,51 @@ def build_batch(
         if not 0 <= delta <= INT32_MAX:
             raise ValueError(f"offset {r.offset} does not fit a batch based at {base_offset}")
         body += encode_record(delta, wrap_int64(r.timestamp - base_ts), r.key, r.value, r.headers)
-    payload = compress(compression, bytes(body), compression_level) if compression != CompressionType.NONE else body
+    return batch_of_area(body, len(recs), base_offset=base_offset, last_offset=last, base_timestamp=base_ts,
+                         max_timestamp=max_ts, compression=compression, compression_level=compression_level,
+                         timestamp_type=timestamp_type, producer_id=producer_id, producer_epoch=producer_epoch,
+                         base_sequence=base_sequence, is_transactional=is_transactional, is_control=is_control,
+                         partition_leader_epoch=partition_leader_epoch,
+                         has_delete_horizon=delete_horizon_ms is not None)
+
+
+def batch_of_area(
+    area: bytes | bytearray | memoryview,
+    count: int,
+    *,
+    base_offset: int,
+    last_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: CompressionType,
+    compression_level: int | None = None,
+    timestamp_type: TimestampType,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    is_transactional: bool,
+    is_control: bool,
+    partition_leader_epoch: int,
+    has_delete_horizon: bool,
+) -> bytes:
+    """A v2 batch around ``count`` records already encoded in ``area`` (relative to
+    ``base_offset`` and ``base_timestamp``): compressed with ``compression``, header and CRC
+    written (the end of ``MemoryRecordsBuilder.build``; :func:`build_batch` and the cleaner's
+    rebuilt batches both end here)."""
+    payload = compress(compression, bytes(area), compression_level) if compression != CompressionType.NONE else area
     buf = bytearray(RECORD_BATCH_OVERHEAD) + payload
     write_batch_header(
         buf,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
-        attributes=batch_attributes(compression, timestamp_type, is_transactional, is_control,
-                                    delete_horizon_ms is not None),
-        last_offset_delta=last - base_offset,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
+        attributes=batch_attributes(compression, timestamp_type, is_transactional, is_control, has_delete_horizon),
+        last_offset_delta=last_offset - base_offset,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
-        records_count=len(recs),
+        records_count=count,
     )
     return bytes(buf)
 
