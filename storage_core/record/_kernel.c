@@ -1741,6 +1741,27 @@ static inline uint8_t *w_be64(uint8_t *w, uint64_t v) { for (int i = 7; i >= 0; 
 static inline uint8_t *w_be32(uint8_t *w, uint32_t v) { for (int i = 3; i >= 0; i--) *w++ = (uint8_t)(v >> (8 * i)); return w; }
 static inline uint8_t *w_be16(uint8_t *w, uint16_t v) { *w++ = (uint8_t)(v >> 8); *w++ = (uint8_t)v; return w; }
 
+/* The 61-byte v2 batch header (see add_v2_run's layout) at h, for a batch of `total` bytes whose
+ * records follow it: every field, then the CRC-32C over attributes .. the end of the records.
+ * The Python twin is records.write_batch_header. */
+static void write_v2_header(uint8_t *h, Py_ssize_t total, int64_t base_offset, int32_t leader_epoch,
+                            uint16_t attributes, int32_t last_offset_delta, int64_t base_ts, int64_t max_ts,
+                            int64_t producer_id, int16_t producer_epoch, int32_t base_sequence, int32_t count) {
+    w_be64(h, (uint64_t)base_offset);
+    w_be32(h + 8, (uint32_t)(total - 12));
+    w_be32(h + 12, (uint32_t)leader_epoch);
+    h[16] = 2; /* magic */
+    w_be16(h + 21, attributes);
+    w_be32(h + 23, (uint32_t)last_offset_delta);
+    w_be64(h + 27, (uint64_t)base_ts);
+    w_be64(h + 35, (uint64_t)max_ts);
+    w_be64(h + 43, (uint64_t)producer_id);
+    w_be16(h + 51, (uint16_t)producer_epoch);
+    w_be32(h + 53, (uint32_t)base_sequence);
+    w_be32(h + 57, (uint32_t)count);
+    w_be32(h + 17, crc32c(h + 21, (size_t)(total - 21)));
+}
+
 #define BATCH_OVERHEAD 61
 /* A batch's size must fit batchLength (int32, counting from byte 12). */
 #define MAX_RECORDS_AREA (INT32_LIMIT - BATCH_OVERHEAD)
@@ -1921,21 +1942,9 @@ static PyObject *kernel_encode_v2_batches(PyObject *self, PyObject *args) {
         }
         if (with_header) {
             int32_t count = (int32_t)(row - first);
-            uint8_t *q = base;
-            q = w_be64(q, (uint64_t)(base_offset + (long long)(first - start)));
-            q = w_be32(q, (uint32_t)(hsize + area - 12));
-            q = w_be32(q, (uint32_t)leader_epoch);
-            *q++ = 2;                               /* magic */
-            q += 4;                                 /* crc, below */
-            q = w_be16(q, (uint16_t)attributes);
-            q = w_be32(q, (uint32_t)(count - 1));   /* lastOffsetDelta */
-            q = w_be64(q, (uint64_t)base_ts);
-            q = w_be64(q, (uint64_t)max_ts);
-            q = w_be64(q, (uint64_t)-1);            /* producerId */
-            q = w_be16(q, (uint16_t)-1);            /* producerEpoch */
-            q = w_be32(q, (uint32_t)-1);            /* baseSequence */
-            q = w_be32(q, (uint32_t)count);
-            w_be32(base + 17, crc32c(base + 21, (size_t)(hsize + area - 21)));
+            /* no producer: id -1, epoch -1, base sequence -1 */
+            write_v2_header(base, hsize + area, (int64_t)(base_offset + (long long)(first - start)),
+                            (int32_t)leader_epoch, (uint16_t)attributes, count - 1, base_ts, max_ts, -1, -1, -1, count);
         }
         int rc = PyList_Append(list, bytes);
         Py_DECREF(bytes);
@@ -2685,17 +2694,8 @@ static void write_rebuilt_header(uint8_t *h, const uint8_t *orig, Py_ssize_t tot
     int16_t attrs = (int16_t)be16(orig + 21);
     uint16_t a = (uint16_t)(attrs & (ATTR_CODEC_MASK | ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL));
     if (has_horizon) a |= 0x40;
-    memcpy(h, orig, 8);                          /* base offset */
-    w_be32(h + 8, (uint32_t)(total - V2_LOG_OVERHEAD));
-    memcpy(h + 12, orig + 12, 4);                /* partition leader epoch */
-    h[16] = 2;
-    w_be16(h + 21, a);
-    memcpy(h + 23, orig + 23, 4);                /* last offset delta */
-    w_be64(h + 27, (uint64_t)base_ts);
-    w_be64(h + 35, (uint64_t)max_ts);
-    memcpy(h + 43, orig + 43, 14);               /* producer id, epoch, base sequence */
-    w_be32(h + 57, (uint32_t)count);
-    w_be32(h + 17, crc32c(h + V2_CRC_FROM, (size_t)(total - V2_CRC_FROM)));
+    write_v2_header(h, total, (int64_t)be64(orig), (int32_t)be32(orig + 12), a, (int32_t)be32(orig + 23), base_ts,
+                    max_ts, (int64_t)be64(orig + 43), (int16_t)be16(orig + 51), (int32_t)be32(orig + 53), count);
 }
 
 /* clean_run(data, pos, now, delete_retention_ms, stops)
