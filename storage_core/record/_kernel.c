@@ -1254,6 +1254,20 @@ static PyObject *kernel_lz4_frame_decompress(PyObject *self, PyObject *arg) {
     return result;
 }
 
+/* Where the batch at data[pos] stands (every walk over batches asks here): V2_WHOLE, a v2 batch
+ * whose `total` bytes (LOG_OVERHEAD included) are all in data; V2_SHORT, fewer bytes left than it
+ * needs (read more, or a partial tail); V2_OTHER, not a v2 batch or a size below a v2 header's. */
+enum { V2_WHOLE = 0, V2_SHORT = 1, V2_OTHER = 2 };
+static int v2_batch_at(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t *total) {
+    Py_ssize_t rem = len - pos;
+    if (rem < V2_HEADER_BYTES) return rem < 17 || data[pos + 16] == 2 ? V2_SHORT : V2_OTHER;
+    const uint8_t *b = data + pos;
+    int32_t size = (int32_t)be32(b + 8);
+    if (b[16] != 2 || size < V2_HEADER_BYTES - V2_LOG_OVERHEAD) return V2_OTHER;
+    *total = (Py_ssize_t)size + V2_LOG_OVERHEAD;
+    return *total > rem ? V2_SHORT : V2_WHOLE;
+}
+
 /* The control record of a transactional control batch at b (total bytes, uncompressed): validates
  * every record as DefaultRecordBatch.records() does (decode_area over an empty offset range) and
  * reads the first record's key as ControlRecordType.parse does. 0 with *abort set; 1 if the object
@@ -1355,12 +1369,10 @@ static PyObject *RecordsBuilder_add_v2_run(RecordsBuilder *s, PyObject *args) {
         Py_ssize_t rem = len - pos;
         if (rem == 0) { stop = RUN_END; break; }
         if (max_bytes >= 0 && builder_nbytes(s) >= max_bytes) { stop = RUN_FULL; break; }
-        if (rem < V2_HEADER_BYTES) { stop = rem < 17 || base[pos + 16] == 2 ? RUN_SHORT : RUN_SLOW_PATH; break; }
+        Py_ssize_t total = 0;
+        int at = v2_batch_at(base, len, pos, &total);
+        if (at != V2_WHOLE) { stop = at == V2_SHORT ? RUN_SHORT : RUN_SLOW_PATH; break; }
         const uint8_t *b = base + pos;
-        int32_t size = (int32_t)be32(b + 8);
-        if (b[16] != 2 || size < V2_HEADER_BYTES - V2_LOG_OVERHEAD) { stop = RUN_SLOW_PATH; break; }
-        Py_ssize_t total = (Py_ssize_t)size + V2_LOG_OVERHEAD;
-        if (total > rem) { stop = RUN_SHORT; break; }
         if (verify && crc32c(b + V2_CRC_FROM, (size_t)(total - V2_CRC_FROM)) != be32(b + 17)) { stop = RUN_SLOW_PATH; break; }
         int16_t attributes = (int16_t)be16(b + 21);
         int64_t base_offset = (int64_t)be64(b);
@@ -2610,14 +2622,9 @@ enum {
 
 /* The v2 batch at data[pos]: its size (LOG_OVERHEAD included) and CLEAN_END, or why the run stops. */
 static int run_batch_at(const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t *total) {
-    Py_ssize_t rem = len - pos;
-    if (rem < V2_HEADER_BYTES) return rem < 17 || data[pos + 16] == 2 ? CLEAN_SHORT : CLEAN_BATCH;
-    const uint8_t *b = data + pos;
-    int32_t size = (int32_t)be32(b + 8);
-    if (b[16] != 2 || size < V2_HEADER_BYTES - V2_LOG_OVERHEAD) return CLEAN_BATCH;
-    *total = (Py_ssize_t)size + V2_LOG_OVERHEAD;
-    if (*total > rem) return CLEAN_SHORT;
-    int16_t attributes = (int16_t)be16(b + 21);
+    int at = v2_batch_at(data, len, pos, total);
+    if (at != V2_WHOLE) return at == V2_SHORT ? CLEAN_SHORT : CLEAN_BATCH;
+    int16_t attributes = (int16_t)be16(data + pos + 21);
     if (attributes & (ATTR_CODEC_MASK | ATTR_CONTROL | ATTR_TRANSACTIONAL)) return CLEAN_BATCH;
     return CLEAN_END;
 }
