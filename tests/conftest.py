@@ -28,3 +28,21 @@ def spark():  # type: ignore[no-untyped-def]
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """One Apache Kafka broker per test process (``tests/broker_fixture.py``), a few seconds to
+    start; tests make fresh topics. Skips with the reason where the broker cannot run, fails
+    instead under ``KLOG_REQUIRE_BROKER=1`` (CI)."""
+    import broker_fixture
+
+    reason = broker_fixture.unavailable()
+    if reason is not None:
+        if broker_fixture.required():
+            pytest.fail(f"{broker_fixture.REQUIRE_ENV}=1 but {reason}")
+        pytest.skip(reason)
+    b = broker_fixture.Broker(tmp_path_factory.mktemp("kafka-broker"))
+    b.start()
+    yield b
+    b.stop()

@@ -23,7 +23,8 @@ checkpoints and the producer state; no record is decoded and nothing is written:
 * ``estimated_records``: ``end_offset - start_offset``, an upper bound where compaction left
   gaps and transaction markers take offsets;
 * ``segments``, ``size_bytes``: the segment files and their bytes;
-* ``first_timestamp``: the first batch's (base) timestamp; ``max_timestamp``: the largest record
+* ``first_timestamp``: the timestamp of the first record (as a consumer sees it: LogAppendTime,
+  and a cleaned batch's delete horizon, taken into account); ``max_timestamp``: the largest record
   timestamp the time indexes know; ``None`` for a partition without timestamps;
 * ``codecs``: the compression codecs of the segments' first batches;
 * ``topic_id``: the topic id the partition's ``partition.metadata`` holds (None without one);
@@ -150,7 +151,7 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None) -
             for batch in seg.batches():
                 codecs.add(batch.compression.label)
                 if first_ts is None and batch.max_timestamp >= 0:
-                    first_ts = batch.base_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
+                    first_ts = batch.first_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
                 break
         max_ts = max((s.max_timestamp_so_far.timestamp for s in log.segments), default=-1)
         start, end = log.log_start_offset, log.log_end_offset

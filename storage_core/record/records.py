@@ -298,6 +298,22 @@ class DefaultRecordBatch:
         return self.header.base_timestamp
 
     @property
+    def first_timestamp(self) -> int | None:
+        """The timestamp a consumer sees on the batch's first record, None for an empty batch.
+
+        Not always the base timestamp: a LogAppendTime batch's records carry its max timestamp
+        (the broker's clock), and in a batch the cleaner stamped with a delete horizon (bit 6,
+        KIP-534) the base timestamp field holds the horizon, so only the first record's delta
+        from it gives the record's time."""
+        if self.header.records_count <= 0:
+            return None
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            return self.max_timestamp
+        if self.has_delete_horizon:
+            return self.records()[0].timestamp
+        return self.base_timestamp
+
+    @property
     def max_timestamp(self) -> int:
         return self.header.max_timestamp
 

@@ -1,0 +1,314 @@
+"""Apache Kafka's own broker in the test suite: a single-node KRaft broker (combined broker and
+controller roles) on 127.0.0.1, started from the jars of the release ``tests/broker/pom.xml`` pins.
+
+The jars are copied by Maven (``mvn dependency:copy-dependencies``) into a cache outside the
+repository, ``$KLOG_KAFKA_CACHE/<version>/libs`` (default ``~/.cache/klog-kafka``); the cache is
+guarded by a file lock, so parallel pytest workers share it. ``oracle/BrokerClient.java`` (Kafka's
+own producer, consumer and admin client, driving workloads and reading the truth back) is compiled
+against those jars into the same cache.
+
+A :class:`Broker` formats its dirs (``kafka.tools.StorageTool format --standalone``), starts
+``kafka.Kafka`` with free ports and a temporary ``log.dirs``, waits until its log says it started,
+and stops it cleanly (SIGTERM and wait), kills it (SIGKILL) or restarts it on the same dirs.
+
+Where the broker cannot run (no Java, no Maven, no network), :func:`unavailable` gives the reason
+the tests skip with; with ``KLOG_REQUIRE_BROKER=1`` (CI) the tests fail instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka_oracle import OracleError, _classes, _locked
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "broker" / "pom.xml"
+CLIENT_SOURCE = HERE / "oracle" / "BrokerClient.java"
+STARTED = "Kafka Server started"
+REQUIRE_ENV = "KLOG_REQUIRE_BROKER"
+
+#: The broker's settings beyond listeners and dirs: one node, small internal topics, and the
+#: cleaner and retention checks frequent enough to run while a test's workload does.
+BROKER_CONFIG = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "log.retention.check.interval.ms": "500",
+    "log.cleaner.backoff.ms": "200",
+    "log.initial.task.delay.ms": "0",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+}
+
+LOG4J2 = """status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+"""
+
+
+class BrokerError(RuntimeError):
+    """The broker (or Kafka's client harness) could not be set up or did not do what was asked."""
+
+
+def kafka_version() -> str:
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+    assert m, f"{POM} names no kafka.version"
+    return m.group(1)
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("KLOG_KAFKA_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "klog-kafka") / kafka_version()
+
+
+_libs: list[Path] | None = None
+_failure: str | None = None
+
+
+def libs() -> list[Path]:
+    """The broker's jars, fetched with Maven on first use (raises :class:`BrokerError`)."""
+    global _libs, _failure
+    if _libs is not None:
+        return _libs
+    if _failure is not None:
+        raise BrokerError(_failure)
+    try:
+        for tool in ("java", "javac", "mvn"):
+            if shutil.which(tool) is None:
+                raise BrokerError(f"Kafka broker unavailable: no {tool} on PATH")
+        cache = cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        with _locked(cache / ".lock"):
+            target = cache / "libs"
+            if not target.is_dir():
+                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
+                try:
+                    cmd = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+                           f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+                    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+                    if proc.returncode != 0:
+                        tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+                        raise BrokerError(f"Kafka broker unavailable: mvn could not fetch Kafka {kafka_version()}: {tail}")
+                    tmp.rename(target)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+            jars = sorted(target.glob("*.jar"))
+            if not any(j.name == f"kafka_2.13-{kafka_version()}.jar" for j in jars):
+                raise BrokerError(f"Kafka broker unavailable: {target} lacks kafka_2.13-{kafka_version()}.jar")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        _failure = f"Kafka broker unavailable: {e}"
+        raise BrokerError(_failure) from e
+    except BrokerError as e:
+        _failure = str(e)
+        raise
+    _libs = jars
+    return jars
+
+
+def classpath() -> str:
+    """The broker's jars and the compiled ``BrokerClient``."""
+    jars = libs()
+    cache = cache_dir()
+    try:
+        with _locked(cache / ".lock"):
+            classes = _classes(cache, jars, CLIENT_SOURCE)
+    except OracleError as e:
+        raise BrokerError(str(e)) from e
+    return os.pathsep.join([str(cache / "libs" / "*"), str(classes)])
+
+
+def unavailable() -> str | None:
+    """None if the broker can run here, else why not (a skip reason)."""
+    try:
+        classpath()
+    except BrokerError as e:
+        return str(e)
+    return None
+
+
+def required() -> bool:
+    """CI sets ``KLOG_REQUIRE_BROKER=1``: a broker that cannot start fails the run."""
+    return os.environ.get(REQUIRE_ENV, "") not in ("", "0")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def java_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("CLASSPATH", None)
+    return env
+
+
+class Broker:
+    """One single-node KRaft broker, its dirs under ``root``: ``data/`` (``log.dirs``),
+    ``server.properties``, ``server.log`` (the broker's log4j output) and ``stdout.log``."""
+
+    def __init__(self, root: Path, **config: str) -> None:
+        self.root = root
+        self.log_dir = root / "data"
+        self.server_log = root / "server.log"
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.cp = classpath()
+        props = dict(BROKER_CONFIG)
+        props.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.log_dir),
+        })
+        props.update(config)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (root / "log4j2.properties").write_text(LOG4J2)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        proc = subprocess.run(
+            ["java", "-cp", self.cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+             "-c", str(root / "server.properties"), "--standalone"],
+            capture_output=True, text=True, env=java_env(), check=False, timeout=120)
+        if proc.returncode != 0:
+            raise BrokerError(f"kafka-storage format failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        self.cluster_id = cluster_id
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 120) -> None:
+        """Start the broker (on the same dirs as before) and wait until it has started."""
+        if self.running:
+            return
+        before = self._started_count()
+        stdout = open(self.root / "stdout.log", "ab")  # noqa: SIM115 - the child owns it
+        try:
+            self.proc = subprocess.Popen(
+                ["java", "-Xmx768m", "-XX:+UseSerialGC", f"-Dkafka.logs.dir={self.root}",
+                 f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
+                 "-cp", self.cp, "kafka.Kafka", str(self.root / "server.properties")],
+                stdout=stdout, stderr=subprocess.STDOUT, env=java_env(), start_new_session=True)
+        finally:
+            stdout.close()
+        deadline = time.monotonic() + timeout
+        while self._started_count() <= before:
+            if self.proc.poll() is not None:
+                raise BrokerError(f"the broker exited with {self.proc.returncode} while starting: {self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise BrokerError(f"the broker did not start in {timeout:.0f} s: {self.log_tail()}")
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 120) -> None:
+        """A clean shutdown: SIGTERM, and wait for the process to end."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise BrokerError(f"the broker did not stop within {timeout:.0f} s of SIGTERM") from None
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: the broker dies at once, as in a crash of the process (the page cache keeps
+        what it wrote)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    # ------------------------------------------------------------ the broker's log
+
+    def _started_count(self) -> int:
+        try:
+            return self.server_log.read_text(errors="replace").count(STARTED)
+        except FileNotFoundError:
+            return 0
+
+    def log_tail(self, lines: int = 20) -> str:
+        text = ""
+        for name in ("server.log", "stdout.log"):
+            try:
+                text += (self.root / name).read_text(errors="replace")
+            except FileNotFoundError:
+                pass
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_mark(self) -> int:
+        """Where the broker's log ends now: :meth:`problems` reads from here."""
+        try:
+            return self.server_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_since(self, mark: int) -> str:
+        with open(self.server_log, "rb") as f:
+            f.seek(mark)
+            return f.read().decode("utf-8", "replace")
+
+    # ------------------------------------------------------------ Kafka's clients
+
+    def client(self, *args: str, timeout: float = 600) -> str:
+        """Run ``BrokerClient`` (Kafka's own producer, consumer and admin client) and return its
+        standard output."""
+        cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-Dlog4j2.level=WARN", "-Dlog4j2.configurationFile=",
+               "-cp", self.cp, "BrokerClient", args[0], self.bootstrap, *args[1:]]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=java_env(), check=False, timeout=timeout)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise BrokerError(f"BrokerClient {args[0]} failed (exit {proc.returncode}):\n{tail}")
+        return proc.stdout
+
+    def workload(self, seed: int, prefix: str, records: int) -> list[dict[str, Any]]:
+        out = self.client("workload", str(seed), prefix, str(records))
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    def consume(self, isolation: str, topics: list[str], out: Path) -> list[dict[str, Any]]:
+        self.client("consume", isolation, str(out), *topics)
+        with open(out) as f:
+            return [json.loads(line) for line in f]
+
+    def admin(self, topics: list[str]) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.client("admin", *topics).strip().splitlines()[-1])
+        return result

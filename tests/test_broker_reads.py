@@ -1,0 +1,374 @@
+"""Broker → klog: what Apache Kafka's own broker wrote, every klog read path returns exactly as the
+broker's own consumer and admin client serve it.
+
+Random workloads (``oracle/BrokerClient.java workload``: plain, idempotent and interleaved
+transactional producers committing and aborting across segment rolls with
+``sendOffsetsToTransaction``, every codec, headers, null keys and values, LogAppendTime, retention
+deleting segments while the workload runs, a compacted topic whose cleaner runs, consumer groups of
+the classic and the consumer protocol) go through the session's broker. The truth comes from the
+broker alone: a ``KafkaConsumer`` at both isolation levels, and the Admin client (ListOffsets,
+topic ids and configs, committed group offsets). klog then reads the broker's log dir three ways,
+each a value of the ``state`` fixture: ``live`` (the broker running: no lock taken, no byte
+changed), ``clean`` (after SIGTERM) and ``killed`` (restarted, then SIGKILL: recovery in memory).
+
+``KLOG_BROKER_WORKLOADS`` (default 8) sets how many workloads run, ``KLOG_BROKER_RECORDS`` the
+records per workload (default: random, 10,000 to 16,000), ``KLOG_BROKER_SEED`` the seed (default:
+a new one each run, printed in every failure).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_fixture import Broker
+from kafka_corpus import assert_same_rows, env_int, rows_of
+
+import storage_core
+from storage_core.tools.cli import main as klog
+
+pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
+
+N_WORKLOADS = env_int("KLOG_BROKER_WORKLOADS", 8)
+SEED = int(os.environ.get("KLOG_BROKER_SEED") or random.SystemRandom().randrange(1, 1 << 31))
+ISOLATION = ("read_uncommitted", "read_committed")
+KINDS = ("plain", "txn", "retained", "compacted")
+Row = dict[str, Any]
+
+
+@dataclass
+class Truth:
+    """What the broker served, after the workloads settled."""
+
+    seed: int
+    pattern: str  # a regex matching every workload topic
+    topics: list[str]
+    rows: dict[str, list[Row]]  # by isolation level
+    admin: dict[str, Any]
+    probes: list[int]  # timestamps the admin's ListOffsets was asked about
+    ctx: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ctx = f"KLOG_BROKER_SEED={self.seed}"
+
+    def offsets(self, tp: str) -> dict[str, list[int]]:
+        o: dict[str, list[int]] = self.admin["offsets"][tp]
+        return o
+
+    def partitions(self) -> list[tuple[str, int]]:
+        out = []
+        for tp in self.admin["offsets"]:
+            topic, _, p = tp.rpartition("-")
+            out.append((topic, int(p)))
+        return sorted(out)
+
+
+def _b64(v: str | None) -> bytes | None:
+    return None if v is None else base64.b64decode(v)
+
+
+def _row(d: dict[str, Any]) -> Row:
+    return {"key": _b64(d["k"]), "value": _b64(d["v"]), "topic": d["t"], "partition": d["p"], "offset": d["o"],
+            "timestamp": d["ts"], "timestampType": d["tt"],
+            "headers": [(k, _b64(v)) for k, v in d["h"]] or None}
+
+
+def _cleaned(log_dir: Path, topic: str, partition: int) -> bool:
+    """The broker's cleaner has cleaned the partition up to its active segment."""
+    logs = sorted((log_dir / f"{topic}-{partition}").glob("*.log"))
+    if len(logs) < 2:
+        return True
+    active = int(logs[-1].name.split(".")[0])
+    try:
+        lines = (log_dir / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return False
+    for line in lines:
+        t, p, o = line.rsplit(" ", 2)
+        if t == topic and int(p) == partition:
+            return int(o) >= active
+    return False
+
+
+def _settle(broker: Broker, topics: list[str], timeout: float = 180) -> None:
+    """Wait until the broker has nothing left to do on ``topics``: every transaction's markers
+    written (LSO = high watermark), retention done (log start offsets unchanged over two checks a
+    few retention intervals apart) and the compacted topics cleaned up to their active segments."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        offsets = broker.admin(topics)["offsets"]
+        starts = {tp: v["earliest"][0] for tp, v in offsets.items()}
+        open_txns = [tp for tp, v in offsets.items() if v["lso"][0] != v["latest"][0]]
+        dirty = [tp for tp in offsets if "-compacted-" in tp
+                 and not _cleaned(broker.log_dir, *_split(tp))]
+        if not open_txns and not dirty and starts == last:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the broker did not settle in {timeout:.0f} s: open transactions {open_txns}, "
+                                 f"uncleaned {dirty}")
+        last = starts
+        time.sleep(1.5)
+
+
+def _split(tp: str) -> tuple[str, int]:
+    topic, _, p = tp.rpartition("-")
+    return topic, int(p)
+
+
+@pytest.fixture(scope="module")
+def truth(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Truth:
+    broker.start()
+    rnd = random.Random(SEED)
+    base = f"b{SEED}"
+    jobs = []
+    for i in range(N_WORKLOADS):
+        records = env_int("KLOG_BROKER_RECORDS", 0) or rnd.randint(10_000, 16_000)
+        jobs.append((rnd.randrange(1 << 62), f"{base}w{i}", records))
+    with ThreadPoolExecutor(2) as pool:  # two client JVMs at once
+        done = list(pool.map(lambda j: broker.workload(*j), jobs))
+    topics = sorted(t["topic"] for w in done for t in w)
+    _settle(broker, topics)
+    out = tmp_path_factory.mktemp("broker-truth")
+    rows = {iso: [_row(d) for d in broker.consume(iso, topics, out / f"{iso}.jsonl")] for iso in ISOLATION}
+    stamps = sorted({r["timestamp"] for r in rows["read_uncommitted"]})
+    probes = sorted({stamps[0] - 1, stamps[-1], stamps[-1] + 1, *rnd.sample(stamps, min(6, len(stamps)))})
+    admin = broker.admin([*topics, *(f"@{p}" for p in probes)])
+    return Truth(SEED, f"{base}w[0-9]+-.*", topics, rows, admin, probes)
+
+
+def _topic_dirs(log_dir: Path, topics: list[str]) -> dict[str, str]:
+    """sha256 of every file of the topics' partition dirs."""
+    out = {}
+    for d in sorted(log_dir.iterdir()):
+        if d.is_dir() and d.name.rpartition("-")[0] in topics:
+            for f in sorted(d.iterdir()):
+                if not f.name.endswith(".deleted"):  # the broker's own async deletes (file.delete.delay.ms)
+                    out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module", params=["live", "clean", "killed"])
+def state(request: pytest.FixtureRequest, broker: Broker, truth: Truth) -> Iterator[Path]:
+    """The broker's log dir, read while the broker runs, after a clean shutdown, or after a SIGKILL."""
+    if request.param == "live":
+        broker.start()
+        before = _topic_dirs(broker.log_dir, truth.topics)
+        yield broker.log_dir
+        assert broker.running, "the broker died while klog read its live dir"
+        after = _topic_dirs(broker.log_dir, truth.topics)
+        assert after == before, f"{truth.ctx}: files changed while klog read the live dir: " + ", ".join(
+            sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))[:10])
+        assert not (broker.log_dir / "klog-journal").exists()
+    elif request.param == "clean":
+        broker.stop()
+        assert (broker.log_dir / ".kafka_cleanshutdown").exists(), "no clean-shutdown marker after SIGTERM"
+        yield broker.log_dir
+    else:
+        broker.start()
+        broker.kill()
+        assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
+        yield broker.log_dir
+        broker.start()  # the session's broker serves the tests that follow
+
+
+def _want(truth: Truth, iso: str, ranges: dict[tuple[str, int], tuple[int, int]] | None = None,
+          topics: set[str] | None = None) -> list[Row]:
+    rows = truth.rows[iso]
+    if topics is not None:
+        rows = [r for r in rows if r["topic"] in topics]
+    if ranges is not None:
+        rows = [r for r in rows if (r["topic"], r["partition"]) in ranges
+                and ranges[r["topic"], r["partition"]][0] <= r["offset"] < ranges[r["topic"], r["partition"]][1]]
+    return rows
+
+
+def _ranges(truth: Truth, rnd: random.Random) -> dict[tuple[str, int], tuple[int, int]]:
+    out = {}
+    for topic, p in truth.partitions():
+        o = truth.offsets(f"{topic}-{p}")
+        lo, hi = o["earliest"][0], o["lso"][0]
+        a, b = sorted((rnd.randint(lo, hi), rnd.randint(lo, hi)))
+        out[topic, p] = (a, b)
+    return out
+
+
+def _json(ranges: dict[tuple[str, int], tuple[int, int]], which: int) -> str:
+    out: dict[str, dict[str, int]] = {}
+    for (t, p), r in ranges.items():
+        out.setdefault(t, {})[str(p)] = r[which]
+    return json.dumps(out)
+
+
+# --- the engine: read_arrow ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_read_arrow_equals_consumer(state: Path, truth: Truth, iso: str) -> None:
+    ctx = f"{truth.ctx} {state.name} read_arrow {iso}"
+    got = storage_core.read_arrow(state, subscribePattern=truth.pattern, isolationLevel=iso,
+                                  includeHeaders=True).read_all()
+    assert_same_rows(rows_of(got), _want(truth, iso), ctx + " whole")
+    rnd = random.Random(truth.seed + len(iso))
+    ranges = _ranges(truth, rnd)
+    opts: dict[str, object] = {"startingOffsets": _json(ranges, 0), "endingOffsets": _json(ranges, 1),
+                               "isolationLevel": iso, "includeHeaders": True, "maxRecordsPerPartition": 977}
+    got = storage_core.read_arrow(state, **opts).read_all()
+    assert_same_rows(rows_of(got), _want(truth, iso, ranges), f"{ctx} ranges {opts}")
+
+
+def test_offsets_by_timestamp_equal_list_offsets(state: Path, truth: Truth) -> None:
+    """``startingOffsetsByTimestamp`` resolves as the broker's ListOffsets(timestamp) does."""
+    parts = truth.partitions()
+    for ts in truth.probes:
+        spec = {t: {} for t, _ in parts}  # type: dict[str, dict[str, int]]
+        for t, p in parts:
+            spec[t][str(p)] = ts
+        plan = storage_core.plan(state, startingOffsetsByTimestamp=json.dumps(spec),
+                                 startingOffsetsByTimestampStrategy="latest")
+        got = {(r.topic_partition.topic, r.topic_partition.partition): r.start for r in plan.ranges}
+        for t, p in parts:
+            o = truth.offsets(f"{t}-{p}")
+            found = o[f"@{ts}"][0]
+            want = found if found >= 0 else o["latest"][0]
+            assert got[t, p] == want, f"{truth.ctx} {state.name} {t}-{p} timestamp {ts}: klog {got[t, p]}, broker {want}"
+
+
+# --- klog describe and klog groups -----------------------------------------------------------------
+
+
+def test_describe_equals_admin(state: Path, truth: Truth) -> None:
+    table = storage_core.describe(state).to_pylist()
+    rows = {(r["topic"], r["partition"]): r for r in table}
+    for t, p in truth.partitions():
+        o = truth.offsets(f"{t}-{p}")
+        r = rows[t, p]
+        got = (r["start_offset"], r["end_offset"], r["last_stable_offset"])
+        want = (o["earliest"][0], o["latest"][0], o["lso"][0])
+        assert got == want, f"{truth.ctx} {state.name} describe {t}-{p} (start, end, LSO): klog {got}, broker {want}"
+        info = truth.admin["topics"][t]
+        assert r["topic_id"] == info["id"], f"{truth.ctx} {t}: topic id {r['topic_id']}, broker {info['id']}"
+        configs = dict(c.split(" (")[0].split("=", 1) for c in r["configs"] if "(kraft topic)" in c)
+        for name, value in info["configs"].items():
+            if name == "internal.segment.bytes":
+                continue  # a test-only config the broker keeps out of its documented set
+            assert configs.get(name) == value, f"{truth.ctx} {t} config {name}: klog {configs.get(name)}, broker {value}"
+        if o["maxTimestamp"][0] >= 0 and r["max_timestamp"] is not None:
+            ms = int(r["max_timestamp"].timestamp() * 1000)
+            assert ms == o["maxTimestamp"][1], f"{truth.ctx} {t}-{p} max timestamp {ms}, broker {o['maxTimestamp']}"
+        if r["first_timestamp"] is not None and r["max_timestamp"] is not None:
+            assert r["first_timestamp"] <= r["max_timestamp"], f"{truth.ctx} {t}-{p}: first timestamp after max"
+
+
+def test_groups_equal_admin(state: Path, truth: Truth, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = truth.pattern.split("w[")[0]
+    capsys.readouterr()
+    assert klog(["groups", str(state), "--json"]) == 0
+    out = capsys.readouterr()
+    got: dict[str, dict[str, list[Any]]] = {}
+    for g in json.loads(out.out):
+        if g["group"].startswith(prefix):
+            got.setdefault(g["group"], {})[f"{g['topic']}-{g['partition']}"] = [g["committedOffset"], g["metadata"]]
+    want = {g: v for g, v in truth.admin["groups"].items() if g.startswith(prefix)}
+    assert got == want, f"{truth.ctx} {state.name} klog groups"
+    assert "could not be decoded" not in out.err, f"{truth.ctx} {state.name} klog groups: {out.err.strip()}"
+
+
+# --- klog export and klog dump ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_export_equals_consumer(state: Path, truth: Truth, iso: str, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    for topic in truth.topics:
+        if not topic.endswith(("-txn", "-compacted")):
+            continue  # the transactional and the compacted topics: the others are read whole above
+        out = tmp_path / f"{topic}.parquet"
+        args = ["export", str(state), "--topic", topic, "-o", str(out), "--quiet", "--headers"]
+        assert klog(args + (["--read-committed"] if iso == "read_committed" else [])) == 0
+        assert_same_rows(rows_of(pq.read_table(out)), _want(truth, iso, topics={topic}),
+                         f"{truth.ctx} {state.name} export {topic} {iso}")
+
+
+def test_dump_equals_consumer(state: Path, truth: Truth, tmp_path: Path) -> None:
+    """``klog dump --jsonl`` of every segment: its data records are the read_uncommitted records."""
+    want: dict[tuple[str, int], list[tuple[int, bytes | None]]] = {}
+    for r in truth.rows["read_uncommitted"]:
+        want.setdefault((r["topic"], r["partition"]), []).append((r["offset"], r["value"]))
+    for t, p in truth.partitions():
+        if not t.endswith(("-txn", "-compacted")):
+            continue
+        got = []
+        for seg in sorted((state / f"{t}-{p}").glob("*.log")):
+            out = tmp_path / "dump.jsonl"
+            with open(out, "w") as f, redirect_stdout(f):
+                assert klog(["dump", "--jsonl", str(seg)]) == 0
+            for line in out.read_text().splitlines():
+                o = json.loads(line)
+                if not o["is_control"] and o["offset"] is not None:
+                    got.append((o["offset"], _b64(o["value_b64"])))
+        start = truth.offsets(f"{t}-{p}")["earliest"][0]
+        got = [g for g in got if g[0] >= start]
+        assert got == want.get((t, p), []), f"{truth.ctx} {state.name} dump {t}-{p}"
+
+
+# --- Spark -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_spark_batch_equals_consumer(spark, state: Path, truth: Truth) -> None:  # type: ignore[no-untyped-def]
+    for iso in ISOLATION:
+        ctx = f"{truth.ctx} {state.name} spark {iso}"
+        df = (spark.read.format("klog").option("subscribePattern", truth.pattern).option("includeHeaders", "true")
+              .option("kafka.isolation.level", iso).load(str(state)))
+        assert_same_rows(rows_of(df.collect()), _want(truth, iso), ctx + " whole")
+        rnd = random.Random(truth.seed * 3 + len(iso))
+        ranges = _ranges(truth, rnd)
+        df = (spark.read.format("klog").option("includeHeaders", "true").option("kafka.isolation.level", iso)
+              .option("startingOffsets", _json(ranges, 0)).option("endingOffsets", _json(ranges, 1))
+              .option("maxRecordsPerPartition", str(rnd.randint(200, 3000))).load(str(state)))
+        assert_same_rows(rows_of(df.collect()), _want(truth, iso, ranges), ctx + " ranges, small pieces")
+
+
+@pytest.mark.spark
+def test_spark_stream_equals_consumer(spark, state: Path, truth: Truth, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for iso in ISOLATION:
+        name = f"broker_{state.name}_{iso}_{truth.seed}".replace("-", "_")
+        stream = (spark.readStream.format("klog").option("subscribePattern", truth.pattern)
+                  .option("startingOffsets", "earliest").option("kafka.isolation.level", iso)
+                  .option("includeHeaders", "true").option("maxOffsetsPerTrigger", "60000").load(str(state)))
+        q = (stream.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / name)).start())
+        try:
+            q.awaitTermination(600)
+            assert q.exception() is None, q.exception()
+        finally:
+            q.stop()
+        got = rows_of(spark.sql(f"select * from {name}").collect())
+        assert_same_rows(got, _want(truth, iso), f"{truth.ctx} {state.name} stream AvailableNow {iso}")
+
+
+def test_workload_shape(truth: Truth) -> None:
+    """The workloads did what they are for: aborted transactions, segments deleted by retention,
+    records removed by the cleaner, LogAppendTime, nulls and headers."""
+    rc, ru = truth.rows["read_committed"], truth.rows["read_uncommitted"]
+    assert len(rc) < len(ru), f"{truth.ctx}: no aborted records"
+    assert any(truth.offsets(tp)["earliest"][0] > 0 for tp in truth.admin["offsets"] if "-retained-" in tp)
+    compacted = [r for r in ru if r["topic"].endswith("-compacted")]
+    ends = sum(truth.offsets(tp)["latest"][0] for tp in truth.admin["offsets"] if "-compacted-" in tp)
+    assert len(compacted) < ends, f"{truth.ctx}: the cleaner removed nothing"
+    assert any(r["key"] is None for r in ru) and any(r["value"] is None for r in ru)
+    assert any(r["headers"] for r in ru)
+    assert len(ru) >= 5_000 * N_WORKLOADS
