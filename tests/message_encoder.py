@@ -47,7 +47,7 @@ def _struct(fields: tuple[FieldSpec, ...], version: int, flexible: bool, value: 
         if f.tagged.contains(version):
             if f.json_name in value:
                 assert f.tag is not None
-                tagged.append((f.tag, _field(f, version, flexible, value[f.json_name])))
+                tagged.append((f.tag, _field(f, version, flexible, value[f.json_name], tagged=True)))
             continue
         out += _field(f, version, flexible, value[f.json_name])
     if flexible:
@@ -63,7 +63,7 @@ def _length(n: int | None, flexible: bool, fixed: str) -> bytes:
     return struct.pack(fixed, -1 if n is None else n)
 
 
-def _field(f: FieldSpec, version: int, flexible: bool, v: Any) -> bytes:
+def _field(f: FieldSpec, version: int, flexible: bool, v: Any, tagged: bool = False) -> bytes:
     if f.type.startswith("[]"):
         if v is None:
             return _length(None, flexible, ">i")
@@ -72,8 +72,9 @@ def _field(f: FieldSpec, version: int, flexible: bool, v: Any) -> bytes:
             out += _struct(f.fields, version, flexible, e) if f.fields else _prim(f.element, flexible, e)
         return out
     if f.fields:
-        if f.nullable.contains(version):
-            return b"\xff" if v is None else b"\x01" + _struct(f.fields, version, flexible, v)
+        if f.nullable.contains(version):  # a tagged nullable struct: a varint 0 (null) or 1 first
+            marker = (b"\x00", b"\x01") if tagged else (b"\xff", b"\x01")
+            return marker[0] if v is None else marker[1] + _struct(f.fields, version, flexible, v)
         return _struct(f.fields, version, flexible, v)
     return _prim(f.type, flexible, v)
 
@@ -120,6 +121,8 @@ def _random_struct(fields: tuple[FieldSpec, ...], version: int, rng: random.Rand
 def _tag_default(f: FieldSpec, version: int) -> Any:
     if f.default is not None:
         return f.default
+    if f.fields and not f.type.startswith("[]"):
+        return object()  # a struct's default is a new struct: a tagged null struct is written
     if f.nullable.contains(version):
         return None
     return [] if f.type.startswith("[]") else {"string": "", "bool": False}.get(f.type, 0)

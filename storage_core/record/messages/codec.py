@@ -9,7 +9,10 @@ Kafka's ``MessageDataGenerator``: what its generated ``read(Readable, short vers
 - From the first flexible version: compact forms, an unsigned varint of length + 1 (0 is null), and
   after the fields of each struct a tagged-field section: an unsigned varint count, then per field
   its tag, its size (unsigned varints) and its bytes.
-- A nullable struct is one int8 first: -1 null, anything else present.
+- A nullable struct is one int8 first: -1 null, anything else present; in a tagged field it is an
+  unsigned varint instead: 0 null, anything else present (the generated ``read`` of
+  ``ConsumerGroupMemberMetadataValue.ClassicMemberMetadata``, which a 4.x broker writes as null for
+  every member of the consumer protocol).
 
 The result is the JSON of Kafka's generated ``*JsonConverter.write(message, version)``: field names
 with a lower-case first letter, uuids as strings, bytes as standard base64, a field absent from the
@@ -129,7 +132,7 @@ def _read_struct(r: Reader, fields: tuple[FieldSpec, ...], version: int, flexibl
                 unknown.append({"tag": tag, "data": b64(raw)})
                 continue
             sub = Reader(raw, f"{r.what} tagged field {tf.name}")
-            value = _read_field(sub, tf, version, flexible)
+            value = _read_field(sub, tf, version, flexible, tagged=True)
             if sub.remaining():
                 raise sub.fail(f"tagged field {tf.name} leaves {sub.remaining()} of its {size} bytes unread")
             if value != _default(tf, version):
@@ -141,10 +144,16 @@ def _read_struct(r: Reader, fields: tuple[FieldSpec, ...], version: int, flexibl
     return out
 
 
+_NEW_STRUCT = object()  # a struct field's default: Kafka's ``new Struct()``, never equal to a decoded value
+
+
 def _default(f: FieldSpec, version: int) -> Any:
-    """What a tagged field is when absent (its ``default``, else the type's zero)."""
+    """What a tagged field is when absent (its ``default``, else the type's zero). A struct's is a
+    new struct, even where it is nullable (Kafka's JSON then prints a tagged null struct)."""
     if f.default is not None:
         return f.default
+    if f.kind is Kind.STRUCT:
+        return _NEW_STRUCT
     if f.nullable.contains(version):
         return None
     if f.type.startswith("[]"):
@@ -153,11 +162,11 @@ def _default(f: FieldSpec, version: int) -> Any:
             "float64": 0.0}.get(f.type, 0)
 
 
-def _read_field(r: Reader, f: FieldSpec, version: int, flexible: bool) -> Any:
+def _read_field(r: Reader, f: FieldSpec, version: int, flexible: bool, tagged: bool = False) -> Any:
     nullable = f.nullable.contains(version)
     kind = f.kind
     if kind is Kind.STRUCT:
-        if nullable and r.fixed("int8", f.name) < 0:
+        if nullable and (r.unsigned_varint(f.name) == 0 if tagged else r.fixed("int8", f.name) < 0):
             return None
         return _read_struct(r, f.fields, version, flexible)
     if kind in (Kind.ARRAY, Kind.STRUCT_ARRAY):
