@@ -29,6 +29,7 @@ from storage_core.errors import InvalidOptionError, KlogError
 from storage_core.files import journal_name, staging_prefix
 from storage_core.fs import OPTION_PREFIX, StorageOptions, writable_dir
 from storage_core.limits import INT32_MAX, INT64_MAX
+from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.manager import find_partitions
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
@@ -153,6 +154,7 @@ def ensure_topic(opts: WriteOptions, topics: dict[str, dict[int, str]], topic: s
     if topic in topics:
         return topics[topic]
     validate_topic_name(topic)
+    check_new_topic(find_cluster_metadata([p for p in opts.paths if Path(p).is_dir()]), topic)
     root = Path(opts.log_dir)
     root.mkdir(parents=True, exist_ok=True)
     dirs = {}
@@ -242,7 +244,6 @@ class KlogWriter(DataSourceArrowWriter):
         the KRaft metadata of the dirs, if any < ``klog-topic-configs.json`` < this write's options."""
         cfg = self.configs.get(topic)
         if cfg is None:
-            from storage_core.log.cluster_metadata import find_cluster_metadata
             from storage_core.log.topic_configs import config_for_topic
 
             kraft = find_cluster_metadata([p for p in self.opts.paths if Path(p).is_dir()])  # cached per process

@@ -55,7 +55,9 @@ BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
     "log.retention.check.interval.ms": "500",
     "log.cleaner.backoff.ms": "200",
-    "log.initial.task.delay.ms": "0",
+    # retention and the cleaner start soon after the broker does, not 30 s later (at 0 the first
+    # retention round races the loading of the logs: "cannot be resumed since it is not paused")
+    "log.initial.task.delay.ms": "3000",
     "num.partitions": "1",
     "auto.create.topics.enable": "false",
 }
@@ -303,6 +305,13 @@ class Broker:
     def workload(self, seed: int, prefix: str, records: int) -> list[dict[str, Any]]:
         out = self.client("workload", str(seed), prefix, str(records))
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+        self.client("create", topic, str(partitions), *(f"{k}={v}" for k, v in (configs or {}).items()))
+
+    def produce(self, topic: str, records: int, seed: int, kind: str = "idempotent", codec: str = "none") -> None:
+        """``records`` random records from Kafka's own producer (``kind``: plain, idempotent, txn)."""
+        self.client("produce", topic, str(records), str(seed), kind, codec)
 
     def consume(self, isolation: str, topics: list[str], out: Path) -> list[dict[str, Any]]:
         self.client("consume", isolation, str(out), *topics)

@@ -46,7 +46,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from storage_core.errors import KlogError
+from storage_core.errors import InvalidTopicError, KlogError
 from storage_core.files import META_PROPERTIES_FILE, base_offset_of, is_log_file
 from storage_core.fs import ObjectPath, as_path
 from storage_core.log.config import topic_configs_from_broker
@@ -333,3 +333,19 @@ def find_cluster_metadata(log_dirs: Iterable[str | os.PathLike[str]]) -> Cluster
         if found is not None:
             return found
     return None
+
+
+def check_new_topic(kraft: ClusterMetadata | None, topic: str) -> None:
+    """Refuse to create ``topic`` in a broker's log dir whose KRaft metadata does not know it.
+
+    A broker loads only the partitions its metadata assigns it: a partition dir of an unknown
+    topic is a stray (Kafka 3.7+ renames it ``-stray`` and deletes it), so a write that created
+    one would lose its records at the broker's next start. Where there is no KRaft metadata (a dir
+    of klog's own, a copy) any valid topic may be created."""
+    if kraft is None or topic in kraft.topics:
+        return
+    raise InvalidTopicError(
+        f"topic {topic!r} is not in the KRaft metadata of {kraft.log_dir} ({CLUSTER_METADATA_DIR}): a Kafka broker "
+        "would treat its partition dirs as stray and delete them on its next start. Create the topic through the "
+        "broker first (kafka-topics.sh --create, with the partition count you want), stop the broker, then write; "
+        f"or write into a log dir without {CLUSTER_METADATA_DIR}")

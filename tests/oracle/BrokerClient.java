@@ -54,6 +54,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     sendOffsetsToTransaction), every codec, headers, null keys and values, LogAppendTime, small
  *     segments, retention by size, a compacted topic with tombstones; then consumer groups of the
  *     classic and the consumer (KIP-848) protocols commit offsets. Prints one JSON line per topic.
+ * BrokerClient create BOOTSTRAP TOPIC PARTITIONS [NAME=VALUE...]
+ *     creates a topic with those topic configs.
+ * BrokerClient produce BOOTSTRAP TOPIC RECORDS SEED KIND CODEC
+ *     RECORDS random records (keys, nulls, headers) from a KIND producer (plain | idempotent |
+ *     txn: transactions of up to 100 records, a third of them aborted), compressed with CODEC.
  * BrokerClient consume BOOTSTRAP ISOLATION OUT TOPIC...
  *     every record of the topics from the log start to the end (the LSO at read_committed), as a
  *     KafkaConsumer at ISOLATION (read_committed | read_uncommitted) returns them, one JSON line
@@ -71,6 +76,12 @@ public class BrokerClient {
         switch (args[0]) {
             case "workload":
                 workload(args[1], Long.parseLong(args[2]), args[3], Integer.parseInt(args[4]));
+                break;
+            case "create":
+                create(args[1], args[2], Integer.parseInt(args[3]), List.of(args).subList(4, args.length));
+                break;
+            case "produce":
+                produce(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5], args[6]);
                 break;
             case "consume":
                 consume(args[1], args[2], args[3], List.of(args).subList(4, args.length));
@@ -316,6 +327,50 @@ public class BrokerClient {
         }
         for (Map.Entry<String, Map<String, String>> e : configs.entrySet()) {
             out.println("{\"topic\":" + str(e.getKey()) + ",\"partitions\":" + parts.get(e.getKey()) + "}");
+        }
+    }
+
+    static void create(String bootstrap, String topic, int partitions, List<String> configs) throws Exception {
+        Map<String, String> c = new TreeMap<>();
+        for (String kv : configs) {
+            int eq = kv.indexOf('=');
+            c.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        try (Admin admin = admin(bootstrap)) {
+            createTopic(admin, topic, partitions, c);
+        }
+    }
+
+    static void produce(String bootstrap, String topic, int records, long seed, String kind, String codec) throws Exception {
+        Random r = new Random(seed);
+        int partitions;
+        try (Admin admin = admin(bootstrap)) {
+            partitions = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+        }
+        boolean compacted = topic.contains("compact");
+        String txnId = kind.equals("txn") ? topic + "-tx-" + seed : null;
+        try (KafkaProducer<byte[], byte[]> p = producer(bootstrap, kind, codec, r, txnId)) {
+            if (txnId != null) {
+                p.initTransactions();
+            }
+            int n = 0;
+            while (n < records) {
+                int k = txnId == null ? records : Math.min(records - n, 1 + r.nextInt(100));
+                if (txnId != null) {
+                    p.beginTransaction();
+                }
+                for (int i = 0; i < k; i++, n++) {
+                    p.send(record(r, topic, partitions, compacted, 200));
+                }
+                if (txnId != null) {
+                    if (r.nextInt(3) == 0) {
+                        p.abortTransaction();
+                    } else {
+                        p.commitTransaction();
+                    }
+                }
+            }
+            p.flush();
         }
     }
 
