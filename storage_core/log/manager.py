@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, NotALogDirError, storage_error
+from storage_core.errors import InvalidTopicError, KlogError, NotALogDirError, storage_error
 from storage_core.files import (
     LOG_DIR_FILES,
     LOG_START_OFFSET_CHECKPOINT,
@@ -212,11 +212,9 @@ class LogManager:
             raise
 
     def _lock(self, d: Path) -> None:
-        try:
-            self._locks.append(LogDirLock(d))
-        except LogDirLockedError:
-            self.close()
-            raise
+        # refused: the caller's handler releases the locks taken so far and writes nothing (close()
+        # would write checkpoints and clean-shutdown markers into dirs it never loaded, or never held)
+        self._locks.append(LogDirLock(d))
 
     def config_for(self, topic: str) -> LogConfig:
         """Explicit ``topic_configs`` given to the manager, else :meth:`resolved_config_for`'s."""
