@@ -70,7 +70,8 @@ def test_one_writer_per_log_dir(tmp_path: Path) -> None:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock"}
         for dirs in ([held], [free, held]):
-            with pytest.raises(LogDirLockedError, match=re.escape(f"log dir {held} is locked by ")):
+            with pytest.raises(LogDirLockedError, match=re.escape(f"log dir {held} is locked by process {holder.pid} "
+                                                                  "(a Kafka broker or another klog writer)")):
                 LogManager(dirs, writable=True)
         # a refused writer writes nothing (but an empty .lock, as a broker would): no checkpoint or
         # clean-shutdown marker, not even in the dir it did lock
