@@ -140,9 +140,10 @@ def _partition_dir_names(d: Path) -> list[str]:
 class LogManager:
     """One or more log dirs: partitions, checkpoints, the clean-shutdown marker, a writer's lock.
 
-    Read-only (the default) takes no lock and writes nothing. Writable takes an exclusive
-    ``flock`` on each dir's ``.lock`` (as a broker does, so klog never writes a dir a running
-    broker owns), loads every partition (recovering from the recovery points unless the dir was
+    Read-only (the default) takes no lock and writes nothing. Writable takes each dir's ``.lock``
+    (:class:`~storage_core.log.lock.LogDirLock`: the POSIX lock a broker takes, so klog never
+    writes a dir a running broker owns; a dir another holds fails the open, which then writes
+    nothing), loads every partition (recovering from the recovery points unless the dir was
     shut down cleanly), deletes the clean-shutdown marker, and on :meth:`close` writes the
     checkpoints and the marker again.
     """
