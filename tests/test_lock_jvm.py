@@ -42,7 +42,8 @@ from storage_core.read.api import read_arrow
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import Record, build_batch
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop,
+              pytest.mark.skipif(sys.platform != "linux", reason="Linux's locks (OFD, /proc/locks) are what is tested")]
 
 ORACLE = Path(__file__).resolve().parent / "oracle" / "BrokerDirLock.java"
 T0 = 1_700_000_000_000
