@@ -78,7 +78,7 @@ _classpaths: dict[Path, str] = {}  # by Java source
 _failures: dict[Path, str] = {}
 
 
-def oracle_available(source: Path = SOURCE, jars: str = "libs") -> str | None:
+def oracle_available(source: Path = SOURCE, jars: str | None = "libs") -> str | None:
     """None if the oracle (or the Java program ``source``) can run, else a human-readable reason
     (for ``pytest.skip``)."""
     try:
@@ -133,10 +133,11 @@ def _setup() -> str:
     return java_classpath(SOURCE)
 
 
-def java_classpath(source: Path, jars_set: str = "libs") -> str:
-    """The classpath of the jars (``jars_set``, a key of :data:`JAR_SETS`) and the compiled Java
-    program ``source`` (a file of ``oracle/``), setting the cache up on first use; raises
-    :class:`OracleError` when Java or the jars are missing."""
+def java_classpath(source: Path, jars_set: str | None = "libs") -> str:
+    """The classpath of the jars (``jars_set``, a key of :data:`JAR_SETS`; None for a program that
+    needs only the JDK, which then needs no download) and the compiled Java program ``source`` (a
+    file of ``oracle/``), setting the cache up on first use; raises :class:`OracleError` when Java
+    or the jars are missing."""
     source = source.resolve()
     if source in _classpaths:
         return _classpaths[source]
@@ -150,7 +151,7 @@ def java_classpath(source: Path, jars_set: str = "libs") -> str:
         try:
             cache.mkdir(parents=True, exist_ok=True)
             with _locked(cache / ".lock"):
-                jars = _jars(cache, jars_set)
+                jars = _jars(cache, jars_set) if jars_set is not None else []
                 classes = _classes(cache, jars, source)
         except OSError as e:
             raise OracleError(f"Kafka oracle unavailable: {e}") from e

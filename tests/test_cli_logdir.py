@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -250,7 +251,8 @@ def test_recover_refuses_a_locked_dir(tmp_path: Path) -> None:
     with LogManager([d], writable=True):
         res = klog("recover", str(d))
     assert res.returncode == 2
-    assert res.stderr.strip().startswith(f"klog: error: log dir {d} is locked by another process")
+    assert res.stderr.strip().startswith(f"klog: error: log dir {d} is locked by process {os.getpid()} (a Kafka "
+                                         "broker or another klog writer)")
 
 
 def test_retention_bad_path_and_corrupt_checkpoint(tmp_path: Path) -> None:

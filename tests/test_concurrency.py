@@ -169,7 +169,7 @@ def test_two_writers_never_both_hold_a_log_dir(tmp_path: Path) -> None:
 
     pid = fork(holder)
     assert os.read(r, 1) == b"x"
-    with pytest.raises(LogDirLockedError, match="locked by another process"):
+    with pytest.raises(LogDirLockedError, match=f"is locked by process {pid} "):
         LogManager([root], writable=True)
     cfg = LogConfig()
     sw = StagingWriter(root / "w-0", ".klog-staging-j1-00000-0", cfg, CompressionType.NONE, 512)

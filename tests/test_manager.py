@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,22 +56,31 @@ def test_bad_topic_names(tmp_path: Path) -> None:
 
 
 def test_one_writer_per_log_dir(tmp_path: Path) -> None:
+    held, free = tmp_path / "held", tmp_path / "free"
+    for d in (held, free):
+        (d / "t-0").mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from storage_core.log.manager import LogManager
-        lm = LogManager([{str(tmp_path)!r}], writable=True)
+        lm = LogManager([{str(held)!r}], writable=True)
         print("locked", flush=True)
         time.sleep(60)
     """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        with pytest.raises(LogDirLockedError, match="locked by another process"):
-            LogManager([tmp_path], writable=True)
-        LogManager([tmp_path]).close()  # readers need no lock
+        before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock"}
+        for dirs in ([held], [free, held]):
+            with pytest.raises(LogDirLockedError, match=re.escape(f"log dir {held} is locked by process {holder.pid} "
+                                                                  "(a Kafka broker or another klog writer)")):
+                LogManager(dirs, writable=True)
+        # a refused writer writes nothing (but an empty .lock, as a broker would): no checkpoint or
+        # clean-shutdown marker, not even in the dir it did lock
+        assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock"} == before
+        LogManager([held]).close()  # readers need no lock
     finally:
         holder.kill()
         holder.wait()
-    LogManager([tmp_path], writable=True).close()  # the lock died with its process
+    LogManager([held], writable=True).close()  # the lock died with its process
 
 
 def test_recovery_after_kill(tmp_path: Path) -> None:

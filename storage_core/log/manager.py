@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage_core.errors import InvalidTopicError, KlogError, LogDirLockedError, NotALogDirError, storage_error
+from storage_core.errors import InvalidTopicError, KlogError, NotALogDirError, storage_error
 from storage_core.files import (
     LOG_DIR_FILES,
     LOG_START_OFFSET_CHECKPOINT,
@@ -140,9 +140,10 @@ def _partition_dir_names(d: Path) -> list[str]:
 class LogManager:
     """One or more log dirs: partitions, checkpoints, the clean-shutdown marker, a writer's lock.
 
-    Read-only (the default) takes no lock and writes nothing. Writable takes an exclusive
-    ``flock`` on each dir's ``.lock`` (as a broker does, so klog never writes a dir a running
-    broker owns), loads every partition (recovering from the recovery points unless the dir was
+    Read-only (the default) takes no lock and writes nothing. Writable takes each dir's ``.lock``
+    (:class:`~storage_core.log.lock.LogDirLock`: the POSIX lock a broker takes, so klog never
+    writes a dir a running broker owns; a dir another holds fails the open, which then writes
+    nothing), loads every partition (recovering from the recovery points unless the dir was
     shut down cleanly), deletes the clean-shutdown marker, and on :meth:`close` writes the
     checkpoints and the marker again.
     """
@@ -212,11 +213,9 @@ class LogManager:
             raise
 
     def _lock(self, d: Path) -> None:
-        try:
-            self._locks.append(LogDirLock(d))
-        except LogDirLockedError:
-            self.close()
-            raise
+        # refused: the caller's handler releases the locks taken so far and writes nothing (close()
+        # would write checkpoints and clean-shutdown markers into dirs it never loaded, or never held)
+        self._locks.append(LogDirLock(d))
 
     def config_for(self, topic: str) -> LogConfig:
         """Explicit ``topic_configs`` given to the manager, else :meth:`resolved_config_for`'s."""
