@@ -1,0 +1,79 @@
+"""The log dir lock against the real broker: while Kafka runs on a dir, every klog writer is
+refused, naming the broker's PID, and changes nothing; while a klog writer holds the dir, the
+broker cannot start on it. Readers read the live dir and take no lock (``test_broker_reads``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import pytest
+from broker_fixture import Broker, BrokerError
+
+from storage_core.errors import LogDirLockedError
+from storage_core.log.lock import LogDirLock
+from storage_core.log.manager import LogManager
+from storage_core.tools.cli import main as klog
+
+pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
+EXIT_USAGE = 2
+
+
+def _hashes(d: Path) -> dict[str, str]:
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(d.iterdir()) if f.is_file()}
+
+
+@pytest.fixture(scope="module")
+def topic(broker: Broker) -> str:
+    broker.start()
+    name = f"lock{random.SystemRandom().randrange(1 << 30)}"
+    broker.create_topic(name, 1, {"cleanup.policy": "compact", "internal.segment.bytes": "32768"})
+    broker.produce(name, 500, 1, "idempotent", "none")
+    return name
+
+
+@pytest.mark.parametrize("command", [["recover"], ["retention", "--config", "retention.bytes=1"],
+                                     ["compact", "--roll"]])
+def test_writing_commands_refuse_a_live_brokers_dir(broker: Broker, topic: str, command: list[str],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    broker.start()
+    assert broker.proc is not None
+    pdir = broker.log_dir / f"{topic}-0"
+    before = _hashes(pdir)
+    capsys.readouterr()
+    rc = klog([command[0], str(broker.log_dir), *command[1:]])
+    err = capsys.readouterr().err
+    assert rc == EXIT_USAGE, err
+    assert f"locked by process {broker.proc.pid}" in err, err
+    assert _hashes(pdir) == before
+
+
+def test_writable_open_and_spark_append_refuse_a_live_brokers_dir(broker: Broker, topic: str, spark) -> None:  # type: ignore[no-untyped-def]
+    broker.start()
+    assert broker.proc is not None
+    pdir = broker.log_dir / f"{topic}-0"
+    before = _hashes(pdir)
+    with pytest.raises(LogDirLockedError, match=f"locked by process {broker.proc.pid}"):
+        LogManager([broker.log_dir], writable=True)
+    df = spark.createDataFrame([("k", "v")], "key string, value string")
+    with pytest.raises(Exception, match=f"locked by process {broker.proc.pid}"):
+        df.write.format("klog").option("topic", topic).option("lockTimeoutMs", "500").mode("append") \
+            .save(str(broker.log_dir))
+    assert _hashes(pdir) == before
+    assert not list(pdir.glob(".klog-staging-*"))
+
+
+def test_broker_cannot_start_on_a_dir_klog_writes(broker: Broker, topic: str) -> None:
+    broker.stop()
+    try:
+        with LogDirLock(broker.log_dir):
+            with pytest.raises(BrokerError, match="exited"):
+                broker.start(timeout=60)
+            log = broker.log_tail(200)
+            assert "Failed to acquire lock on file .lock" in log, log
+    finally:
+        broker.start()
+    assert broker.running and os.path.exists(broker.log_dir / ".lock")
