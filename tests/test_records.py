@@ -122,6 +122,17 @@ def test_delete_horizon_bit_and_base() -> None:
     assert b.records()[0].timestamp == T0  # deltas are relative to the horizon
 
 
+def test_first_timestamp_is_the_first_records_as_a_consumer_sees_it() -> None:
+    """Not the base timestamp field: a cleaned batch holds its delete horizon there (found by the
+    broker tests: describe showed a compacted topic's first timestamp a day ahead), and a
+    LogAppendTime batch's records carry the broker's time."""
+    recs = [Record(0, T0 + 5, b"a", None), Record(1, T0 + 9, b"b", b"2")]
+    assert DefaultRecordBatch(build_batch(recs)).first_timestamp == T0 + 5
+    assert DefaultRecordBatch(build_batch(recs, delete_horizon_ms=T0 + 86_400_000)).first_timestamp == T0 + 5
+    lat = build_batch(recs, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=T0 + 1000)
+    assert DefaultRecordBatch(lat).first_timestamp == T0 + 1000
+
+
 def test_empty_batch_is_a_bare_header() -> None:
     raw = build_batch([], base_offset=40, last_offset=44, producer_id=3, producer_epoch=0)
     assert len(raw) == RECORD_BATCH_OVERHEAD
