@@ -109,3 +109,31 @@ def test_commit_crash_trials(tmp_path: Path) -> None:
                              capture_output=True, text=True)
         assert res.returncode == 0, (crash_at, res.stderr)
     assert outcomes["rolled back"] >= 10 and outcomes["absent"] >= 1, outcomes
+
+
+def test_an_unfinished_commit_is_hidden_however_the_reader_spells_the_dir(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: the journal lookup compared path strings, so ``read_arrow('data/kj2')`` or a path
+    through ``..`` showed the rows of a commit that recovery then rolled back."""
+    import storage_core
+
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    for p in range(3):
+        (seed / f"t-{p}").mkdir()
+    assert "COMMITTED" in run_child(seed, "job0", "old", None).stdout
+    checked = 0
+    for crash_at in range(4, 32, 3):
+        root = tmp_path / f"c{crash_at}"
+        subprocess.run(["cp", "-a", str(seed), str(root)], check=True)
+        res = run_child(root, "job1", "new", crash_at)
+        if "COMMITTED" in res.stdout or not list(root.glob(".klog-commit-*.json")):
+            continue
+        (root / "sub").mkdir()
+        monkeypatch.chdir(tmp_path)
+        for spelling in (str(root), root.name, f"{root.name}/sub/..", f"./{root.name}/", str(root / "sub" / "..")):
+            values_seen = storage_core.read_arrow(spelling).read_all().column("value").to_pylist()
+            new = sum(1 for v in values_seen if v.startswith(b"new"))
+            assert new == 0 and len(values_seen) == 1800, (crash_at, spelling, new, len(values_seen))
+        checked += 1
+    assert checked >= 3

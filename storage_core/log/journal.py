@@ -73,8 +73,12 @@ _BASE_OFFSET = struct.Struct(">q")
 
 
 def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
-    """Partition dir → the first offset an unfinished commit is adding there. Readers hide
-    segments from that offset on, so a job is visible all at once or not at all."""
+    """Partition dir *name* → the first offset an unfinished commit is adding there. Readers hide
+    segments from that offset on, so a job is visible all at once or not at all.
+
+    Keyed by the name, not the path the writer spelled: a journal's partition dirs are direct
+    children of its log dir (:func:`load_journal` checks), and a reader that spells the dir
+    otherwise (relative, through ``..`` or a symlink) must hide the same segments."""
     out: dict[str, int] = {}
     for j in as_path(log_dir).glob(JOURNAL_PREFIX + "*" + JSON_SUFFIX):
         try:
@@ -82,8 +86,8 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
         except FileNotFoundError:
             continue  # the commit finished (and removed it) since the listing
         for e in journal["entries"]:  # type: ignore[attr-defined]
-            pdir = str(e["partition_dir"])
-            out[pdir] = min(out.get(pdir, INT64_MAX), int(e["final_base"]))
+            name = os.path.basename(os.path.normpath(str(e["partition_dir"])))
+            out[name] = min(out.get(name, INT64_MAX), int(e["final_base"]))
     return out
 
 

@@ -195,7 +195,7 @@ class LogLoader:
             names = os.listdir(self.dir)  # what settling the leftovers left
         logs = sorted(base_offset_of(n) for n in names if is_log_file(n))
         if not self.writable:
-            hidden_from = pending_journal_offsets(self.dir.parent).get(str(self.dir))
+            hidden_from = pending_journal_offsets(self.dir.parent).get(self.dir.name)
             if hidden_from is not None:  # an unfinished commit: none of it is visible yet
                 logs = [b for b in logs if b < hidden_from]
                 if not logs:
