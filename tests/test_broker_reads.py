@@ -13,7 +13,8 @@ changed), ``clean`` (after SIGTERM) and ``killed`` (restarted, then SIGKILL: rec
 
 ``KLOG_BROKER_WORKLOADS`` (default 8) sets how many workloads run, ``KLOG_BROKER_RECORDS`` the
 records per workload (default: random, 10,000 to 16,000), ``KLOG_BROKER_SEED`` the seed (default:
-a new one each run, printed in every failure).
+a new one each run, printed in every failure). ``KLOG_BROKER_CAMPAIGN=N`` runs N more rounds of
+fresh workloads through the engine paths (the ``slow`` test ``test_campaign``).
 """
 
 from __future__ import annotations
@@ -127,25 +128,30 @@ def _split(tp: str) -> tuple[str, int]:
     return topic, int(p)
 
 
-@pytest.fixture(scope="module")
-def truth(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Truth:
+def _run_workloads(broker: Broker, seed: int, n: int, out: Path) -> Truth:
+    """``n`` random workloads through the broker, settled, and the broker's truth about them."""
+    out.mkdir(parents=True, exist_ok=True)
     broker.start()
-    rnd = random.Random(SEED)
-    base = f"b{SEED}"
+    rnd = random.Random(seed)
+    base = f"b{seed}"
     jobs = []
-    for i in range(N_WORKLOADS):
+    for i in range(n):
         records = env_int("KLOG_BROKER_RECORDS", 0) or rnd.randint(10_000, 16_000)
         jobs.append((rnd.randrange(1 << 62), f"{base}w{i}", records))
     with ThreadPoolExecutor(2) as pool:  # two client JVMs at once
         done = list(pool.map(lambda j: broker.workload(*j), jobs))
     topics = sorted(t["topic"] for w in done for t in w)
     _settle(broker, topics)
-    out = tmp_path_factory.mktemp("broker-truth")
     rows = {iso: [_row(d) for d in broker.consume(iso, topics, out / f"{iso}.jsonl")] for iso in ISOLATION}
     stamps = sorted({r["timestamp"] for r in rows["read_uncommitted"]})
     probes = sorted({stamps[0] - 1, stamps[-1], stamps[-1] + 1, *rnd.sample(stamps, min(6, len(stamps)))})
     admin = broker.admin([*topics, *(f"@{p}" for p in probes)])
-    return Truth(SEED, f"{base}w[0-9]+-.*", topics, rows, admin, probes)
+    return Truth(seed, f"{base}w[0-9]+-.*", topics, rows, admin, probes)
+
+
+@pytest.fixture(scope="module")
+def truth(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Truth:
+    return _run_workloads(broker, SEED, N_WORKLOADS, tmp_path_factory.mktemp("broker-truth"))
 
 
 def _topic_dirs(log_dir: Path, topics: list[str]) -> dict[str, str]:
@@ -372,3 +378,18 @@ def test_workload_shape(truth: Truth) -> None:
     assert any(r["key"] is None for r in ru) and any(r["value"] is None for r in ru)
     assert any(r["headers"] for r in ru)
     assert len(ru) >= 5_000 * N_WORKLOADS
+
+
+@pytest.mark.slow
+def test_campaign(broker: Broker, tmp_path: Path) -> None:
+    """``KLOG_BROKER_CAMPAIGN`` rounds of four fresh workloads each, read live by ``read_arrow``
+    (whole and in random ranges) and ``klog export``, at both isolation levels."""
+    rounds = env_int("KLOG_BROKER_CAMPAIGN", 0)
+    if not rounds:
+        pytest.skip("set KLOG_BROKER_CAMPAIGN=N to run N rounds of broker workloads")
+    for i in range(rounds):
+        t = _run_workloads(broker, SEED + 1000 * (i + 1), 4, tmp_path / f"r{i}")
+        for iso in ISOLATION:
+            test_read_arrow_equals_consumer(broker.log_dir, t, iso)
+            (tmp_path / f"x{i}-{iso}").mkdir()
+            test_export_equals_consumer(broker.log_dir, t, iso, tmp_path / f"x{i}-{iso}")
