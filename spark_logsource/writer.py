@@ -13,6 +13,7 @@ forward; ``abort``, failed and speculative attempts leave only staging, which is
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -31,6 +32,7 @@ from storage_core.fs import OPTION_PREFIX, StorageOptions, writable_dir
 from storage_core.limits import INT32_MAX, INT64_MAX
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import CONFIG_KEYS, LogConfig
+from storage_core.log.journal import SinkBatch
 from storage_core.log.manager import find_partitions
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition, validate_topic_name
@@ -43,7 +45,7 @@ from .errors import spark_entry
 log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
-                 "includeheaders", "kafka.compression.type"}
+                 "includeheaders", "kafka.compression.type", "txnappid", "txnversion"}
 #: Upper bound of an encoded batch's records area (kept under max.message.bytes).
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
 STALE_STAGING_S = 24 * 3600
@@ -63,6 +65,8 @@ class WriteOptions:
     max_batch_bytes: int
     lock_timeout_s: float
     ignored: tuple[str, ...] = ()  # Spark Kafka-sink options that mean nothing without a broker
+    #: ``txnAppId``/``txnVersion`` (Delta Lake's names for idempotent writes): the commit's mark
+    txn: SinkBatch | None = None
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -75,7 +79,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if unknown:
         raise InvalidOptionError(unknown_options_message([spelled[k] for k in unknown], WRITE_OPTIONS | set(CONFIG_KEYS),
                                                          "write")
-                                 + "path, topic, numPartitions, compression, maxBatchBytes, lockTimeoutMs, "
+                                 + "path, topic, numPartitions, compression, maxBatchBytes, lockTimeoutMs, txnAppId, txnVersion, "
                                  "includeHeaders and topic configs by their Kafka names (segment.bytes, ...)")
     codec_name = opts.get("compression")
     producer_codec = opts.get("kafka.compression.type")
@@ -105,11 +109,30 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         return v
 
     config = LogConfig.from_properties(config_props)
+    txn = _txn_option(opts.get("txnappid"), opts.get("txnversion"))
     given_codec = codec_name if codec_name is not None else producer_codec
     codec = CompressionType.from_name(given_codec if given_codec is not None else "none")  # "" is an error
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
                         positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000,
-                        ignored)
+                        ignored, txn)
+
+
+def _txn_option(app_id: str | None, version: str | None) -> SinkBatch | None:
+    """An idempotent write's identity, as Delta Lake names it: a write whose ``txnVersion`` is at
+    or below the last one committed for its ``txnAppId`` in a log dir adds nothing there. Kept as
+    the streaming sink keeps its batches (a sink mark per app id, written by the commit itself)."""
+    if app_id is None and version is None:
+        return None
+    if app_id is None or version is None or not app_id.strip():
+        raise InvalidOptionError("txnAppId and txnVersion go together: an application id (any non-empty string) "
+                                 "and a version (an integer >= 0) that grows with each write of that application")
+    try:
+        v = int(version)
+    except ValueError:
+        raise InvalidOptionError(f"write option txnVersion={version!r} is not an integer") from None
+    if not 0 <= v <= INT64_MAX:
+        raise InvalidOptionError(f"write option txnVersion={version!r} must be in 0..{INT64_MAX}")
+    return SinkBatch("t" + hashlib.sha1(app_id.encode("utf-8")).hexdigest()[:32], v)
 
 
 def validate_schema(schema: StructType, opts: WriteOptions) -> None:
@@ -347,8 +370,10 @@ class KlogWriter(DataSourceArrowWriter):
         overwrite_topics: set[str] = set()
         if self.overwrite:  # the option's topic even if no row came; else the topics rows went to
             overwrite_topics = {self.opts.topic} if self.opts.topic else {sp.topic for sp in staged}
+        from .driver import driver_liveness
+
         commit_job(self.job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
-                   config=self.opts.config)
+                   config=self.opts.config, sink=self.opts.txn, owner_alive=driver_liveness())
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect(older_than_s=STALE_STAGING_S)
 

@@ -19,7 +19,8 @@ cleaner's ``cleaner-*`` points (``storage_core/cleaner/__init__.py``).
 ``storage_core/log/journal.py``) counts its steps instead: ``KLOG_CRASH_AT=<n>``, or the number
 in the file named by ``KLOG_CRASH_FILE`` (for processes whose environment is fixed early, such as
 Spark's Python workers), ends the process with ``os._exit(137)`` at the n-th step this process
-reaches.
+reaches. ``KLOG_STEP_DELAY_MS=<ms>`` makes every step sleep that long, so that a test's random
+kills land inside a commit rather than around it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ _steps = 0
 def maybe_crash_at_step() -> None:
     """One step of a commit: counted while a crash step is set, and the process ends at that step."""
     global _steps
+    delay = os.environ.get("KLOG_STEP_DELAY_MS")
+    if delay:
+        import time
+
+        time.sleep(int(delay) / 1000)
     target = os.environ.get(_CRASH_ENV)
     crash_file = os.environ.get(_CRASH_FILE_ENV)  # for processes whose environment is fixed early
     if target is None and crash_file and os.path.exists(crash_file):

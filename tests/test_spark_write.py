@@ -121,6 +121,23 @@ def test_existing_topic_keeps_its_partition_count(spark, tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["t-0", "t-1"]
 
 
+def test_idempotent_writes_by_txn_app_id_and_version(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Delta Lake's idempotent-write options: a write whose txnVersion is at or below the last one
+    committed for its txnAppId adds nothing (a rerun of a job whose driver died unreported)."""
+    def job(tag: str, app: str, version: int) -> None:
+        write(spark.range(50).selectExpr(f"CONCAT('{tag}', CAST(id AS STRING)) AS value"), tmp_path, topic="t",
+              numPartitions="2", txnAppId=app, txnVersion=str(version))
+
+    job("a", "app", 0)
+    job("a", "app", 0)  # the rerun
+    job("b", "app", 1)
+    job("c", "app", 1)  # an older version than committed: nothing
+    job("c", "app", 0)
+    job("d", "other", 0)  # another application's own versions
+    values = [r.value.decode() for r in spark.read.format("klog").load(str(tmp_path)).collect()]
+    assert sorted({v[0] for v in values}) == ["a", "b", "d"] and len(values) == 150
+
+
 def test_overwrite_replaces_the_data_and_keeps_offsets_rising(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     df = spark.range(100).selectExpr("CAST(NULL AS STRING) AS key", "CAST(id AS STRING) AS value")
     write(df, tmp_path, topic="t")
@@ -141,6 +158,9 @@ def test_overwrite_replaces_the_data_and_keeps_offsets_rising(spark, tmp_path: P
     (["CAST(id AS STRING) AS value"], {"topic": "t", "segment.bytes": "-5"}, "segment.bytes"),
     (["CAST(id AS STRING) AS value"], {"topic": "t", "bogus": "1"}, "unknown write option 'bogus'"),
     (["CAST(id AS STRING) AS value", "CAST(id + 5 AS INT) AS partition"], {"topic": "t"}, "which has 1 partitions"),
+    (["CAST(id AS STRING) AS value"], {"topic": "t", "txnAppId": "a"}, "txnAppId and txnVersion go together"),
+    (["CAST(id AS STRING) AS value"], {"topic": "t", "txnAppId": "a", "txnVersion": "x"}, "txnVersion='x'"),
+    (["CAST(id AS STRING) AS value"], {"topic": "t", "txnAppId": "a", "txnVersion": "-1"}, "must be in 0.."),
 ])
 def test_input_errors(spark, tmp_path: Path, columns: list[str], opts: dict[str, str], message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Exception) as info:

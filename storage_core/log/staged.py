@@ -172,24 +172,31 @@ class StagingWriter:
 
 def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
                lock_timeout_s: float = 600.0, config: LogConfig | None = None,
-               sink: SinkBatch | None = None) -> dict[TopicPartition, tuple[int, int]]:
+               sink: SinkBatch | None = None,
+               owner_alive: Callable[[], bool] | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """Make a job's staged partitions visible atomically per log dir; returns each partition's
     new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
     sink mark already holds the batch (or a later one) is skipped and its staging dropped.
 
     A write that fails (disk full, read-only file system) raises :class:`StorageError`: the
     commit did not return, so, as after a crash, its journal makes the next commit or writable
-    open roll it back (readers never see it in part)."""
+    open roll it back (readers never see it in part).
+
+    ``owner_alive`` says whether the process the commit belongs to (a Spark job's driver) still
+    lives. The commit is decided when its journal is removed; until then a dead owner makes it
+    roll back (:func:`~storage_core.log.journal.recover_commits`) and raise :class:`CommitError`,
+    because an owner that died never told its user the job succeeded, and the user's rerun must not
+    add the records twice."""
     try:
         return _commit_job(job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
-                           config=config, sink=sink)
+                           config=config, sink=sink, owner_alive=owner_alive)
     except OSError as exc:
         raise storage_error(exc, f"committing job {job_id}") from exc
 
 
 def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str],
-                lock_timeout_s: float, config: LogConfig | None,
-                sink: SinkBatch | None) -> dict[TopicPartition, tuple[int, int]]:
+                lock_timeout_s: float, config: LogConfig | None, sink: SinkBatch | None,
+                owner_alive: Callable[[], bool] | None) -> dict[TopicPartition, tuple[int, int]]:
     by_dir: dict[Path, list[StagedPartition]] = {}
     for sp in staged:
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
@@ -239,10 +246,16 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 journal["sink"] = {"id": sink.sink_id, "batch": sink.batch_id, "previous": previous_mark}
             jpath = journal_path(log_dir, job_id)
             maybe_crash_at_step()
+            if owner_alive is not None and not owner_alive():
+                raise CommitError(f"job {job_id}: the driver that owns the commit is gone; nothing was committed")
             write_json(jpath, journal)
             maybe_crash_at_step()
             finish_commit(log_dir, journal, jpath)
             maybe_crash_at_step()
+            if owner_alive is not None and not owner_alive():  # the decision: undo, or complete an overwrite
+                settled = recover_commits(log_dir, job_id)
+                raise CommitError(f"job {job_id}: the driver that owns the commit died during it; "
+                                  f"{', '.join(settled) or 'settled'} in {log_dir}")
             jpath.unlink()
             fsync_dir(log_dir)
             CleanShutdownFile.in_dir(log_dir).write(None)

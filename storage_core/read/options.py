@@ -103,6 +103,7 @@ _CANONICAL = {
     "keysubject": "keySubject", "valuesubject": "valueSubject",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
+    "txnappid": "txnAppId", "txnversion": "txnVersion",
     **BROKER_ONLY_OPTIONS,
 }
 
