@@ -12,6 +12,7 @@ location (:attr:`KlogError.detail`), so the output can be compared with Kafka's.
 
 from __future__ import annotations
 
+import re as _re
 from os import PathLike
 
 __all__ = [
@@ -41,7 +42,18 @@ __all__ = [
     "SchemaRegistryError",
     "UnknownSchemaError",
     "ValueDecodeError",
+    "redact_uris",
 ]
+
+#: ``scheme://user[:password]@`` in any text: the user info of a URI, which may hold a secret.
+_URI_USERINFO = _re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/@\s?#'\"]*)@")
+
+
+def redact_uris(text: str) -> str:
+    """``text`` with the user info of every URI in it (``s3://KEY:SECRET@bucket``) replaced by
+    ``***`` (``s3://***@bucket``): every message klog prints or raises goes through this, so a
+    credential typed into a path never reaches a terminal, a log or Spark's error."""
+    return _URI_USERINFO.sub(r"\1***@", text)
 
 
 class KlogError(Exception):
@@ -56,7 +68,7 @@ class KlogError(Exception):
         path: str | PathLike[str] | None = None,
         position: int | None = None,
     ) -> None:
-        self.detail = detail
+        self.detail = redact_uris(detail)
         self.path = None if path is None else str(path)
         self.position = position
         super().__init__(self._render())
@@ -67,7 +79,8 @@ class KlogError(Exception):
             where.append(f"file {self.path}")
         if self.position is not None:
             where.append(f"position {self.position}")
-        return f"{self.detail} [{', '.join(where)}]" if where else self.detail
+        text = f"{self.detail} [{', '.join(where)}]" if where else self.detail
+        return redact_uris(text)
 
     def located(self, *, path: str | PathLike[str] | None = None, position: int | None = None) -> KlogError:
         """Fill in the file and position where they are not known yet; returns self."""

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
-from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path
+from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path, refuse_credentials
 from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
 from storage_core.read.kafka_compat import BROKER_ONLY_OPTIONS, split_kafka_options
 
@@ -456,6 +456,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     paths = tuple(p.strip() for p in path.split(",") if p.strip())
     if not paths:
         raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
+    for p in paths:
+        refuse_credentials(p)  # before any message or plan could show a secret
     selectors = [k for k in ("topics", "subscribe", "topicpattern", "subscribepattern", "assign") if k in opts]
     if len(selectors) > 1:
         raise InvalidOptionError(f"options {', '.join(option_name(s) for s in selectors)} conflict; give at most one of "

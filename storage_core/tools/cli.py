@@ -24,6 +24,7 @@ from storage_core.errors import (
     SnapshotError,
     StorageError,
     UnsafePathError,
+    redact_uris,
 )
 from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
 from storage_core.fs import OPTION_PREFIX, ObjectStoreError, StorageOptions, as_path
@@ -943,13 +944,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"klog: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(redact_uris(f"klog: error: {exc.strerror or exc}{where}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - a bug in klog: say so in one line, traceback with --debug
         if debug:
             traceback.print_exc()
-        print(f"klog: error: internal error {type(exc).__name__}: {exc} (this is a bug in klog; rerun with "
-              "--debug for the traceback and report it)", file=sys.stderr)
+        print(redact_uris(f"klog: error: internal error {type(exc).__name__}: {exc} (this is a bug in klog; rerun "
+                          "with --debug for the traceback and report it)"), file=sys.stderr)
         return EXIT_INTERNAL
 
 
