@@ -246,6 +246,9 @@ def _json(opts: Mapping[str, str], key: str) -> Any:
     raw = opts[key]
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise InvalidOptionError(f"option {option_name(key)} is JSON nested too deeply ({len(raw)} characters); "
+                                 "expected e.g. {\"topic\": {\"0\": 23, \"1\": -2}}") from None
     except json.JSONDecodeError as exc:
         raise InvalidOptionError(f"option {option_name(key)} is not valid JSON ({exc.msg} at character {exc.pos}): "
                                  f"{raw!r}; expected e.g. {{\"topic\": {{\"0\": 23, \"1\": -2}}}}") from None
@@ -376,6 +379,19 @@ def end_spec(opts: Mapping[str, str]) -> OffsetSpec:
     return OffsetSpec("offsets", offsets=m)
 
 
+def check_start_before_end(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Refuse JSON ``startingOffsets`` above JSON ``endingOffsets`` for a partition (it would read
+    nothing), as Spark's Kafka source and ``klog export`` do."""
+    if starting.kind != "offsets" or ending.kind != "offsets" or not starting.offsets or not ending.offsets:
+        return
+    for t, parts in starting.offsets.items():
+        for p, start in parts.items():
+            end = ending.offsets.get(t, {}).get(p)
+            if end is not None and start >= 0 and end >= 0 and start > end:
+                raise InvalidOptionError(f"startingOffsets for {t}-{p} is {start}, above endingOffsets {end}: the range "
+                                         f"would be empty; expected startingOffsets <= endingOffsets")
+
+
 def _check_timestamps(m: Mapping[str, Mapping[int, int]], name: str) -> None:
     for t, parts in m.items():
         for p, v in parts.items():
@@ -494,6 +510,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     else:
         starting = start_spec(opts)
         ending = end_spec(opts)
+        check_start_before_end(starting, ending)
     min_parts = option_long(opts, "minpartitions", minimum=1)
     max_records = option_long(opts, "maxrecordsperpartition", minimum=1)
     max_bytes = option_long(opts, "maxbytesperpartition", minimum=1)
