@@ -31,10 +31,12 @@ from storage_core.files import MARKED_DIR_SUFFIXES
 from storage_core.limits import INT32_MAX
 
 __all__ = [
+    "INTERNAL_TOPICS",
     "LEGAL_TOPIC_CHARS",
     "MAX_PARTITION",
     "MAX_TOPIC_NAME_LENGTH",
     "TopicPartition",
+    "check_appendable",
     "validate_topic_name",
 ]
 
@@ -57,6 +59,23 @@ _SUFFIX_DIR_PATTERNS = {suffix: re.compile(r"(\S+)-(\S+)\.(\S+)" + re.escape(suf
 _PARTITION_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 
 _DIR_FORM = "<topic>-<partition> or <topic>-<partition>.<uuid>-delete (or -future, -stray)"
+
+
+#: Topics a broker refuses produce requests to (``Topic.isInternal``: ``ReplicaManager`` answers
+#: ``InvalidTopicException``), plus the KRaft metadata log and the tiered storage metadata topic,
+#: which only the controller and the broker's own managers write.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
+                             "__cluster_metadata", "__remote_log_metadata"})
+
+
+def check_appendable(topic: str) -> None:
+    """Raise :class:`InvalidTopicError` for an internal topic, which klog's writers refuse before any
+    task runs, as a broker refuses a producer's append: its records are the coordinators' and the
+    controller's own, in their formats (a record of another shape makes them fail to load)."""
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"Cannot append to internal topic {topic!r}: only Kafka's own coordinators and "
+                                "controller write it (a broker refuses produce requests to it with "
+                                "InvalidTopicException); expected a topic of your own")
 
 
 def validate_topic_name(name: str) -> None:
