@@ -24,6 +24,7 @@ __all__ = [
     "CorruptIndexError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
+    "InvalidTimestampError",
     "LogConfigError",
     "InvalidOptionError",
     "CorruptCheckpointError",
@@ -135,6 +136,14 @@ class RecordTooLargeError(KlogError):
     """A batch larger than ``max.message.bytes`` or than a segment."""
 
     kafka_exception = "RecordTooLargeException"
+
+
+class InvalidTimestampError(KlogError, ValueError):
+    """A record whose CreateTime timestamp lies outside what the topic's
+    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` allow (Kafka's
+    ``LogValidator`` refuses the append)."""
+
+    kafka_exception = "InvalidTimestampException"
 
 
 class LogConfigError(KlogError, ValueError):
