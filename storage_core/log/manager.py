@@ -91,6 +91,30 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
     return [out[k] for k in sorted(out)]
 
 
+def skipped_dirs(paths: Iterable[str | os.PathLike[str]], storage: StorageOptions | None = None) -> list[tuple[str, str]]:
+    """The child dirs of the given log dirs that are not read, each with why: names that are not
+    ``<topic>-<partition>`` (``bad name-0``, ``t-99999999999``, ``t-01``, non-UTF-8), which a broker
+    refuses to start with. Dirs marked for deletion or moving, and hidden dirs, are not listed.
+    Names are shown printable (undecodable bytes as ``\\xNN``)."""
+    out: list[tuple[str, str]] = []
+    for raw in paths:
+        root = as_path(raw, storage)
+        if not root.is_dir() or has_log_files(root):
+            continue
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            if d.name.startswith(".") or d.name.endswith(MARKED_DIR_SUFFIXES):
+                continue
+            shown = os.fsencode(d.name).decode("utf-8", "backslashreplace")
+            try:
+                TopicPartition.parse_dir_name(d.name)
+            except InvalidTopicError as exc:
+                why = exc.detail.split(": ", 1)[1] if ": " in exc.detail else exc.detail
+                if shown != d.name:
+                    why = "the name is not UTF-8"
+                out.append((str(d.parent / shown), why))
+    return out
+
+
 def _no_partitions(root: Path, allow_empty: bool) -> None:
     """Raise NotALogDirError for ``root``, which holds no partition dir, unless ``allow_empty`` and
     it holds nothing but a log dir's own files."""

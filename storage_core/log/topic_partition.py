@@ -16,8 +16,8 @@ A partition's directory in a log dir (``LocalLog.logDirName`` / ``parseTopicPart
     <topic>-<partition>.<uuid>-stray        a stray partition (KIP-858)
 
 Parsing strips ``.<uuid><suffix>`` at the last '.', then splits at the **last** '-' (topics may
-contain '-' and '.'). Kafka's ``String.toInt`` would also take ``+5`` for the partition; klog wants
-plain ASCII digits, so that ``parse_dir_name(tp.dir_name)`` always gives ``tp`` back, and checks
+contain '-' and '.'). Kafka's ``String.toInt`` would also take ``+5`` or ``01`` for the partition;
+klog wants plain ASCII digits without a leading zero (as every broker names them), so that ``parse_dir_name(tp.dir_name)`` always gives ``tp`` back, and checks
 the topic with :func:`validate_topic_name` as well.
 """
 
@@ -149,6 +149,10 @@ class TopicPartition:
             raise _not_a_partition_dir(name, "the partition after the last '-' is empty")
         if _PARTITION_DIGITS.fullmatch(partition_text) is None:
             raise _not_a_partition_dir(name, f"the partition {partition_text!r} is not a non-negative integer")
+        if len(partition_text) > 1 and partition_text.startswith("0"):
+            raise _not_a_partition_dir(name, f"the partition {partition_text!r} has a leading zero, which no broker "
+                                             f"writes (Kafka names partition {int(partition_text)} "
+                                             f"{base[:index]}-{int(partition_text)})")
         partition = int(partition_text)
         if partition > MAX_PARTITION:
             raise _not_a_partition_dir(name, f"the partition {partition_text} is larger than {MAX_PARTITION}")

@@ -277,7 +277,10 @@ def _fmt_ts(ms: int | None) -> str:
 
     if ms is None:
         return "-"
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    except (ValueError, OverflowError, OSError):  # outside years 1..9999 (Kafka's timestamps are any int64)
+        return f"{ms}ms"
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
@@ -314,6 +317,10 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
         _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
+    from storage_core.log.manager import skipped_dirs
+
+    for path, why in skipped_dirs(_dirs(args)):  # not read: say so, rather than leave them out in silence
+        print(f"warning: skipped {path}: {why}", file=sys.stderr)
     for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
         if r.topic_id_matches is False:
             print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
