@@ -175,12 +175,19 @@ class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  overrides: Mapping[str, object] | None = None,
-                 full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
+                 full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None,
+                 close_each: bool = False) -> None:
         """``config`` is the default config (below everything stored, see
         :mod:`storage_core.log.topic_configs`), ``overrides`` Kafka-named configs applied to every
         topic above everything stored, ``topic_configs`` whole configs of topics that replace the
         resolution. ``on_loaded(pd)`` is called after each partition is loaded (recovered), for
-        progress reports."""
+        progress reports.
+
+        ``close_each`` closes each partition as soon as it is loaded (recovered): its files are
+        closed and its indexes trimmed, so that the open files do not grow with the number of
+        partitions (a writable log holds about 4); :meth:`reopen` opens one again. A failed open
+        closes what it loaded and puts back the clean-shutdown markers it deleted: the dirs are
+        left as they were found (less what recovery repaired), never with a preallocated index."""
         self.log_dirs = [writable_dir(d) if writable else as_path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
@@ -202,6 +209,7 @@ class LogManager:
                 self.stored_topic_configs.setdefault(topic, {}).update(props)
         # the KRaft metadata of the dirs (cluster_metadata.py): in one of them, if any
         self.kraft = find_cluster_metadata(self.log_dirs)
+        deleted_markers: list[CleanShutdownFile] = []
         try:
             if writable:
                 for d in self.log_dirs:
@@ -223,11 +231,23 @@ class LogManager:
                                         recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
                                         had_clean_shutdown=clean)
                     self._dir_of[tp] = d
+                    if close_each:
+                        self.logs[tp].close()
                     if on_loaded is not None:
                         on_loaded(pd)
                 if writable and marker.exists():
                     marker.delete()  # from now on a crash must lead to recovery
+                    deleted_markers.append(marker)
         except BaseException as exc:
+            undone = True
+            for log in self.logs.values():  # release the files, trim the preallocated indexes
+                try:
+                    log.close()
+                except (OSError, KlogError):
+                    undone = False
+            if undone:
+                for m in deleted_markers:  # every loaded log was closed cleanly: as found
+                    m.write(None)
             for lock in self._locks:  # a failed open holds nothing
                 lock.release()
             self._locks = []
@@ -253,6 +273,17 @@ class LogManager:
         topic configs < the dirs' ``klog-topic-configs.json`` < ``overrides``, with each value's source."""
         return resolve_topic_config(topic, self.stored_topic_configs, default=self.default_config, kraft=self.kraft,
                                     overrides=self.overrides)
+
+    def reopen(self, tp: TopicPartition) -> Log:
+        """A partition that a ``close_each`` manager loaded and closed, opened again (it was closed
+        cleanly: no recovery), in place of the closed one. Close it when done with it."""
+        old = self.logs[tp]
+        if not old.closed:
+            return old
+        log = Log(old.dir, self.config_for(tp.topic), writable=self.writable, recovery_point=old.recovery_point,
+                  log_start_offset=old.log_start_offset, had_clean_shutdown=True)
+        self.logs[tp] = log
+        return log
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
@@ -309,7 +340,7 @@ class LogManager:
 
     def flush(self) -> None:
         for log in self.logs.values():
-            if log.writable:
+            if log.writable and not log.closed:
                 log.flush()
 
     def checkpoint(self) -> None:

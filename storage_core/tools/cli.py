@@ -506,7 +506,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     dirs = _log_dirs(args.dir)
     total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
     with _Bar(args, total, "recover") as bar:
-        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)))
+        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)),
+                        close_each=True)  # one partition's files open at a time, whatever the count
     status = EXIT_OK
     try:
         for what in lm.recovered_commits:
@@ -650,7 +651,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager
 
     cleaner_results = []
-    lm = LogManager(_log_dirs(args.dir), writable=True)
+    lm = LogManager(_log_dirs(args.dir), writable=True, close_each=True)  # files of one partition open at a time
     progress = _Progress(not args.quiet)
     try:
         if args.topic:
@@ -663,9 +664,13 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
         cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
         for tp in chosen:
-            if args.roll and lm.logs[tp].active_segment.size_in_bytes > 0:
-                lm.logs[tp].roll()  # as a broker does after segment.ms: the data becomes cleanable
-            result = cleaner.clean_log(lm.logs[tp], force=True)
+            log = lm.reopen(tp)
+            try:
+                if args.roll and log.active_segment.size_in_bytes > 0:
+                    log.roll()  # as a broker does after segment.ms: the data becomes cleanable
+                result = cleaner.clean_log(log, force=True)
+            finally:
+                log.close()
             assert result is not None
             cleaner_results.append(result)
     finally:
