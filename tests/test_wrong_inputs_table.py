@@ -566,3 +566,49 @@ def test_partial_copy_writes_by_partition_or_by_the_stated_count(spark, tmp_path
     assert got == want
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["connect-offsets-14", "connect-offsets-19",
                                                                      "connect-offsets-8"]
+
+
+BROKER_COPY = "rjmfernandes+flink-on-prem/43d3daa/data"  # one broker's dir: connect-offsets 8, 14, 19 of 25
+
+
+@pytest.mark.spark
+def test_partial_copy_with_kraft_metadata_routes_by_the_topics_real_count(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real broker's dir holds partitions 8, 14 and 19 of connect-offsets, whose KRaft metadata
+    says 25: keys route by murmur2 % 25 (not % 3, the dirs), partition=8 is written, and a key whose
+    partition is elsewhere in the cluster is refused, naming it."""
+    import shared_fixtures as sf
+
+    from storage_core.record.columnar import murmur2_partitions
+
+    src = sf.KAFKA_FIXTURES / BROKER_COPY
+    if not src.is_dir():
+        pytest.skip(sf.MISSING_REASON)
+    root = tmp_path / "data"
+    root.mkdir()
+    for name in ("__cluster_metadata-0", "connect-offsets-8", "connect-offsets-14", "connect-offsets-19"):
+        shutil.copytree(src / name, root / name)
+    for name in ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
+        if (src / name).exists():
+            shutil.copy(src / name, root / name)
+    before = {p: r.num_rows for p, r in ((p, storage_core.read_arrow(root, assign=json.dumps({"connect-offsets": [p]}))
+                                          .read_all()) for p in (8, 14, 19))}
+    keys = [f"key-{i}" for i in range(500)]
+    where = murmur2_partitions(pa.array([k.encode() for k in keys], pa.binary()), 25).tolist()
+    held = [k for k, p in zip(keys, where, strict=True) if p in (8, 14, 19)][:5]
+    elsewhere = next(k for k, p in zip(keys, where, strict=True) if p not in (8, 14, 19))
+    w = spark.createDataFrame([(k, "keyed") for k in held], "key string, value string")
+    w.write.format("klog").option("topic", "connect-offsets").mode("append").save(str(root))
+    spark.createDataFrame([(8, "to-8")], "partition int, value string") \
+        .write.format("klog").option("topic", "connect-offsets").mode("append").save(str(root))
+    snapshot = tree(root)
+    with pytest.raises(Exception) as info:  # noqa: PT011
+        spark.createDataFrame([(elsewhere, "x")], "key string, value string") \
+            .write.format("klog").option("topic", "connect-offsets").mode("append").save(str(root))
+    p = where[keys.index(elsewhere)]
+    one_klog_line(str(info.value), "InvalidOptionError",
+                  rf"a row goes to partition {p} of topic 'connect-offsets', which is not in this log dir")
+    assert tree(root) == snapshot
+    rows = storage_core.read_arrow(root, topics="connect-offsets").read_all().to_pylist()
+    new = sorted((r["partition"], r["value"]) for r in rows if r["value"] in (b"keyed", b"to-8"))
+    assert new == sorted([(where[keys.index(k)], b"keyed") for k in held] + [(8, b"to-8")])
+    assert sum(1 for r in rows) == sum(before.values()) + len(held) + 1
