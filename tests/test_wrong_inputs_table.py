@@ -320,7 +320,7 @@ def test_spark_batch_and_stream(spark, logs: Path, tmp_path: Path) -> None:  # t
 
 
 @pytest.mark.spark
-def test_stream_start_after_end_and_deep_json_fail_when_started(spark, logs: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_stream_start_options_fail_when_the_query_starts(spark, logs: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     for options, message in (({"startingOffsets": DEEP}, r"option startingOffsets is JSON nested too deeply"),
                              ({"endingOffsets": "latest"}, r"option endingOffsets is not valid for streaming")):
         with pytest.raises(Exception) as info:  # noqa: PT011
