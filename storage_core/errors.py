@@ -43,18 +43,31 @@ __all__ = [
     "SchemaRegistryError",
     "UnknownSchemaError",
     "ValueDecodeError",
+    "USER_NAME_SCHEMES",
     "redact_uris",
 ]
 
 #: ``scheme://user[:password]@`` in any text: the user info of a URI, which may hold a secret.
-_URI_USERINFO = _re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/@\s?#'\"]*)@")
+_URI_USERINFO = _re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)(://)([^/@\s?#'\"]*)@")
+#: schemes whose user info without a password is a name, not a credential: HDFS's user, Azure's
+#: container (``abfs://container@account.dfs.core.windows.net``)
+USER_NAME_SCHEMES = frozenset({"hdfs", "viewfs", "abfs", "abfss", "az", "wasb", "wasbs"})
+
+
+def _redacted(m: _re.Match[str]) -> str:
+    scheme, sep, userinfo = m.group(1), m.group(2), m.group(3)
+    if scheme.lower() in USER_NAME_SCHEMES and ":" not in userinfo:
+        return m.group(0)
+    return f"{scheme}{sep}***@"
 
 
 def redact_uris(text: str) -> str:
     """``text`` with the user info of every URI in it (``s3://KEY:SECRET@bucket``) replaced by
     ``***`` (``s3://***@bucket``): every message klog prints or raises goes through this, so a
-    credential typed into a path never reaches a terminal, a log or Spark's error."""
-    return _URI_USERINFO.sub(r"\1***@", text)
+    credential typed into a path never reaches a terminal, a log or Spark's error. A user name
+    without a password where a scheme uses one as a name (``hdfs://alice@nn``,
+    ``abfs://container@account...``) stays."""
+    return _URI_USERINFO.sub(_redacted, text)
 
 
 class KlogError(Exception):

@@ -49,7 +49,7 @@ from pathlib import Path, PosixPath
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from urllib.parse import unquote, urlparse
 
-from storage_core.errors import InvalidOptionError, KlogError, redact_uris
+from storage_core.errors import USER_NAME_SCHEMES, InvalidOptionError, KlogError, redact_uris
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -675,8 +675,8 @@ _CREDENTIALS_FROM = {
 def refuse_credentials(uri: str) -> None:
     """A URI with user info holding a secret (``s3://KEY:SECRET@bucket``) is refused before
     anything uses it, and the message shows it redacted: a secret in a path ends up in shell
-    histories, Spark's plans and logs. HDFS's ``hdfs://user@namenode`` (a user name, no password)
-    is a user name, not a secret, and stays allowed."""
+    histories, Spark's plans and logs. ``hdfs://user@namenode`` (a user name) and
+    ``abfs://container@account.dfs.core.windows.net`` (a container) hold no secret and stay allowed."""
     scheme = uri_scheme(uri)
     if scheme is None:
         return
@@ -685,8 +685,8 @@ def refuse_credentials(uri: str) -> None:
         return
     userinfo = netloc.rsplit("@", 1)[0]
     kind = _ARROW_SCHEMES.get(scheme, scheme)
-    if kind == "hdfs" and ":" not in userinfo:
-        return
+    if scheme in USER_NAME_SCHEMES and ":" not in userinfo:
+        return  # HDFS's user name, Azure's container: not a secret
     source = _CREDENTIALS_FROM.get(kind, "the environment or the fs.* options (fs.key, fs.secret, ...)")
     raise InvalidOptionError(f"{redact_uris(uri)}: credentials in a URI are refused (they would be shown in logs and "
                              f"errors); give the path without them ({scheme}://<bucket>/<prefix>) and the credentials "

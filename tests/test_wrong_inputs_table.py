@@ -279,6 +279,18 @@ def test_redact_uris() -> None:
     assert redact_uris(f"at {SECRET_URI} and gs://tok@b/x, s3://bucket/x") == \
         "at s3://***@bucket/kafka-logs and gs://***@b/x, s3://bucket/x"
     assert "SeCrEtVaLuE123" not in str(KlogError(f"bad {SECRET_URI}", path=SECRET_URI + "/y"))
+    kept = "abfs://container@account.dfs.core.windows.net/kafka and hdfs://alice@nn:8020/x"
+    assert redact_uris(kept) == kept  # a container and a user name are no secrets
+    assert redact_uris("abfs://c:key@a.dfs.core.windows.net/") == "abfs://***@a.dfs.core.windows.net/"
+
+
+def test_a_container_or_user_name_in_a_uri_is_not_refused() -> None:
+    from storage_core.fs import refuse_credentials
+
+    refuse_credentials("abfs://container@account.dfs.core.windows.net/kafka")
+    refuse_credentials("hdfs://alice@namenode:8020/kafka")
+    with pytest.raises(KlogError, match="credentials in a URI are refused"):
+        refuse_credentials("s3://AKIAEXAMPLEKEY@bucket/kafka")
 
 
 # --- read_arrow ---------------------------------------------------------------------------------------
