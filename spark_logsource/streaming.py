@@ -87,8 +87,15 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 def offsets_from_json(obj: Mapping[str, Mapping[str, int]] | str) -> Offsets:
     if isinstance(obj, str):
-        obj = json.loads(obj)
-    assert not isinstance(obj, str)
+        raw = obj
+        try:
+            obj = json.loads(raw)
+        except (RecursionError, json.JSONDecodeError):
+            obj = raw  # not JSON: refused below
+        if not isinstance(obj, dict):
+            raise InvalidOptionError(f"not a klog/Kafka stream offset: {raw[:200]!r}; expected "
+                                     "{\"topic\": {\"0\": 42}}") from None
+    assert isinstance(obj, Mapping)
     try:
         return {TopicPartition(t, int(p)): int(o) for t, parts in obj.items() for p, o in parts.items()}
     except (AttributeError, TypeError, ValueError):

@@ -546,6 +546,16 @@ def test_start_above_end_is_refused_in_the_one_parser() -> None:
                             "endingOffsets": '{"t": {"0": 2, "1": 4}}'})
 
 
+def test_a_stream_offset_that_is_not_json_is_typed() -> None:
+    pytest.importorskip("pyspark")
+    from spark_logsource.streaming import offsets_from_json
+    from storage_core.errors import InvalidOptionError
+
+    for bad in (DEEP, "{orders", '"x"'):
+        with pytest.raises(InvalidOptionError, match="not a klog/Kafka stream offset"):
+            offsets_from_json(bad)
+
+
 def test_internal_topics_are_refused_before_any_task() -> None:
     pytest.importorskip("pyspark")
     from spark_logsource.writer import parse_write_options
@@ -624,3 +634,24 @@ def test_partial_copy_with_kraft_metadata_routes_by_the_topics_real_count(spark,
     new = sorted((r["partition"], r["value"]) for r in rows if r["value"] in (b"keyed", b"to-8"))
     assert new == sorted([(where[keys.index(k)], b"keyed") for k in held] + [(8, b"to-8")])
     assert sum(1 for r in rows) == sum(before.values()) + len(held) + 1
+
+
+@pytest.mark.spark
+@pytest.mark.fault
+def test_a_write_that_fills_the_disk_leaves_no_new_dir(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A new topic's write into a 1 MiB file system: the job fails with StorageError and leaves
+    neither the topic's partition dirs nor the log dir it created."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs here ({res.stderr.strip() or res.returncode})")
+    try:
+        df = spark.range(3000).selectExpr("CAST(id AS STRING) AS key", "repeat('x', 1000) AS value")
+        with pytest.raises(Exception) as info:  # noqa: PT011
+            df.write.format("klog").option("topic", "t").option("numPartitions", "3").mode("append") \
+                .save(str(mnt / "logs"))
+        one_klog_line(str(info.value), "StorageError", r"the file system is full")
+        assert tree(mnt) == {".": -1}, tree(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
