@@ -509,6 +509,9 @@ def test_describe_lists_the_dirs_it_skipped_and_why(tmp_path: Path, caplog: pyte
     assert "t-01: the partition '01' has a leading zero, which no broker writes (Kafka names partition 1 t-1)" \
            in res.stderr
     assert "caf\\xe9-0: the name is not UTF-8" in res.stderr
+    res = _klog("describe", str(root), "--json")
+    assert res.returncode == 0 and len(json.loads(res.stdout)) == 1
+    assert res.stderr.count("warning: skipped ") == 4
     with caplog.at_level(logging.WARNING, logger="klog"):
         table = storage_core.describe(root)
     assert table.num_rows == 1 and table["partition"].to_pylist() == [0]  # t-01 is not read as partition 1

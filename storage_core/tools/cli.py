@@ -300,6 +300,10 @@ def _cmd_describe(args: argparse.Namespace) -> int:
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
             bar.update(1)
+    from storage_core.log.manager import skipped_dirs
+
+    for path, why in skipped_dirs(_dirs(args)):  # not read: say so, rather than leave them out in silence
+        print(f"warning: skipped {path}: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
         return EXIT_OK
@@ -317,10 +321,6 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
         _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
-    from storage_core.log.manager import skipped_dirs
-
-    for path, why in skipped_dirs(_dirs(args)):  # not read: say so, rather than leave them out in silence
-        print(f"warning: skipped {path}: {why}", file=sys.stderr)
     for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
         if r.topic_id_matches is False:
             print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
