@@ -24,7 +24,7 @@ from storage_core.read.options import (
 )
 
 __all__ = ["EARLIEST", "LATEST", "OffsetSpec", "ReadOptions", "StreamOptions", "parse_read_options",
-           "parse_stream_options", "parse_duration_ms"]
+           "parse_stream_options", "parse_duration_ms", "parse_admission"]
 
 # --- streaming ------------------------------------------------------------------------------------
 
@@ -69,6 +69,15 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
                                  "end); remove it, or use spark.read for a bounded range")
     read = parse_read_options(opts, streaming=True)
     starting = start_spec(opts, streaming=True)
+    max_per, min_per, delay_ms = parse_admission(opts)
+    return StreamOptions(read, starting, max_per, min_per, delay_ms)
+
+
+def parse_admission(options: Mapping[str, str]) -> tuple[int | None, int | None, int]:
+    """``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (ms), checked. The
+    data source's ``schema()`` calls this at ``load()``, so that a wrong value fails there and not
+    once the query runs (a batch read, which ignores these options, refuses wrong values too)."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
     max_per = option_long(opts, "maxoffsetspertrigger", minimum=1)
     min_per = option_long(opts, "minoffsetspertrigger", minimum=1)
     if max_per is not None and min_per is not None and min_per > max_per:
@@ -78,4 +87,4 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     if delay is not None and min_per is None:
         raise InvalidOptionError("option maxTriggerDelay only applies with minOffsetsPerTrigger; set both or neither")
     delay_ms = parse_duration_ms(delay, "maxTriggerDelay") if delay is not None else DEFAULT_MAX_TRIGGER_DELAY_MS
-    return StreamOptions(read, starting, max_per, min_per, delay_ms)
+    return max_per, min_per, delay_ms

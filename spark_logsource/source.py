@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 from storage_core.read.kafka_compat import warn_ignored
 
 from .errors import spark_entry, stream_reader
-from .options import ReadOptions, parse_read_options
+from .options import ReadOptions, parse_admission, parse_read_options
 
 if TYPE_CHECKING:  # the read path's modules (pyarrow, numpy, the log) load when a read starts, not for schema()
     import pyarrow as pa
@@ -119,6 +119,7 @@ class KlogDataSource(DataSource):
     @spark_entry
     def schema(self) -> str | StructType:
         o = parse_read_options(self.options, streaming=True)  # offsets are checked by the reader
+        parse_admission(self.options)  # a stream's admission options fail at load(), not once the query runs
         if o.formats.decoded:
             return decoded_spark_schema(o)
         return schema_ddl(o.include_headers, o.include_metadata)

@@ -87,8 +87,15 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 def offsets_from_json(obj: Mapping[str, Mapping[str, int]] | str) -> Offsets:
     if isinstance(obj, str):
-        obj = json.loads(obj)
-    assert not isinstance(obj, str)
+        raw = obj
+        try:
+            obj = json.loads(raw)
+        except (RecursionError, json.JSONDecodeError):
+            obj = raw  # not JSON: refused below
+        if not isinstance(obj, dict):
+            raise InvalidOptionError(f"not a klog/Kafka stream offset: {raw[:200]!r}; expected "
+                                     "{\"topic\": {\"0\": 42}}") from None
+    assert isinstance(obj, Mapping)
     try:
         return {TopicPartition(t, int(p)): int(o) for t, parts in obj.items() for p, o in parts.items()}
     except (AttributeError, TypeError, ValueError):
@@ -143,6 +150,19 @@ def rate_limit(limit: int, begin: Offsets, until: Offsets) -> Offsets:
     return out
 
 
+def _log_latest_start(states: Mapping[TopicPartition, PartitionState]) -> None:
+    """One line saying where a ``startingOffsets=latest`` stream (Spark's default) starts: over a
+    static copy it reads nothing, which must not happen without a word."""
+    before = sum(max(0, st.end - st.log_start) for st in states.values())
+    if before:
+        log.warning("klog stream: startingOffsets=latest (the default): starting at the end of %d partition(s), after "
+                    "the %d records already there, which this query will not read; set startingOffsets=earliest to "
+                    "read them", len(states), before)
+    else:
+        log.info("klog stream: startingOffsets=latest (the default): starting at the end of %d partition(s), which "
+                 "hold no records yet", len(states))
+
+
 class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side: offsets and planning. Executors only call :meth:`read`."""
 
@@ -190,6 +210,8 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         raise OffsetOutOfRangeError(msg + f"; set failOnDataLoss=false to start at {st.end}")
                     log.warning("%s; starting at %d (failOnDataLoss=false)", msg, st.end)
                     out[tp] = st.end
+        if o.starting.kind == "latest":
+            _log_latest_start(states)
         return offsets_to_json(out)
 
     @spark_entry

@@ -35,7 +35,7 @@ from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.journal import SinkBatch
 from storage_core.log.manager import find_partitions
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
-from storage_core.log.topic_partition import TopicPartition, validate_topic_name
+from storage_core.log.topic_partition import TopicPartition, check_appendable, validate_topic_name
 from storage_core.read.kafka_compat import split_kafka_options
 from storage_core.read.options import unknown_options_message
 from storage_core.record.compression import CompressionType
@@ -46,6 +46,10 @@ log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
                  "includeheaders", "kafka.compression.type", "txnappid", "txnversion"}
+#: The most partitions one write creates for a new topic: Kafka's controller refuses a CreateTopics or
+#: CreatePartitions request for more than this many partitions at once
+#: (``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``, PolicyViolationException).
+MAX_NEW_PARTITIONS = 10_000
 #: Upper bound of an encoded batch's records area (kept under max.message.bytes).
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
 STALE_STAGING_S = 24 * 3600
@@ -65,6 +69,7 @@ class WriteOptions:
     max_batch_bytes: int
     lock_timeout_s: float
     ignored: tuple[str, ...] = ()  # Spark Kafka-sink options that mean nothing without a broker
+    num_partitions_given: bool = False  # numPartitions was set: the count of a partial copy's topic
     #: ``txnAppId``/``txnVersion`` (Delta Lake's names for idempotent writes): the commit's mark
     txn: SinkBatch | None = None
 
@@ -95,9 +100,12 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = opts.get("topic")
     if topic is not None:
         validate_topic_name(topic)
+        check_appendable(topic)
 
-    def positive(key: str, default: int, maximum: int = INT32_MAX) -> int:
-        raw = opts.get(key)
+    def positive(lower: str, default: int, maximum: int = INT32_MAX) -> int:
+        key = {"numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes",
+               "locktimeoutms": "lockTimeoutMs"}.get(lower, lower)  # named as the user spells it
+        raw = opts.get(lower)
         if raw is None:
             return default
         try:
@@ -105,16 +113,18 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         except ValueError:
             raise InvalidOptionError(f"write option {key}={raw!r} is not an integer") from None
         if not 1 <= v <= maximum:
-            raise InvalidOptionError(f"write option {key}={raw!r} must be in 1..{maximum}")
+            why = (f" (Kafka's controller creates at most {MAX_NEW_PARTITIONS} partitions per request)"
+                   if lower == "numpartitions" else "")
+            raise InvalidOptionError(f"write option {key}={raw!r} must be in 1..{maximum}{why}")
         return v
 
     config = LogConfig.from_properties(config_props)
     txn = _txn_option(opts.get("txnappid"), opts.get("txnversion"))
     given_codec = codec_name if codec_name is not None else producer_codec
     codec = CompressionType.from_name(given_codec if given_codec is not None else "none")  # "" is an error
-    return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1), codec, config, config_props,
-                        positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES), positive("locktimeoutms", 600_000, INT64_MAX) / 1000,
-                        ignored, txn)
+    return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1, MAX_NEW_PARTITIONS), codec, config,
+                        config_props, positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES),
+                        positive("locktimeoutms", 600_000, INT64_MAX) / 1000, ignored, "numpartitions" in opts, txn)
 
 
 def _txn_option(app_id: str | None, version: str | None) -> SinkBatch | None:
@@ -177,6 +187,7 @@ def ensure_topic(opts: WriteOptions, topics: dict[str, dict[int, str]], topic: s
     if topic in topics:
         return topics[topic]
     validate_topic_name(topic)
+    check_appendable(topic)
     check_new_topic(find_cluster_metadata([p for p in opts.paths if Path(p).is_dir()]), topic)
     root = Path(opts.log_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -204,6 +215,10 @@ class KlogWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job_id = uuid.uuid4().hex[:16]
         self.topics = existing_topics(opts.paths)
+        # what was there before this job: a failed job removes the dirs it made (see _remove_new_dirs)
+        self.dirs_before = frozenset(d for parts in self.topics.values() for d in parts.values())
+        self.roots_before = frozenset(p for p in opts.paths if Path(p).exists())
+        self.counts: dict[str, int | None] = {}
         from storage_core.log.topic_configs import load_topic_configs
 
         self.stored_configs: dict[str, dict[str, str]] = {}
@@ -296,7 +311,7 @@ class KlogWriter(DataSourceArrowWriter):
             assert self.opts.topic is not None
             names = [self.opts.topic]
             # partition numbers fit 16 bits nearly always: numpy's stable sort is then a radix sort
-            keys = parts.astype(np.int16 if len(self.topics[self.opts.topic]) <= 1 << 15 else np.int64)
+            keys = parts.astype(np.int16 if max(self.topics[self.opts.topic]) < 1 << 15 else np.int64)
         else:
             names = sorted(set(topics))
             index = {t: i for i, t in enumerate(names)}
@@ -323,19 +338,49 @@ class KlogWriter(DataSourceArrowWriter):
             raise KlogError("a row has a null 'topic' and no 'topic' option was given")
         names: list[str] = col.to_pylist()
         for t in set(names):
+            check_appendable(t)
             if t not in self.topics:
                 ensure_topic(self.opts, self.topics, t)
         return names
+
+    def _count(self, topic: str) -> int | None:
+        """The topic's partition count, which routing by key (murmur2 % count) and round-robin need:
+        the KRaft metadata's, if the dir has it; else the partitions of a topic this job creates;
+        else, for a dir holding partitions 0..n-1, n; else (a partial copy, say partitions 8, 14 and
+        19 of 20) the ``numPartitions`` option, or None: unknown, routing is refused."""
+        if topic in self.counts:
+            return self.counts[topic]
+        have = sorted(self.topics.get(topic, {}))
+        kraft = find_cluster_metadata([p for p in self.opts.paths if Path(p).is_dir()])
+        known = kraft.topics.get(topic) if kraft is not None else None
+        n: int | None
+        if known is not None and known.partitions:
+            n = max(known.partitions) + 1
+        elif have == list(range(len(have))):
+            n = len(have)
+        elif self.opts.num_partitions_given:
+            n = self.opts.num_partitions
+            if n <= have[-1]:
+                raise InvalidOptionError(f"numPartitions={n}, but topic {topic!r} has partition {have[-1]} in "
+                                         f"{Path(self.topics[topic][have[-1]]).parent}; expected the topic's "
+                                         "partition count")
+        else:
+            n = None
+        self.counts[topic] = n
+        return n
 
     def _partitions_of(self, batch: pa.RecordBatch, topics: list[str] | None, rr: int) -> tuple[np.ndarray, int]:
         from storage_core.record.columnar import murmur2_partitions
 
         n = batch.num_rows
+        only = self.opts.topic
+        known = {t: self._count(t) for t in ({only} if only is not None and topics is None else set(topics or ()))}
+        # an unknown count (a partial copy without metadata) bounds explicit partitions by the dirs there
+        per_topic = {t: (c if c is not None else max(self.topics[t]) + 1) for t, c in known.items()}
         if topics is None:  # one topic: one partition count (not a Python object per row)
-            assert self.opts.topic is not None
-            counts = np.full(n, len(self.topics[self.opts.topic]), dtype=np.int64)
+            assert only is not None
+            counts = np.full(n, per_topic[only], dtype=np.int64)
         else:
-            per_topic = {t: len(self.topics[t]) for t in set(topics)}
             counts = np.fromiter((per_topic[t] for t in topics), dtype=np.int64, count=n)
         out = np.full(n, -1, dtype=np.int64)
         names = batch.schema.names
@@ -350,6 +395,16 @@ class KlogWriter(DataSourceArrowWriter):
                                          f"{counts[i]} partitions (0..{counts[i] - 1})")
             out = given
         todo = out < 0
+        if todo.any():
+            unknown = sorted({t for t, c in known.items() if c is None}
+                             & (set(known) if topics is None else {topics[i] for i in np.nonzero(todo)[0]}))
+            if unknown:
+                t = unknown[0]
+                raise InvalidOptionError(
+                    f"topic {t!r} holds only partitions {', '.join(map(str, sorted(self.topics[t])))} here (a partial "
+                    "copy) and the dir has no KRaft metadata to give its partition count, so rows without a "
+                    "'partition' cannot be routed as Kafka's partitioner would (murmur2 of the key % the count); "
+                    "expected the numPartitions option set to the topic's partition count, or a 'partition' column")
         if todo.any() and "key" in names:
             keys = batch.column(names.index("key"))
             for c in (np.unique(counts[todo]) if topics is not None else counts[:1]):
@@ -361,6 +416,16 @@ class KlogWriter(DataSourceArrowWriter):
             idx = np.nonzero(todo)[0]
             out[idx] = (rr + np.arange(len(idx))) % counts[idx]
             rr += len(idx)
+        for t in known:  # every row's partition must be a dir here (a partial copy holds only some)
+            held = np.fromiter(self.topics[t], dtype=np.int64)
+            rows = out if topics is None else out[np.fromiter((x == t for x in topics), dtype=bool, count=n)]
+            missing = ~np.isin(rows, held)
+            if missing.any():
+                p = int(rows[int(np.argmax(missing))])
+                raise InvalidOptionError(
+                    f"a row goes to partition {p} of topic {t!r}, which is not in this log dir (it holds partitions "
+                    f"{', '.join(map(str, sorted(self.topics[t])))}; a copy from one broker holds only its own); "
+                    "expected rows for the partitions the dir holds")
         return out, rr
 
     # -- driver
@@ -387,6 +452,33 @@ class KlogWriter(DataSourceArrowWriter):
                 with LogDirLock(d, self.opts.lock_timeout_s):
                     recover_commits(d, self.job_id)
         self._collect(older_than_s=None)
+        self._remove_new_dirs()
+
+    def _remove_new_dirs(self) -> None:
+        """A failed job leaves no new dir: the partition dirs it created (for a new topic), if they
+        hold nothing now, and a log dir it created, if it holds no partition dir (only the lock and
+        checkpoint files of the failed commit)."""
+        from storage_core.files import LOG_DIR_FILES
+
+        for parts in existing_topics(self.opts.paths).values():
+            for d in parts.values():
+                if d not in self.dirs_before:
+                    try:
+                        Path(d).rmdir()  # only if empty: another job's staging keeps it
+                    except OSError:
+                        pass
+        for root in self.opts.paths:
+            r = Path(root)
+            if root in self.roots_before or not r.is_dir():
+                continue
+            entries = list(r.iterdir())
+            if all(e.is_file() and e.name in LOG_DIR_FILES for e in entries):
+                for e in entries:
+                    e.unlink(missing_ok=True)
+                try:
+                    r.rmdir()
+                except OSError:
+                    pass
 
     def _collect(self, older_than_s: float | None) -> None:
         dirs = [d for parts in existing_topics(self.opts.paths).values() for d in parts.values()]

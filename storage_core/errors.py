@@ -12,6 +12,7 @@ location (:attr:`KlogError.detail`), so the output can be compared with Kafka's.
 
 from __future__ import annotations
 
+import re as _re
 from os import PathLike
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "CorruptIndexError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
+    "InvalidTimestampError",
     "LogConfigError",
     "InvalidOptionError",
     "CorruptCheckpointError",
@@ -41,7 +43,31 @@ __all__ = [
     "SchemaRegistryError",
     "UnknownSchemaError",
     "ValueDecodeError",
+    "USER_NAME_SCHEMES",
+    "redact_uris",
 ]
+
+#: ``scheme://user[:password]@`` in any text: the user info of a URI, which may hold a secret.
+_URI_USERINFO = _re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)(://)([^/@\s?#'\"]*)@")
+#: schemes whose user info without a password is a name, not a credential: HDFS's user, Azure's
+#: container (``abfs://container@account.dfs.core.windows.net``)
+USER_NAME_SCHEMES = frozenset({"hdfs", "viewfs", "abfs", "abfss", "az", "wasb", "wasbs"})
+
+
+def _redacted(m: _re.Match[str]) -> str:
+    scheme, sep, userinfo = m.group(1), m.group(2), m.group(3)
+    if scheme.lower() in USER_NAME_SCHEMES and ":" not in userinfo:
+        return m.group(0)
+    return f"{scheme}{sep}***@"
+
+
+def redact_uris(text: str) -> str:
+    """``text`` with the user info of every URI in it (``s3://KEY:SECRET@bucket``) replaced by
+    ``***`` (``s3://***@bucket``): every message klog prints or raises goes through this, so a
+    credential typed into a path never reaches a terminal, a log or Spark's error. A user name
+    without a password where a scheme uses one as a name (``hdfs://alice@nn``,
+    ``abfs://container@account...``) stays."""
+    return _URI_USERINFO.sub(_redacted, text)
 
 
 class KlogError(Exception):
@@ -56,7 +82,7 @@ class KlogError(Exception):
         path: str | PathLike[str] | None = None,
         position: int | None = None,
     ) -> None:
-        self.detail = detail
+        self.detail = redact_uris(detail)
         self.path = None if path is None else str(path)
         self.position = position
         super().__init__(self._render())
@@ -67,7 +93,8 @@ class KlogError(Exception):
             where.append(f"file {self.path}")
         if self.position is not None:
             where.append(f"position {self.position}")
-        return f"{self.detail} [{', '.join(where)}]" if where else self.detail
+        text = f"{self.detail} [{', '.join(where)}]" if where else self.detail
+        return redact_uris(text)
 
     def located(self, *, path: str | PathLike[str] | None = None, position: int | None = None) -> KlogError:
         """Fill in the file and position where they are not known yet; returns self."""
@@ -122,6 +149,14 @@ class RecordTooLargeError(KlogError):
     """A batch larger than ``max.message.bytes`` or than a segment."""
 
     kafka_exception = "RecordTooLargeException"
+
+
+class InvalidTimestampError(KlogError, ValueError):
+    """A record whose CreateTime timestamp lies outside what the topic's
+    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` allow (Kafka's
+    ``LogValidator`` refuses the append)."""
+
+    kafka_exception = "InvalidTimestampException"
 
 
 class LogConfigError(KlogError, ValueError):

@@ -49,7 +49,7 @@ from pathlib import Path, PosixPath
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from urllib.parse import unquote, urlparse
 
-from storage_core.errors import InvalidOptionError, KlogError
+from storage_core.errors import USER_NAME_SCHEMES, InvalidOptionError, KlogError, redact_uris
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -66,6 +66,7 @@ __all__ = [
     "filesystem",
     "is_object_path",
     "list_names",
+    "refuse_credentials",
     "uri_scheme",
     "writable_dir",
 ]
@@ -642,6 +643,7 @@ def as_path(path: str | os.PathLike[str], options: StorageOptions | None = None)
     if scheme is None:
         return Path(s)
     parsed = urlparse(s)
+    refuse_credentials(s)
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise InvalidOptionError(f"{s}: a file:// URI names a local path (file:///data/kafka); found host "
@@ -658,6 +660,37 @@ def as_path(path: str | os.PathLike[str], options: StorageOptions | None = None)
         store = _Store(scheme, "", store_opts)
         posix = "/" + parsed.netloc + ("/" + parsed.path.strip("/") if parsed.path.strip("/") else "")
     return _object_path(store, posix)
+
+
+#: where each scheme's SDK takes its credentials from instead of the URI
+_CREDENTIALS_FROM = {
+    "s3": "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE) or the options "
+          "fs.access_key and fs.secret_key",
+    "gcs": "the environment (GOOGLE_APPLICATION_CREDENTIALS) or the option fs.access_token",
+    "abfs": "the environment (AZURE_STORAGE_ACCOUNT_KEY, AZURE_CLIENT_SECRET, ...) or the options fs.account_name and "
+            "fs.account_key",
+}
+
+
+def refuse_credentials(uri: str) -> None:
+    """A URI with user info holding a secret (``s3://KEY:SECRET@bucket``) is refused before
+    anything uses it, and the message shows it redacted: a secret in a path ends up in shell
+    histories, Spark's plans and logs. ``hdfs://user@namenode`` (a user name) and
+    ``abfs://container@account.dfs.core.windows.net`` (a container) hold no secret and stay allowed."""
+    scheme = uri_scheme(uri)
+    if scheme is None:
+        return
+    netloc = urlparse(uri).netloc
+    if "@" not in netloc:
+        return
+    userinfo = netloc.rsplit("@", 1)[0]
+    kind = _ARROW_SCHEMES.get(scheme, scheme)
+    if scheme in USER_NAME_SCHEMES and ":" not in userinfo:
+        return  # HDFS's user name, Azure's container: not a secret
+    source = _CREDENTIALS_FROM.get(kind, "the environment or the fs.* options (fs.key, fs.secret, ...)")
+    raise InvalidOptionError(f"{redact_uris(uri)}: credentials in a URI are refused (they would be shown in logs and "
+                             f"errors); give the path without them ({scheme}://<bucket>/<prefix>) and the credentials "
+                             f"through {source}")
 
 
 def writable_dir(path: str | os.PathLike[str]) -> Path:

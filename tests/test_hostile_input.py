@@ -272,9 +272,11 @@ def test_a_path_naming_no_directory(path: str) -> None:
 
 
 def test_write_counts_are_bounded() -> None:
-    for key in ("numPartitions", "maxBatchBytes"):
-        with pytest.raises(InvalidOptionError, match="must be in 1..2147483647"):
-            parse_write_options({"path": "/x", "topic": "t", key: str(2**31)})
+    with pytest.raises(InvalidOptionError, match="must be in 1..2147483647"):
+        parse_write_options({"path": "/x", "topic": "t", "maxBatchBytes": str(2**31)})
+    for n in (2**31, 2**31 - 1, 10_001):  # Kafka's controller creates at most 10,000 partitions per request
+        with pytest.raises(InvalidOptionError, match="must be in 1..10000"):
+            parse_write_options({"path": "/x", "topic": "t", "numPartitions": str(n)})
     with pytest.raises(InvalidOptionError, match="64-bit"):
         parse_stream_options({"path": "/x", "topics": "t", "minOffsetsPerTrigger": "5",
                               "maxTriggerDelay": "99999999999999999999d"})

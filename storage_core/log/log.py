@@ -468,8 +468,17 @@ class Log:
                 n += 1
         return n
 
+    @property
+    def closed(self) -> bool:
+        return getattr(self, "_closed", False)
+
     @_writes("closing the log")
     def close(self) -> None:
+        """Flush (writable), close every segment's files; a second call does nothing. The log's
+        offsets and checkpoint values stay readable after it."""
+        if self.closed:
+            return
+        self._closed = True
         if self.writable:
             self.active_segment.flush()
             self.recovery_point = self.log_end_offset

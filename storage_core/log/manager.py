@@ -91,6 +91,30 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
     return [out[k] for k in sorted(out)]
 
 
+def skipped_dirs(paths: Iterable[str | os.PathLike[str]], storage: StorageOptions | None = None) -> list[tuple[str, str]]:
+    """The child dirs of the given log dirs that are not read, each with why: names that are not
+    ``<topic>-<partition>`` (``bad name-0``, ``t-99999999999``, ``t-01``, non-UTF-8), which a broker
+    refuses to start with. Dirs marked for deletion or moving, and hidden dirs, are not listed.
+    Names are shown printable (undecodable bytes as ``\\xNN``)."""
+    out: list[tuple[str, str]] = []
+    for raw in paths:
+        root = as_path(raw, storage)
+        if not root.is_dir() or has_log_files(root):
+            continue
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            if d.name.startswith(".") or d.name.endswith(MARKED_DIR_SUFFIXES):
+                continue
+            shown = os.fsencode(d.name).decode("utf-8", "backslashreplace")
+            try:
+                TopicPartition.parse_dir_name(d.name)
+            except InvalidTopicError as exc:
+                why = exc.detail.split(": ", 1)[1] if ": " in exc.detail else exc.detail
+                if shown != d.name:
+                    why = "the name is not UTF-8"
+                out.append((str(d.parent / shown), why))
+    return out
+
+
 def _no_partitions(root: Path, allow_empty: bool) -> None:
     """Raise NotALogDirError for ``root``, which holds no partition dir, unless ``allow_empty`` and
     it holds nothing but a log dir's own files."""
@@ -151,12 +175,19 @@ class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], *, writable: bool = False,
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  overrides: Mapping[str, object] | None = None,
-                 full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None) -> None:
+                 full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None,
+                 close_each: bool = False) -> None:
         """``config`` is the default config (below everything stored, see
         :mod:`storage_core.log.topic_configs`), ``overrides`` Kafka-named configs applied to every
         topic above everything stored, ``topic_configs`` whole configs of topics that replace the
         resolution. ``on_loaded(pd)`` is called after each partition is loaded (recovered), for
-        progress reports."""
+        progress reports.
+
+        ``close_each`` closes each partition as soon as it is loaded (recovered): its files are
+        closed and its indexes trimmed, so that the open files do not grow with the number of
+        partitions (a writable log holds about 4); :meth:`reopen` opens one again. A failed open
+        closes what it loaded and puts back the clean-shutdown markers it deleted: the dirs are
+        left as they were found (less what recovery repaired), never with a preallocated index."""
         self.log_dirs = [writable_dir(d) if writable else as_path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
@@ -178,6 +209,7 @@ class LogManager:
                 self.stored_topic_configs.setdefault(topic, {}).update(props)
         # the KRaft metadata of the dirs (cluster_metadata.py): in one of them, if any
         self.kraft = find_cluster_metadata(self.log_dirs)
+        deleted_markers: list[CleanShutdownFile] = []
         try:
             if writable:
                 for d in self.log_dirs:
@@ -199,11 +231,23 @@ class LogManager:
                                         recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
                                         had_clean_shutdown=clean)
                     self._dir_of[tp] = d
+                    if close_each:
+                        self.logs[tp].close()
                     if on_loaded is not None:
                         on_loaded(pd)
                 if writable and marker.exists():
                     marker.delete()  # from now on a crash must lead to recovery
+                    deleted_markers.append(marker)
         except BaseException as exc:
+            undone = True
+            for log in self.logs.values():  # release the files, trim the preallocated indexes
+                try:
+                    log.close()
+                except (OSError, KlogError):
+                    undone = False
+            if undone:
+                for m in deleted_markers:  # every loaded log was closed cleanly: as found
+                    m.write(None)
             for lock in self._locks:  # a failed open holds nothing
                 lock.release()
             self._locks = []
@@ -229,6 +273,17 @@ class LogManager:
         topic configs < the dirs' ``klog-topic-configs.json`` < ``overrides``, with each value's source."""
         return resolve_topic_config(topic, self.stored_topic_configs, default=self.default_config, kraft=self.kraft,
                                     overrides=self.overrides)
+
+    def reopen(self, tp: TopicPartition) -> Log:
+        """A partition that a ``close_each`` manager loaded and closed, opened again (it was closed
+        cleanly: no recovery), in place of the closed one. Close it when done with it."""
+        old = self.logs[tp]
+        if not old.closed:
+            return old
+        log = Log(old.dir, self.config_for(tp.topic), writable=self.writable, recovery_point=old.recovery_point,
+                  log_start_offset=old.log_start_offset, had_clean_shutdown=True)
+        self.logs[tp] = log
+        return log
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
@@ -285,7 +340,7 @@ class LogManager:
 
     def flush(self) -> None:
         for log in self.logs.values():
-            if log.writable:
+            if log.writable and not log.closed:
                 log.flush()
 
     def checkpoint(self) -> None:

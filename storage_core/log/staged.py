@@ -143,6 +143,7 @@ class StagingWriter:
         assert isinstance(table, (pa.Table, pa.RecordBatch))
         if table.num_rows == 0:
             return 0
+        self._check_timestamps(table)
         batches = encode_arrow(table, base_offset=self.next_offset, compression=self.compression,
                                max_batch_bytes=self.max_batch_bytes, default_timestamp_ms=default_timestamp_ms)
         now = int(time.time() * 1000)
@@ -161,6 +162,37 @@ class StagingWriter:
             self.next_offset = batch.last_offset + 1
         rows: int = table.num_rows
         return rows
+
+    def _check_timestamps(self, table: Any) -> None:
+        """Kafka's ``LogValidator.validateTimestamp``: under CreateTime, a record's timestamp (other than
+        -1, none) must lie within [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from storage_core.errors import InvalidTimestampError
+        from storage_core.log.config import MessageTimestampType
+
+        if self.config.message_timestamp_type != MessageTimestampType.CREATE_TIME or "timestamp" not in table.column_names:
+            return
+        col = table.column("timestamp")
+        per_ms = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+        mul, div = per_ms[col.type.unit] if pa.types.is_timestamp(col.type) else (1, 1)
+        raw = col.cast(pa.int64()) if pa.types.is_timestamp(col.type) else col
+        if not pa.types.is_integer(raw.type):
+            return  # encode_arrow names the wrong type
+        raw = pc.filter(raw, pc.not_equal(raw, -1)) if div == 1 and mul == 1 else raw
+        mm = pc.min_max(raw).as_py()
+        if mm["min"] is None:
+            return
+        now = int(time.time() * 1000)
+        lo, hi = now - self.config.message_timestamp_before_max_ms, now + self.config.message_timestamp_after_max_ms
+        for ts in (mm["min"] * mul // div, mm["max"] * mul // div):
+            if ts < lo or ts > hi:
+                raise InvalidTimestampError(
+                    f"Timestamp {ts} of a record for {self.topic_partition} is out of range: it should be within "
+                    f"[{lo}, {hi}] (now {now} less message.timestamp.before.max.ms="
+                    f"{self.config.message_timestamp_before_max_ms}, plus message.timestamp.after.max.ms="
+                    f"{self.config.message_timestamp_after_max_ms}), as a broker checks a CreateTime record on append")
 
     @_staging_io("finishing the staged segments")
     def finish(self) -> StagedPartition:

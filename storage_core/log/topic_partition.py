@@ -16,8 +16,8 @@ A partition's directory in a log dir (``LocalLog.logDirName`` / ``parseTopicPart
     <topic>-<partition>.<uuid>-stray        a stray partition (KIP-858)
 
 Parsing strips ``.<uuid><suffix>`` at the last '.', then splits at the **last** '-' (topics may
-contain '-' and '.'). Kafka's ``String.toInt`` would also take ``+5`` for the partition; klog wants
-plain ASCII digits, so that ``parse_dir_name(tp.dir_name)`` always gives ``tp`` back, and checks
+contain '-' and '.'). Kafka's ``String.toInt`` would also take ``+5`` or ``01`` for the partition;
+klog wants plain ASCII digits without a leading zero (as every broker names them), so that ``parse_dir_name(tp.dir_name)`` always gives ``tp`` back, and checks
 the topic with :func:`validate_topic_name` as well.
 """
 
@@ -31,10 +31,12 @@ from storage_core.files import MARKED_DIR_SUFFIXES
 from storage_core.limits import INT32_MAX
 
 __all__ = [
+    "INTERNAL_TOPICS",
     "LEGAL_TOPIC_CHARS",
     "MAX_PARTITION",
     "MAX_TOPIC_NAME_LENGTH",
     "TopicPartition",
+    "check_appendable",
     "validate_topic_name",
 ]
 
@@ -57,6 +59,23 @@ _SUFFIX_DIR_PATTERNS = {suffix: re.compile(r"(\S+)-(\S+)\.(\S+)" + re.escape(suf
 _PARTITION_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 
 _DIR_FORM = "<topic>-<partition> or <topic>-<partition>.<uuid>-delete (or -future, -stray)"
+
+
+#: Topics a broker refuses produce requests to (``Topic.isInternal``: ``ReplicaManager`` answers
+#: ``InvalidTopicException``), plus the KRaft metadata log and the tiered storage metadata topic,
+#: which only the controller and the broker's own managers write.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
+                             "__cluster_metadata", "__remote_log_metadata"})
+
+
+def check_appendable(topic: str) -> None:
+    """Raise :class:`InvalidTopicError` for an internal topic, which klog's writers refuse before any
+    task runs, as a broker refuses a producer's append: its records are the coordinators' and the
+    controller's own, in their formats (a record of another shape makes them fail to load)."""
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"Cannot append to internal topic {topic!r}: only Kafka's own coordinators and "
+                                "controller write it (a broker refuses produce requests to it with "
+                                "InvalidTopicException); expected a topic of your own")
 
 
 def validate_topic_name(name: str) -> None:
@@ -130,6 +149,10 @@ class TopicPartition:
             raise _not_a_partition_dir(name, "the partition after the last '-' is empty")
         if _PARTITION_DIGITS.fullmatch(partition_text) is None:
             raise _not_a_partition_dir(name, f"the partition {partition_text!r} is not a non-negative integer")
+        if len(partition_text) > 1 and partition_text.startswith("0"):
+            raise _not_a_partition_dir(name, f"the partition {partition_text!r} has a leading zero, which no broker "
+                                             f"writes (Kafka names partition {int(partition_text)} "
+                                             f"{base[:index]}-{int(partition_text)})")
         partition = int(partition_text)
         if partition > MAX_PARTITION:
             raise _not_a_partition_dir(name, f"the partition {partition_text} is larger than {MAX_PARTITION}")

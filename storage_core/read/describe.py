@@ -232,7 +232,24 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
             rows.append(describe_partition(pd, context))
         except PendingCommitError:
             continue
-    return summaries_table(rows)
+    return _with_skipped(summaries_table(rows), opts.log_dirs)
+
+
+def _with_skipped(table: pa.Table, paths: Sequence[Path]) -> pa.Table:
+    """``table`` with the dirs that were not read (names that are not ``<topic>-<partition>``) in its
+    schema metadata (``klog.skipped``: JSON ``[[path, why], ...]``), each also logged as a warning
+    on the ``klog`` logger: nothing is left out in silence."""
+    import json
+    import logging
+
+    from storage_core.log.manager import skipped_dirs
+
+    skipped = skipped_dirs(paths)
+    for path, why in skipped:
+        logging.getLogger("klog").warning("describe: skipped %s: %s", path, why)
+    if not skipped:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), b"klog.skipped": json.dumps(skipped).encode()})
 
 
 def _log_dirs(paths: Sequence[Path], parts: Sequence[PartitionDir]) -> list[Path]:

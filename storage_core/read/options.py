@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
-from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path
+from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path, refuse_credentials
 from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
 from storage_core.read.kafka_compat import BROKER_ONLY_OPTIONS, split_kafka_options
 
@@ -247,6 +247,9 @@ def _json(opts: Mapping[str, str], key: str) -> Any:
     raw = opts[key]
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise InvalidOptionError(f"option {option_name(key)} is JSON nested too deeply ({len(raw)} characters); "
+                                 "expected e.g. {\"topic\": {\"0\": 23, \"1\": -2}}") from None
     except json.JSONDecodeError as exc:
         raise InvalidOptionError(f"option {option_name(key)} is not valid JSON ({exc.msg} at character {exc.pos}): "
                                  f"{raw!r}; expected e.g. {{\"topic\": {{\"0\": 23, \"1\": -2}}}}") from None
@@ -377,6 +380,19 @@ def end_spec(opts: Mapping[str, str]) -> OffsetSpec:
     return OffsetSpec("offsets", offsets=m)
 
 
+def check_start_before_end(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Refuse JSON ``startingOffsets`` above JSON ``endingOffsets`` for a partition (it would read
+    nothing), as Spark's Kafka source and ``klog export`` do."""
+    if starting.kind != "offsets" or ending.kind != "offsets" or not starting.offsets or not ending.offsets:
+        return
+    for t, parts in starting.offsets.items():
+        for p, start in parts.items():
+            end = ending.offsets.get(t, {}).get(p)
+            if end is not None and start >= 0 and end >= 0 and start > end:
+                raise InvalidOptionError(f"startingOffsets for {t}-{p} is {start}, above endingOffsets {end}: the range "
+                                         f"would be empty; expected startingOffsets <= endingOffsets")
+
+
 def _check_timestamps(m: Mapping[str, Mapping[int, int]], name: str) -> None:
     for t, parts in m.items():
         for p, v in parts.items():
@@ -457,6 +473,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     paths = tuple(p.strip() for p in path.split(",") if p.strip())
     if not paths:
         raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
+    for p in paths:
+        refuse_credentials(p)  # before any message or plan could show a secret
     selectors = [k for k in ("topics", "subscribe", "topicpattern", "subscribepattern", "assign") if k in opts]
     if len(selectors) > 1:
         raise InvalidOptionError(f"options {', '.join(option_name(s) for s in selectors)} conflict; give at most one of "
@@ -493,6 +511,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     else:
         starting = start_spec(opts)
         ending = end_spec(opts)
+        check_start_before_end(starting, ending)
     min_parts = option_long(opts, "minpartitions", minimum=1)
     max_records = option_long(opts, "maxrecordsperpartition", minimum=1)
     max_bytes = option_long(opts, "maxbytesperpartition", minimum=1)

@@ -24,6 +24,7 @@ from storage_core.errors import (
     SnapshotError,
     StorageError,
     UnsafePathError,
+    redact_uris,
 )
 from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
 from storage_core.fs import OPTION_PREFIX, ObjectStoreError, StorageOptions, as_path
@@ -276,7 +277,10 @@ def _fmt_ts(ms: int | None) -> str:
 
     if ms is None:
         return "-"
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    except (ValueError, OverflowError, OSError):  # outside years 1..9999 (Kafka's timestamps are any int64)
+        return f"{ms}ms"
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
@@ -296,6 +300,10 @@ def _cmd_describe(args: argparse.Namespace) -> int:
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
             bar.update(1)
+    from storage_core.log.manager import skipped_dirs
+
+    for path, why in skipped_dirs(_dirs(args)):  # not read: say so, rather than leave them out in silence
+        print(f"warning: skipped {path}: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
         return EXIT_OK
@@ -498,7 +506,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     dirs = _log_dirs(args.dir)
     total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
     with _Bar(args, total, "recover") as bar:
-        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)))
+        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)),
+                        close_each=True)  # one partition's files open at a time, whatever the count
     status = EXIT_OK
     try:
         for what in lm.recovered_commits:
@@ -642,7 +651,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager
 
     cleaner_results = []
-    lm = LogManager(_log_dirs(args.dir), writable=True)
+    lm = LogManager(_log_dirs(args.dir), writable=True, close_each=True)  # files of one partition open at a time
     progress = _Progress(not args.quiet)
     try:
         if args.topic:
@@ -655,9 +664,13 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
         cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
         for tp in chosen:
-            if args.roll and lm.logs[tp].active_segment.size_in_bytes > 0:
-                lm.logs[tp].roll()  # as a broker does after segment.ms: the data becomes cleanable
-            result = cleaner.clean_log(lm.logs[tp], force=True)
+            log = lm.reopen(tp)
+            try:
+                if args.roll and log.active_segment.size_in_bytes > 0:
+                    log.roll()  # as a broker does after segment.ms: the data becomes cleanable
+                result = cleaner.clean_log(log, force=True)
+            finally:
+                log.close()
             assert result is not None
             cleaner_results.append(result)
     finally:
@@ -943,13 +956,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"klog: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(redact_uris(f"klog: error: {exc.strerror or exc}{where}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - a bug in klog: say so in one line, traceback with --debug
         if debug:
             traceback.print_exc()
-        print(f"klog: error: internal error {type(exc).__name__}: {exc} (this is a bug in klog; rerun with "
-              "--debug for the traceback and report it)", file=sys.stderr)
+        print(redact_uris(f"klog: error: internal error {type(exc).__name__}: {exc} (this is a bug in klog; rerun "
+                          "with --debug for the traceback and report it)"), file=sys.stderr)
         return EXIT_INTERNAL
 
 

@@ -24,6 +24,7 @@ from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import scan_segment
 from storage_core.log.time_index import TimeIndex
 from storage_core.record.file_records import FileRecords
+from storage_core.record.records import COMPRESSION_CODEC_MASK, RECORDS_OFFSET, DefaultRecordBatch
 
 
 @dataclass
@@ -50,8 +51,24 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096) -> Veri
             msg = (f"{log_path}: {scan.partial_tail.size} bytes of a partial batch at position "
                    f"{scan.partial_tail.position} (Kafka's recovery truncates them)")
             (rep.warnings if last else rep.errors).append(msg)
+        _verify_record_counts(log_path, scan.valid_bytes, rep)
         _verify_indexes(log_path, scan.valid_bytes, last, rep)
     return rep
+
+
+def _verify_record_counts(log_path: Path, valid_bytes: int, rep: VerifyReport) -> None:
+    """A v2 batch's record count, which its CRC covers but a CRC does not make right: it cannot be
+    negative, above the offsets the batch spans (``lastOffsetDelta + 1``), or, uncompressed, above
+    the bytes of its records (each takes at least one); every read refuses such a batch."""
+    for batch in FileRecords(log_path).batches(0, valid_bytes):
+        if not isinstance(batch, DefaultRecordBatch):
+            continue
+        count, spans = batch.records_count, batch.last_offset - batch.base_offset + 1
+        room = batch.size_in_bytes - RECORDS_OFFSET
+        if count < 0 or count > spans or (batch.header.attributes & COMPRESSION_CODEC_MASK == 0 and count > room):
+            rep.errors.append(f"{log_path}: the batch at position {batch.position} (offsets {batch.base_offset}.."
+                              f"{batch.last_offset}) declares {count} records; expected 0..{spans} in its "
+                              f"{room} bytes of records (every read refuses it)")
 
 
 def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyReport) -> None:
@@ -62,6 +79,10 @@ def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyR
         rep.warnings.append(f"{index_path}: missing (Kafka rebuilds it)")
         return
     records = FileRecords(log_path)
+    if active and valid_bytes == 0 and _all_zero(index_path) and (not time_path.exists() or _all_zero(time_path)):
+        rep.warnings.append(f"{index_path}: preallocated ({index_path.stat().st_size} bytes) for an empty active "
+                            "segment, as an unclean shutdown leaves it (Kafka's recovery rebuilds it)")
+        return
     with OffsetIndex(index_path, base) as oi:
         if oi.entries * 8 != index_path.stat().st_size and not active:
             rep.warnings.append(f"{index_path}: not trimmed ({index_path.stat().st_size} bytes for {oi.entries} "
@@ -94,3 +115,12 @@ def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyR
                 prev = t.timestamp
     else:
         rep.warnings.append(f"{time_path}: missing (Kafka rebuilds it)")
+
+
+def _all_zero(path: Path) -> bool:
+    """A file of zero bytes only (a preallocated index no entry was written to), read in blocks."""
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            if block.count(0) != len(block):
+                return False
+    return True
