@@ -380,6 +380,18 @@ def test_workload_shape(truth: Truth) -> None:
     assert len(ru) >= 5_000 * N_WORKLOADS
 
 
+def test_transactions_v2_bump_epochs(broker: Broker, truth: Truth) -> None:
+    """Kafka 4's transactions v2 (on by default for a 4.x cluster): each transaction of a producer
+    has its own, bumped epoch, so one producer id writes with many epochs."""
+    txn = [t for t in truth.topics if t.endswith("-txn")]
+    table = storage_core.read_arrow(broker.log_dir, topics=",".join(txn), includeMetadata=True).read_all()
+    epochs: dict[int, set[int]] = {}
+    for pid, epoch in zip(table.column("producerId").to_pylist(), table.column("producerEpoch").to_pylist(),
+                          strict=True):
+        epochs.setdefault(pid, set()).add(epoch)
+    assert max(len(e) for e in epochs.values()) > 3, f"{truth.ctx}: epochs per producer id {epochs}"
+
+
 @pytest.mark.slow
 def test_campaign(broker: Broker, tmp_path: Path) -> None:
     """``KLOG_BROKER_CAMPAIGN`` rounds of four fresh workloads each, read live by ``read_arrow``
