@@ -55,6 +55,10 @@ from broker_fixture import Broker, classpath, java_env
 from kafka_corpus import env_int
 from test_broker_reads import _cleaned, _row, _settle
 
+from storage_core.log.loader import producer_state_at
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.producer_state import ProducerStateManager, snapshot_files
 from storage_core.tools.cli import main as klog
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
@@ -328,3 +332,52 @@ def test_sanity_check_of_damaged_indexes_equals_kafka(written: Written, tmp_path
     message = kafka[1].split("\n")[0].split("CorruptIndexException: ", 1)[1]
     assert rc == 1 and err.startswith("klog: error: "), err
     assert message.replace(str(failing), failing.name) in err.replace(str(failing), failing.name), (message, err)
+
+
+# --- 3. indexes and producer snapshots ---------------------------------------------------------------
+
+
+def test_producer_state_equals_broker_snapshots(written: Written, tmp_path: Path) -> None:
+    """The producer state klog replays from the log (from no snapshot, or from the broker's at the
+    first segment when retention deleted the segments before it, as Kafka starts from it) holds, at
+    the offset of each snapshot the broker wrote (at every roll, and at shutdown), that snapshot's
+    entries. In a partition the broker's cleaner cleaned only the last snapshot is compared: those
+    it wrote at rolls before the cleaning describe batches the cleaner has since removed (Kafka
+    keeps each producer's last batch, so the state at the end survives, not the states before it).
+    And the snapshot klog writes when it closes a log whose snapshots were deleted holds the
+    entries of the broker's at the same offset."""
+    checked = 0
+    replays = tmp_path / "replayed"
+    for pd in sorted(p for p in written.dump_dir.iterdir() if p.is_dir() and not p.name.startswith("__cluster")):
+        snaps = snapshot_files(pd)
+        if not snaps:
+            continue
+        first = Log(pd).segments[0].base_offset
+        start = f"{first:020d}.snapshot" if first > 0 else None
+        shutil.copytree(pd, replays / pd.name, ignore=lambda _d, names, start=start: [  # type: ignore[misc]
+            n for n in names if n.endswith(".deleted") or (n.endswith(".snapshot") and n != start)])
+        segments = Log(replays / pd.name).segments
+        topic, _, partition = pd.name.rpartition("-")
+        if _cleaner_offset(written.dump_dir, topic, int(partition)) is not None:
+            snaps = snaps[-1:]
+        for offset, path in snaps:
+            want = ProducerStateManager.read_snapshot(path).producers
+            got = producer_state_at(segments, offset, notes=[]).producers
+            assert got == want, f"{CTX} {pd.name} producer state at {offset}: klog {got}, the broker {want}"
+            checked += bool(want)
+    assert checked >= 10
+    copy = tmp_path / "closed"
+    shutil.copytree(written.dump_dir, copy, ignore=shutil.ignore_patterns("*.snapshot", "*.deleted",
+                                                                          "__cluster_metadata-*"))
+    with LogManager([copy], writable=True) as m:
+        for log in m.logs.values():
+            log.producer_state  # noqa: B018 - loaded, so that closing writes its snapshot
+    written_by_klog = 0
+    for pd in sorted(p for p in copy.iterdir() if p.is_dir()):
+        for _offset, path in snapshot_files(pd):
+            theirs = written.dump_dir / pd.name / path.name
+            assert theirs.exists(), f"{CTX}: klog wrote {pd.name}/{path.name}, the broker has no snapshot there"
+            assert ProducerStateManager.read_snapshot(path).producers == \
+                ProducerStateManager.read_snapshot(theirs).producers, f"{CTX} {pd.name}/{path.name}"
+            written_by_klog += 1
+    assert written_by_klog >= 4
