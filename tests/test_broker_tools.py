@@ -52,13 +52,17 @@ from typing import Any
 
 import pytest
 from broker_fixture import Broker, classpath, java_env
-from kafka_corpus import env_int
+from kafka_corpus import assert_same_rows, env_int, rows_of
 from test_broker_reads import _cleaned, _row, _settle
 
+import storage_core
 from storage_core.log.loader import producer_state_at
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import FileRecords
+from storage_core.record.records import DefaultRecordBatch
 from storage_core.tools.cli import main as klog
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
@@ -332,6 +336,111 @@ def test_sanity_check_of_damaged_indexes_equals_kafka(written: Written, tmp_path
     message = kafka[1].split("\n")[0].split("CorruptIndexException: ", 1)[1]
     assert rc == 1 and err.startswith("klog: error: "), err
     assert message.replace(str(failing), failing.name) in err.replace(str(failing), failing.name), (message, err)
+
+
+# --- 2. compaction ---------------------------------------------------------------------------------
+
+
+def _horizon(partition_dir: Path) -> int | None:
+    """The delete horizon a cleaning stamped on the batches of tombstones and markers it kept."""
+    for seg in sorted(partition_dir.glob("*.log")):
+        for batch in FileRecords(seg).batches():
+            if batch.delete_horizon_ms is not None:
+                return int(batch.delete_horizon_ms)
+    return None
+
+
+#: Files of a partition dir the cleaner does not write: the broker's restart before it cleaned
+#: began a new leader epoch at the log end (``leader-epoch-checkpoint``), which the copy predates.
+NOT_THE_CLEANERS = ("leader-epoch-checkpoint",)
+
+
+def _kept_files(partition_dir: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(partition_dir.iterdir())
+            if not f.name.endswith(".deleted") and f.name not in NOT_THE_CLEANERS}
+
+
+def _batches(path: Path) -> list[tuple[int, bytes]]:
+    """``(position, bytes)`` of each batch of a segment."""
+    return [(b.position, bytes(b.buffer)) for b in FileRecords(path).batches()]
+
+
+def _same_but_recompressed(ours: Path, theirs: Path) -> int:
+    """Check that two cleaned segments hold the same batches, byte for byte but for batches
+    recompressed with snappy (see :func:`test_compaction_equals_broker`), which must hold the same
+    header and the same records; returns how many were so recompressed."""
+    a, b = _batches(ours), _batches(theirs)
+    assert len(a) == len(b), f"{CTX} {ours.name}: klog kept {len(a)} batches, the broker {len(b)}"
+    recompressed = 0
+    for (_, x), (_, y) in zip(a, b, strict=True):
+        if x == y:
+            continue
+        bx, by = DefaultRecordBatch(x), DefaultRecordBatch(y)
+        where = f"{CTX} {ours.name} batch at offset {by.base_offset}"
+        assert by.compression == CompressionType.SNAPPY, f"{where} ({by.compression.label}) differs from the broker's"
+        # base offset | length | leader epoch, magic | crc | attributes .. records count: all but length and crc
+        assert (x[:8], x[12:17], x[21:61]) == (y[:8], y[12:17], y[21:61]), f"{where}: headers differ"
+        assert bytes(bx.records_payload()) == bytes(by.records_payload()), f"{where}: records differ"
+        recompressed += 1
+    return recompressed
+
+
+def _verified(index: Path) -> bool:
+    """The index's entries hold against its segment (``klog dump --verify-index-only``, which checks
+    them as kafka-dump-log does)."""
+    from storage_core.tools.dump import dump_index
+
+    err = io.StringIO()
+    return dump_index(index, io.StringIO(), err, verify_only=True) == 0 and not err.getvalue()
+
+
+def test_compaction_equals_broker(written: Written) -> None:
+    """``klog compact`` of a copy taken before the broker cleaned, with the same configs and the
+    broker's clock, leaves the files the broker's LogCleaner left, byte for byte: the cleaned
+    segments (records kept, batches copied or rebuilt with their codec, empty batches kept as
+    headers, tombstones and markers stamped with the same delete horizon), their time indexes and
+    ``.txnindex``, the producer snapshots (those of the segments merged away set aside as
+    ``*.deleted``, as Kafka does) and the cleaner offset; the same files are kept and set aside.
+
+    Where bytes differ, and why: a batch the cleaner rebuilds (some of its records removed) is
+    recompressed with its codec, and snappy's encoders differ, klog's (cramjam's, the Rust ``snap``
+    crate) from the broker's (snappy-java: Google's C++ snappy), which choose different matches on
+    some inputs. Such a batch holds the same header (but its length and CRC) and the same records,
+    and the batches after it in the segment move by the difference in size; the sparse indexes of
+    such a segment (an entry every ``index.interval.bytes`` of log) may then name other batches, and
+    are checked against klog's segment instead, as kafka-dump-log checks an index. Nothing else
+    may differ."""
+    recompressed = 0
+    for p, log_dir in written.before_cleaning.items():
+        tp = f"{written.keyed}-{p}"
+        broker_dir = written.cleaned_dir / tp
+        horizon = _horizon(broker_dir)
+        assert horizon is not None, f"{CTX} {tp}: the broker kept no tombstone, so its clock is unknown"
+        now = horizon - int(COMPACT_CONFIGS["delete.retention.ms"])
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert klog(["compact", str(log_dir), "--now", str(now), "--json", "--quiet"]) == 0
+        summary = json.loads(out.getvalue())
+        assert summary[0]["records_removed"] > 0 and summary[0]["tombstones_kept"] > 0, summary
+        ours, theirs = _kept_files(log_dir / tp), _kept_files(broker_dir)
+        assert sorted(ours) == sorted(theirs), f"{CTX} {tp}: files klog kept {sorted(ours)}, the broker {sorted(theirs)}"
+        for name in sorted(theirs):
+            if ours[name] == theirs[name]:
+                continue
+            stem, _, suffix = name.partition(".")
+            if suffix == "log":
+                recompressed += _same_but_recompressed(log_dir / tp / name, broker_dir / name)
+            elif suffix in ("index", "timeindex") and ours[f"{stem}.log"] != theirs[f"{stem}.log"]:
+                assert _verified(log_dir / tp / name), f"{CTX} {tp}/{name} does not hold against klog's segment"
+            else:
+                raise AssertionError(f"{CTX} {tp}/{name}: klog's bytes differ from the broker's")
+        set_aside = sorted(f.name for f in (log_dir / tp).glob("*.deleted"))
+        assert set_aside == sorted(f.name for f in broker_dir.glob("*.deleted")), f"{CTX} {tp}: *.deleted differ"
+        assert _cleaner_offset(log_dir, written.keyed, p) == _cleaner_offset(written.cleaned_dir, written.keyed, p)
+    got = storage_core.read_arrow(list(written.before_cleaning.values()), subscribe=written.keyed,
+                                  includeHeaders=True).read_all()
+    assert_same_rows(rows_of(got), written.consumer_rows, f"{CTX} klog compact vs the broker's consumer")
+    print(f"{CTX}: {recompressed} snappy batches recompressed to other bytes")
 
 
 # --- 3. indexes and producer snapshots ---------------------------------------------------------------
