@@ -171,8 +171,9 @@ def _cleaner_offset(log_dir: Path, topic: str, partition: int) -> int | None:
 
 def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
     """kafka-dump-log: ``kafka.tools.DumpLogSegments`` of the broker's jars, one JVM for all the files."""
-    cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8",
-           "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(), "kafka.tools.DumpLogSegments",
+    # C1 only: a short run spends most of its time starting, which the optimizing compiler only slows
+    cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
+           "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(), "kafka.tools.DumpLogSegments",
            "--files", ",".join(str(f) for f in files), *options]
     proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
     return proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
