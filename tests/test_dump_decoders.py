@@ -49,9 +49,12 @@ def test_snapshot_and_skip_record_metadata() -> None:
     assert any(x.endswith('payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version",'
                           '"featureLevel":14}}') for x in lines)
     skip = klog("dump", "--print-data-log", "--skip-record-metadata", str(snap)).stdout.splitlines()
-    assert skip[2] == "" and skip[3] == '| payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version",' \
+    # as kafka-dump-log 4.1.1 prints it: batch lines stay, a control record's line is empty, a
+    # payload without a key follows one space (no "| ")
+    assert skip[2].startswith("baseOffset: 0 lastOffset: 0 ") and skip[3] == ""
+    assert skip[4].startswith("baseOffset: 1 lastOffset: 583 ")
+    assert skip[5] == ' payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version",' \
                       '"featureLevel":14}}'
-    assert not any(x.startswith("baseOffset") for x in skip)
 
 
 @needs_fixtures

@@ -50,6 +50,7 @@ from storage_core.record.records import (
     encode_record,
 )
 from storage_core.record.scan import decode_file_range
+from storage_core.record.text import java_utf8
 from storage_core.record.varint import encode_varint, encode_varlong
 from storage_core.tools.dump import dump_jsonl
 
@@ -256,12 +257,14 @@ RawRecord = tuple[bytes | None, bytes | None, list[tuple[bytes, bytes | None]]]
                         min_size=1, max_size=5),
        codec=st.sampled_from(list(CompressionType)))
 @example(records=[(None, None, [(b"\x80", None)])], codec=CompressionType.NONE)
+@example(records=[(None, None, [(b"\xed\xa0\x80k", None), (b"\xed\xa0", None)])], codec=CompressionType.NONE)
 def test_header_keys_that_are_not_utf8(records: list[RawRecord], codec: CompressionType) -> None:
     """Kafka decodes a header key with ``new String(bytes, UTF_8)`` (malformed input replaced); both
     columnar builders must give that string and a valid Arrow string column, as the per-record path does."""
     area = b"".join(raw_record(i, k, v, hs) for i, (k, v, hs) in enumerate(records))
     raw = v2_with_area(compress(codec, area), len(records), attributes=int(codec))
-    expected = [[{"key": k.decode("utf-8", "replace"), "value": v} for k, v in hs] or None for _, _, hs in records]
+    # Java's replacement, not Python's: an encoded surrogate (ED A0 80) is one U+FFFD in Java, three in Python
+    expected = [[{"key": java_utf8(k), "value": v} for k, v in hs] or None for _, _, hs in records]
     per_record = DefaultRecordBatch(raw).records()
     assert [headers_cell(r.headers) for r in per_record] == expected
     for native in (True, False):

@@ -22,6 +22,7 @@ from storage_core.files import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     filename_prefix,
 )
@@ -574,6 +575,12 @@ class LogCleaner:
                 maybe_crash("cleaner-replaced-partial", group=group_index)
         fsync_dir(d)
         maybe_crash("cleaner-replaced", group=group_index)
+        # the producer snapshots of the segments gone (all but the first, whose base the cleaned
+        # segment keeps) go too, as *.deleted (UnifiedLog.replaceSegments -> deleteProducerSnapshots)
+        for seg in old:
+            snapshot = d / (filename_prefix(seg.base_offset) + SNAPSHOT_SUFFIX)
+            if seg.base_offset != cleaned.base_offset and snapshot.exists():
+                os.replace(snapshot, snapshot.with_name(snapshot.name + DELETED_SUFFIX))
         # the old files stay as *.deleted for file.delete.delay.ms: a read-only open that was
         # reading them keeps its view (LogSegment.current_log_path); removed by a later cleaning,
         # retention or writable open

@@ -32,7 +32,7 @@ from storage_core.files import SNAPSHOT_SUFFIX, TMP_SUFFIX, base_offset_of, file
 from storage_core.fs import as_path
 from storage_core.record.control import ControlRecordType
 from storage_core.record.file_records import AnyBatch
-from storage_core.record.records import NO_SEQUENCE, crc32c
+from storage_core.record.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, crc32c
 
 SNAPSHOT_VERSION = 1
 #: version int16, crc uint32, count int32
@@ -79,37 +79,48 @@ class ProducerStateManager:
 
     # -- updating
     def update(self, batch: AnyBatch) -> CompletedTxn | None:
-        """Take one appended batch into account; returns the transaction a marker completed."""
+        """Take one appended batch into account (``ProducerAppendInfo.append`` then
+        ``ProducerStateManager.update``); returns the transaction a marker completed.
+
+        As in Kafka, a data batch becomes the producer's last batch (its epoch replacing the
+        entry's); a transaction marker ends the ongoing transaction, sets the coordinator epoch and
+        the last timestamp, and when its epoch differs from the entry's (the bump that ends every
+        transaction under KIP-890) forgets the last batch: the entry then holds no batch (last
+        sequence and last offset -1). An empty control batch (a transaction the cleaner removed
+        whole) changes nothing, but makes an entry with no epoch for a producer not seen before."""
         self.map_end_offset = max(self.map_end_offset, batch.next_offset)
         pid = batch.producer_id
         if pid < 0:
             return None
-        prev = self.producers.get(pid)
-        txn_first = prev.current_txn_first_offset if prev else -1
-        coordinator_epoch = prev.coordinator_epoch if prev else -1
-        completed = None
-        if batch.is_control:
-            records = batch.records()
-            if records and batch.is_transactional:
-                kind = ControlRecordType.parse(records[0].key)
-                if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                    if txn_first >= 0:
-                        completed = CompletedTxn(pid, txn_first, batch.last_offset, kind == ControlRecordType.ABORT)
-                    value = records[0].value or b""
-                    if len(value) >= 6:
-                        coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
-                    txn_first = -1
-            last_seq = prev.last_sequence if prev else NO_SEQUENCE
-        else:
+        prev = self.producers.get(pid) or ProducerStateEntry(pid, NO_PRODUCER_EPOCH, NO_SEQUENCE, -1, 0,
+                                                             NO_TIMESTAMP, -1, -1)
+        epoch = batch.producer_epoch
+        if not batch.is_control:
+            txn_first = prev.current_txn_first_offset
             if batch.is_transactional and txn_first < 0:
                 txn_first = batch.base_offset
-            last_seq = batch.last_sequence
-        if batch.is_control:  # a marker is not data: lastDataOffset stays that of the last data batch
-            last_data, delta = (prev.last_offset, prev.offset_delta) if prev else (-1, 0)
-        else:
-            last_data, delta = batch.last_offset, batch.last_offset - batch.base_offset
-        self.producers[pid] = ProducerStateEntry(
-            pid, batch.producer_epoch, last_seq, last_data, delta, batch.max_timestamp, coordinator_epoch, txn_first)
+            self.producers[pid] = ProducerStateEntry(pid, epoch, batch.last_sequence, batch.last_offset,
+                                                     batch.last_offset - batch.base_offset, batch.max_timestamp,
+                                                     prev.coordinator_epoch, txn_first)
+            return None
+        records = batch.records()
+        kind = ControlRecordType.parse(records[0].key) if records and batch.is_transactional else None
+        if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            self.producers[pid] = prev
+            return None
+        marker = records[0]
+        completed = None
+        if prev.current_txn_first_offset >= 0:
+            completed = CompletedTxn(pid, prev.current_txn_first_offset, batch.last_offset,
+                                     kind == ControlRecordType.ABORT)
+        value = marker.value or b""
+        coordinator_epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else prev.coordinator_epoch
+        if epoch != prev.epoch:  # ProducerStateEntry.maybeUpdateProducerEpoch: the batches of the old epoch go
+            last_seq, last_offset, delta = NO_SEQUENCE, -1, 0
+        else:  # a marker is not data: the last batch stays the last data batch
+            last_seq, last_offset, delta = prev.last_sequence, prev.last_offset, prev.offset_delta
+        self.producers[pid] = ProducerStateEntry(pid, epoch, last_seq, last_offset, delta, marker.timestamp,
+                                                 coordinator_epoch, -1)
         return completed
 
     def ongoing_first_offsets(self) -> list[int]:

@@ -47,6 +47,7 @@ from storage_core.record.records import (
     wrap_int64,
     write_batch_header,
 )
+from storage_core.record.text import java_utf8
 
 if TYPE_CHECKING:
     from storage_core.record.txn_filter import TxnFilter
@@ -236,9 +237,9 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
         try:
             hk.validate(full=True)
         except pa.ArrowInvalid:
-            # Kafka decodes header keys as UTF-8 with replacement characters; so does the Python twin
+            # Kafka decodes header keys as Java decodes UTF-8, malformed bytes replaced; so does the Python twin
             raw = pa.Array.from_buffers(pa.binary(), nh, [None, buf(parts["hk_offsets"]), buf(parts["hk_data"])])
-            hk = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+            hk = pa.array([java_utf8(b) for b in raw.to_pylist()], pa.string())
         hv = pa.Array.from_buffers(pa.binary(), nh, [buf(parts["hv_valid"]), buf(parts["hv_offsets"]),
                                                      buf(parts["hv_data"])])
         entries = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
@@ -572,7 +573,7 @@ def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) ->
         for k in range(h, h + nh):
             assert cols.header_keys is not None and cols.header_values is not None
             hk = cols.header_keys[k].as_py()
-            headers.append(Header(hk.decode("utf-8", "replace"), cols.header_values[k].as_py()))
+            headers.append(Header(java_utf8(hk), cols.header_values[k].as_py()))
         t = int(cols.timestamps[row])
         rec = encode_record(row - start, wrap_int64(t - base_ts), key, value, headers)
         if row > start and len(out) + len(rec) > max_bytes:

@@ -42,6 +42,7 @@ from storage_core.errors import CorruptRecordError, InvalidRecordError, KlogErro
 from storage_core.limits import INT32_MAX
 from storage_core.record.compression import CompressionType, compress, decompress
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.text import java_utf8
 from storage_core.record.varint import encode_varint, encode_varlong, read_varint, read_varlong
 
 # --- sizes and offsets (DefaultRecordBatch.java, Records.java) ----------------------------------
@@ -208,7 +209,7 @@ def decode_record(
         assert hk is not None
         hv_size, pos = read_varint(buf, pos)
         hv, pos = _read_bytes(buf, pos, hv_size, limit)
-        headers.append(Header(hk.decode("utf-8", "replace"), hv))
+        headers.append(Header(java_utf8(hk), hv))
     if pos != limit:
         raise InvalidRecordError(f"Invalid record size: expected to read {body_size} bytes in record "
                                  f"payload, but instead read {pos - start}")

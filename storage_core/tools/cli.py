@@ -179,13 +179,16 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             else:
                 summary = dump_text(path, out, deep=args.deep_iteration, print_data=print_data,
                                     max_bytes=args.max_bytes, progress=bar.update, decoder=decoder,
-                                    skip_record_metadata=args.skip_record_metadata, schemas=schemas)
+                                    skip_record_metadata=args.skip_record_metadata, schemas=schemas,
+                                    err=sys.stderr)
         if summary.error is not None or summary.invalid_batches:
             status = EXIT_DATA
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
-        elif summary.batches == 0 and summary.size_in_bytes > 0 and args.max_bytes != 0:
-            status = EXIT_DATA  # not one batch: these bytes are not Kafka's (a truncated tail after batches is)
+        elif summary.batches == 0 and summary.size_in_bytes > 0 and args.max_bytes is None:
+            # not one batch: these bytes are not Kafka's (a truncated tail after batches is; --max-bytes may
+            # end the read inside the first batch, which Kafka prints nothing for)
+            status = EXIT_DATA
             print(f"klog: {path} holds no Kafka record batch: its first bytes do not parse as a batch header; "
                   "expected a .log segment, an index (.index, .timeindex, .txnindex), a producer .snapshot or "
                   "another record-set file", file=sys.stderr)
@@ -785,7 +788,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one JSON object per record, comparable with Kafka's own decoding")
     p.add_argument("--max-bytes", type=int, default=None, help="read at most this many bytes of each file")
     p.add_argument("--verify-index-only", action="store_true",
-                   help="for .index files: check every entry against the .log without printing the entries")
+                   help="for .index/.timeindex files: check every entry against the .log without printing the "
+                   "entries")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="for .index/.timeindex files: only run Kafka's index sanity check")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no repeated error on stderr")
@@ -811,7 +815,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema-registry-path", metavar="DIR", default=None,
                    help="the log dir holding the _schemas topic (default: the log dir of each file)")
     p.add_argument("--skip-record-metadata", action="store_true",
-                   help="print only keys and payloads: no batch lines, record metadata or control records")
+                   help="print records without their metadata: only keys and payloads (batch lines stay, as in "
+                   "kafka-dump-log)")
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("describe", help="topics, partitions, offsets, time ranges, sizes, codecs of log dirs",

@@ -22,6 +22,8 @@ from storage_core.errors import KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_offset_named
 from storage_core.fs import StorageOptions, as_path
 from storage_core.limits import INT32_MAX
+from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.file_records import AnyBatch, BatchWalk, FileRecords
 from storage_core.record.messages.decoders import (
@@ -32,6 +34,7 @@ from storage_core.record.messages.decoders import (
     decode_record,
 )
 from storage_core.record.records import MAGIC_VALUE_V2, Record
+from storage_core.record.text import java_utf8
 
 if TYPE_CHECKING:
     from storage_core.read.avro import WriterSchemaJson
@@ -201,8 +204,15 @@ def _opt_long(v: int | None) -> str:
     return "OptionalLong.empty" if v is None else f"OptionalLong[{v}]"
 
 
-def _text(b: bytes | None) -> str:
-    return "null" if b is None else b.decode("utf-8", "replace")
+def _text(b: bytes) -> str:
+    """Bytes as kafka-dump-log's ``StringDecoder`` prints them (Java's UTF-8, malformed bytes replaced)."""
+    return java_utf8(b)
+
+
+def _where(path: str | os.PathLike[str]) -> str:
+    """A file as kafka-dump-log names it in its reports on stderr (``File.getAbsolutePath``)."""
+    p = as_path(path)
+    return str(p.absolute()) if isinstance(p, Path) else str(p)
 
 
 def batch_line(batch: AnyBatch) -> str:
@@ -225,28 +235,39 @@ def batch_line(batch: AnyBatch) -> str:
 
 def record_line(batch: AnyBatch, r: Record, print_data: bool, decoder: Decoder | None = None,
                 skip_metadata: bool = False, schemas: SchemaDecoders | None = None) -> str:
-    """One record as ``DumpLogSegments.dumpBatchRecords`` prints it: its metadata (unless
+    """One record as ``DumpLogSegments.dumpLog`` prints it: its metadata (unless
     ``skip_metadata``), a control record's content, then with ``print_data`` its key and payload,
-    decoded by ``decoder`` when given."""
+    decoded by ``decoder`` when given. As in Kafka, a null key or payload prints nothing (not even
+    its label), the key follows ``"| "`` when the metadata is skipped, the payload always ``" "``."""
     s = "" if skip_metadata else _record_metadata(batch, r)
     if print_data and not batch.is_control:
-        prefix = "| " if skip_metadata else " "
         if schemas is not None:
-            f = schemas.fields(r)
-            key = _compact(f["key"]) if "key" in f and "key_error" not in f else _text(r.key)
-            if r.key is not None:
-                s += f"{prefix}key: {key}" + (f" ({f['key_error']})" if "key_error" in f else "")
-                prefix = " "
-            value = _compact(f["value"]) if "value" in f and "value_error" not in f else _text(r.value)
-            s += f"{prefix}payload: {value}" + (f" ({f['value_error']})" if "value_error" in f else "")
+            key, payload = _schema_contents(schemas, r)
         elif decoder is None:
-            if r.key is not None:
-                s += f"{prefix}key: {_text(r.key)}"
-                prefix = " "
-            s += f"{prefix}payload: {_text(r.value)}"
+            key = None if r.key is None else _text(r.key)
+            payload = None if r.value is None else _text(r.value)
         else:
-            s += _decoded_contents(decode_record(decoder, r.key, r.value), decoder, r, prefix)
+            key, payload = _decoded_contents(decode_record(decoder, r.key, r.value), decoder, r)
+        if key is not None:
+            s += f"{'| ' if skip_metadata else ' '}key: {key}"
+        if payload is not None:
+            s += f" payload: {payload}"
     return s
+
+
+def _schema_contents(schemas: SchemaDecoders, r: Record) -> tuple[str | None, str | None]:
+    """Key and payload decoded by their writer schemas (the text of the bytes, and why, where one
+    does not decode)."""
+    f = schemas.fields(r)
+    out: list[str | None] = []
+    for name, data in (("key", r.key), ("value", r.value)):
+        if data is None:
+            out.append(None)
+        elif name in f and f"{name}_error" not in f:
+            out.append(_compact(f[name]))
+        else:
+            out.append(_text(data) + (f" ({f[name + '_error']})" if f"{name}_error" in f else ""))
+    return out[0], out[1]
 
 
 def _record_metadata(batch: AnyBatch, r: Record) -> str:
@@ -277,29 +298,28 @@ def _control_type_id(key: bytes | None) -> int:
     return -1 if key is None or len(key) < 4 else int.from_bytes(key[2:4], "big", signed=True)
 
 
-def _decoded_contents(d: DecodedRecord, decoder: Decoder, r: Record, prefix: str) -> str:
-    """``key: ... payload: ...`` as kafka-dump-log's coordinator and metadata parsers print them;
-    where Kafka prints only "Error at offset ..., skipping.", klog adds the raw bytes."""
+def _decoded_contents(d: DecodedRecord, decoder: Decoder, r: Record) -> tuple[str | None, str | None]:
+    """Key and payload as kafka-dump-log's coordinator and metadata parsers give them; where Kafka
+    prints only "Error at offset ..., skipping.", klog adds the raw bytes."""
     if d.error is not None:
         raw = f" raw key: {_b64(r.key)} raw value: {_b64(r.value)}"
         if decoder is Decoder.CLUSTER_METADATA:
-            return f"{prefix}payload: Error at {r.offset}, skipping. {d.error}{raw}"
-        return f"{prefix}key: Error at offset {r.offset}, skipping. {d.error}{raw}"
-    s = ""
-    if d.key is not None:
-        s += f"{prefix}key: {_compact(d.key)}"
-        prefix = " "
-    s += f"{prefix}payload: {'<DELETE>' if d.value is None else _compact(d.value)}"
-    return s
+            return None, f"Error at {r.offset}, skipping. {d.error}{raw}"
+        return f"Error at offset {r.offset}, skipping. {d.error}{raw}", None
+    key = None if d.key is None else _compact(d.key)
+    return key, "<DELETE>" if d.value is None else _compact(d.value)
 
 
 def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False, print_data: bool = False,
               max_bytes: int | None = None, progress: Callable[[int], None] | None = None,
               decoder: Decoder | None = None, skip_record_metadata: bool = False,
-              schemas: SchemaDecoders | None = None) -> DumpSummary:
+              schemas: SchemaDecoders | None = None, err: IO[str] | None = None) -> DumpSummary:
     """kafka-dump-log's output for a ``.log`` (or KRaft ``.checkpoint``) file; ``progress(n)`` gets
     the bytes of each batch. With ``decoder`` the keys and payloads are the records decoded;
-    ``skip_record_metadata`` leaves out batch lines and record metadata (and control records)."""
+    ``skip_record_metadata`` leaves out each record's metadata (a control record's line is then
+    empty), not the batch lines. Offsets that do not follow each other (deep iteration) are
+    reported on ``err`` as Kafka reports them, newest pair first, after the file's output (Kafka
+    prints them after all the files)."""
     fr = FileRecords(path)
     summary = DumpSummary(size_in_bytes=fr.size_in_bytes)
     deep = deep or print_data
@@ -314,18 +334,17 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
         out.write(f"Snapshot end offset: {end_offset}, epoch: {epoch}\n")
     walk = fr.batches(end=max_bytes)
     last_offset: int | None = None
-    non_consecutive = False
+    non_consecutive: list[tuple[int, int]] = []
     for batch in _walk_safely(walk, summary):
         try:
-            if not skip_record_metadata:
-                out.write(batch_line(batch) + "\n")
+            out.write(batch_line(batch) + "\n")
             summary.batches += 1
             if not batch.is_valid():
                 summary.invalid_batches += 1
             if deep:
                 for r in batch.records():
-                    if last_offset is not None and r.offset != last_offset + 1 and not batch.is_control:
-                        non_consecutive = True
+                    if last_offset is not None and r.offset != last_offset + 1:
+                        non_consecutive.append((last_offset, r.offset))
                     last_offset = r.offset
                     out.write(record_line(batch, r, print_data, decoder, skip_record_metadata, schemas) + "\n")
                     summary.records += 1
@@ -337,11 +356,13 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
     summary.valid_bytes = walk.valid_bytes
     if summary.error is not None:
         out.write(f"Error: {summary.error}\n")
-    end = fr.size_in_bytes if max_bytes is None else min(max_bytes, fr.size_in_bytes)
-    if summary.error is None and walk.valid_bytes < end:
-        out.write(f"Found {end - walk.valid_bytes} invalid bytes at the end of {as_path(path).name}\n")
+    if summary.error is None and max_bytes is None and walk.valid_bytes < fr.size_in_bytes:
+        # as Kafka: not said of a file cut by --max-bytes
+        out.write(f"Found {fr.size_in_bytes - walk.valid_bytes} invalid bytes at the end of {as_path(path).name}\n")
     if non_consecutive:
-        out.write(f"Non-consecutive offsets in {path}\n")
+        report = err if err is not None else out
+        report.write(f"Non-consecutive offsets in {_where(path)}\n")
+        report.write("".join(f"  {a} is followed by {b}\n" for a, b in reversed(non_consecutive)))
     if summary.invalid_batches:
         out.write(f"Found {summary.invalid_batches} batches with a bad CRC in {path}\n")
     return summary
@@ -361,10 +382,17 @@ def _snapshot_id(name: str) -> tuple[int, int] | None:
 
 def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sanity_only: bool = False,
                verify_only: bool = False) -> int:
-    """Print an ``.index``/``.timeindex``/``.txnindex`` like kafka-dump-log; returns mismatches found."""
+    """Print an ``.index``/``.timeindex``/``.txnindex`` like kafka-dump-log (``dumpIndex``,
+    ``dumpTimeIndex``, ``dumpTxnIndex``); returns the problems found, which are reported on ``err``
+    in Kafka's words after the file's entries (Kafka reports them after all the files).
 
-    from storage_core.log.offset_index import OffsetIndex
-    from storage_core.log.time_index import TimeIndex
+    The index is read as Kafka opens it for the dump: every whole entry of the file counts (so the
+    sanity check of an untrimmed, preallocated index sees its zero-filled tail, as a broker's does),
+    and the listing stops at the first entry after the first whose offset is the base offset.
+    A ``.index`` entry is checked against the last offset of the batch at its position; a
+    ``.timeindex`` entry against the batch found from the offset index: same last offset, same
+    largest record timestamp, timestamps increasing."""
+
     from storage_core.log.txn_index import TransactionIndex
 
     p = as_path(path)
@@ -375,37 +403,91 @@ def dump_index(path: str | os.PathLike[str], out: IO[str], err: IO[str], *, sani
             out.write(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
                       f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n")
         return 0
-    index: OffsetIndex | TimeIndex = OffsetIndex(p, base) if p.suffix == INDEX_SUFFIX else TimeIndex(p, base)
-    try:
-        if index.entries == 0:
-            out.write(f"{p} is empty.\n")
-            return 0
-        if sanity_only:
-            index.sanity_check()
-            out.write(f"{p} passed sanity check.\n")
-            return 0
-        log = p.with_suffix(LOG_SUFFIX)
-        fr = FileRecords(log) if log.exists() else None
-        mismatches: list[tuple[int, int | None]] = []
-        for i in range(index.entries):
-            entry = index.entry(i)
-            if isinstance(index, OffsetIndex):
-                if fr is not None:
-                    batch = next(iter(fr.batches(entry.position)), None)  # type: ignore[union-attr]
-                    found = None if batch is None else batch.last_offset
-                    if found != entry.offset:
-                        mismatches.append((entry.offset, found))
-                if not verify_only:
-                    out.write(f"offset: {entry.offset} position: {entry.position}\n")  # type: ignore[union-attr]
-            elif not verify_only:
-                out.write(f"timestamp: {entry.timestamp} offset: {entry.offset}\n")  # type: ignore[union-attr]
-        if mismatches:
-            err.write(f"Mismatches in :{p}\n")
-            for idx_off, log_off in mismatches:
-                err.write(f"  Index offset: {idx_off}, log offset: {log_off}\n")
-        return len(mismatches)
-    finally:
-        index.close()
+    if p.suffix == INDEX_SUFFIX:
+        return _dump_offset_index(p, base, out, err, sanity_only, verify_only)
+    return _dump_time_index(p, base, out, err, sanity_only, verify_only)
+
+
+def _listed(index: OffsetIndex | TimeIndex) -> Iterator[int]:
+    """The slots kafka-dump-log lists: up to the first after the first at the base offset (the
+    zero-filled tail of a preallocated index)."""
+    for i in range(index.entries):
+        if i > 0 and index.entry(i).offset == index.base_offset:
+            return
+        yield i
+
+
+def _dump_offset_index(p: Path, base: int, out: IO[str], err: IO[str], sanity_only: bool, verify_only: bool) -> int:
+    index = OffsetIndex.in_memory(p, base, p.read_bytes())
+    if index.entries == 0:
+        out.write(f"{p} is empty.\n")
+        return 0
+    if sanity_only:
+        index.sanity_check()
+        out.write(f"{p} passed sanity check.\n")
+        return 0
+    log = p.with_suffix(LOG_SUFFIX)
+    fr = FileRecords(log) if log.exists() else None
+    mismatches: list[tuple[int, int | None]] = []
+    for i in _listed(index):
+        entry = index.entry(i)
+        if fr is not None:
+            batch = next(iter(fr.batches(entry.position)), None)
+            found = None if batch is None else batch.last_offset
+            if found != entry.offset:
+                mismatches.append((entry.offset, found))
+        if not verify_only:
+            out.write(f"offset: {entry.offset} position: {entry.position}\n")
+    if mismatches:
+        err.write(f"Mismatches in :{_where(p)}\n")
+        for idx_off, log_off in reversed(mismatches):  # Kafka prepends each to its list
+            err.write(f"  Index offset: {idx_off}, log offset: {log_off}\n")
+    return len(mismatches)
+
+
+def _dump_time_index(p: Path, base: int, out: IO[str], err: IO[str], sanity_only: bool, verify_only: bool) -> int:
+    index = TimeIndex.in_memory(p, base, p.read_bytes())
+    if sanity_only:
+        index.sanity_check()
+        out.write(f"{p} passed sanity check.\n")
+        return 0
+    log = p.with_suffix(LOG_SUFFIX)
+    fr = FileRecords(log) if log.exists() else None
+    offsets = p.with_suffix(INDEX_SUFFIX)
+    offset_index = OffsetIndex(offsets, base) if fr is not None and offsets.exists() else None
+    mismatches: list[tuple[int, int]] = []
+    out_of_order: list[tuple[int, int]] = []
+    not_found: list[tuple[int, int]] = []
+    prev = NO_TIMESTAMP
+    for i in _listed(index):
+        entry = index.entry(i)
+        if fr is not None:
+            position = 0 if offset_index is None else offset_index.lookup(entry.offset).position
+            batch = next((b for b in fr.batches(position) if b.last_offset >= entry.offset), None)
+            if batch is None:
+                not_found.append((entry.offset, -1))
+            elif batch.last_offset != entry.offset:
+                not_found.append((entry.offset, batch.last_offset))
+            else:
+                max_ts = max((r.timestamp for r in batch.records()), default=NO_TIMESTAMP)
+                max_ts = max(max_ts, NO_TIMESTAMP)
+                if max_ts != entry.timestamp:
+                    mismatches.append((entry.timestamp, max_ts))
+                if prev >= entry.timestamp:
+                    out_of_order.append((entry.timestamp, prev))
+        if not verify_only:
+            out.write(f"timestamp: {entry.timestamp} offset: {entry.offset}\n")
+        prev = entry.timestamp
+    if mismatches:
+        err.write(f"Found timestamp mismatch in :{_where(p)}\n")
+        err.write("".join(f"  Index timestamp: {a}, log timestamp: {b}\n" for a, b in mismatches))
+    if out_of_order:
+        err.write(f"Found out of order timestamp in :{_where(p)}\n")
+        err.write("".join(f"  Index timestamp: {a}, Previously indexed timestamp: {b}\n" for a, b in out_of_order))
+    if not_found:
+        err.write("The following indexed offsets are not found in the log.\n")
+        err.write("".join(f"Indexed offset: {a}, found log offset: {b}\n" for a, b in not_found))
+    return len(mismatches) + len(out_of_order) + len(not_found)
 
 
 # --- producer snapshots (DumpLogSegments.dumpProducerIdSnapshot) --------------------------------

@@ -67,6 +67,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     one JSON document: per partition ListOffsets (earliest, latest at both isolation levels,
  *     max-timestamp, and for each @TIMESTAMP given), topic ids, the topics' configs set on the
  *     topic, and every consumer group's committed offsets.
+ * BrokerClient keyed BOOTSTRAP SEED TOPIC PARTITIONS RECORDS [NAME=VALUE...]
+ *     creates TOPIC with the configs given and produces about RECORDS keyed records into it
+ *     (rewritten keys, tombstones, headers, an idempotent and a transactional producer committing
+ *     and aborting, every codec), then returns: it does not wait for the cleaner.
+ * BrokerClient alter BOOTSTRAP TOPIC NAME=VALUE...
+ *     sets the topic's configs (incrementalAlterConfigs).
  * </pre>
  */
 public class BrokerClient {
@@ -97,6 +103,13 @@ public class BrokerClient {
                     }
                 }
                 admin(args[1], topics, probes);
+                break;
+            case "keyed":
+                keyed(args[1], Long.parseLong(args[2]), args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]),
+                        configArgs(args, 6));
+                break;
+            case "alter":
+                alter(args[1], args[2], configArgs(args, 3));
                 break;
             default:
                 throw new IllegalArgumentException("unknown command " + args[0]);
@@ -371,6 +384,61 @@ public class BrokerClient {
                 }
             }
             p.flush();
+        }
+    }
+
+    // ---------------------------------------------------------------- keyed, alter
+
+    static Map<String, String> configArgs(String[] args, int from) {
+        Map<String, String> out = new TreeMap<>();
+        for (String a : List.of(args).subList(from, args.length)) {
+            int eq = a.indexOf('=');
+            out.put(a.substring(0, eq), a.substring(eq + 1));
+        }
+        return out;
+    }
+
+    static void keyed(String bootstrap, long seed, String topic, int partitions, int records, Map<String, String> configs)
+            throws Exception {
+        Random r = new Random(seed);
+        try (Admin admin = admin(bootstrap)) {
+            createTopic(admin, topic, partitions, configs);
+        }
+        int keySpace = 50 + r.nextInt(300);
+        try (KafkaProducer<byte[], byte[]> p = producer(bootstrap, "idempotent", CODECS[r.nextInt(CODECS.length)], r, null);
+             KafkaProducer<byte[], byte[]> tp = producer(bootstrap, "txn", CODECS[r.nextInt(CODECS.length)], r, topic + "-tx")) {
+            tp.initTransactions();
+            for (int n = 0; n < records; ) {
+                if (r.nextInt(6) == 0) {
+                    tp.beginTransaction();
+                    int k = 1 + r.nextInt(40);
+                    for (int i = 0; i < k; i++, n++) {
+                        tp.send(record(r, topic, partitions, true, keySpace));
+                    }
+                    if (r.nextInt(3) == 0) {
+                        tp.abortTransaction();
+                    } else {
+                        tp.commitTransaction();
+                    }
+                } else {
+                    p.send(record(r, topic, partitions, true, keySpace));
+                    n++;
+                }
+                if (n % 500 == 0) {
+                    p.flush();
+                }
+            }
+        }
+    }
+
+    static void alter(String bootstrap, String topic, Map<String, String> configs) throws Exception {
+        List<org.apache.kafka.clients.admin.AlterConfigOp> ops = new ArrayList<>();
+        for (Map.Entry<String, String> e : configs.entrySet()) {
+            ops.add(new org.apache.kafka.clients.admin.AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue()),
+                    org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET));
+        }
+        try (Admin admin = admin(bootstrap)) {
+            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.TOPIC, topic), ops)).all().get();
         }
     }
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from storage_core.errors import MessageDecodeError, UnknownMessageTypeError
 from storage_core.record.messages.schema import FieldSpec, Kind, MessageSpec
+from storage_core.record.text import java_utf8
 
 #: The JSON of a decoded message (``JsonConverter.write``'s ObjectNode).
 Json = dict[str, Any]
@@ -196,11 +197,7 @@ def _read_primitive(r: Reader, type_: str, name: str, nullable: bool, flexible: 
             if not nullable:
                 raise r.fail(f"non-nullable field {name} was serialized as null")
             return None
-        raw = r.take(n, name)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise r.fail(f"field {name} is not valid UTF-8: {e}") from None
+        return java_utf8(r.take(n, name))  # Readable.readString: malformed bytes replaced, never refused
     if type_ == "bytes":
         n = r.unsigned_varint(name) - 1 if flexible else r.fixed("int32", name)
         if n < 0:

@@ -1,0 +1,514 @@
+"""Kafka's own tools and cleaner as oracles, on what Kafka's own broker wrote (issue 25, item 4).
+
+One random workload (``oracle/BrokerClient.java workload``: plain, idempotent and transactional
+producers committing and aborting, every codec, headers, null keys and values, LogAppendTime,
+retention by size, a compacted topic the broker cleans, consumer groups of both protocols) and one
+keyed topic the broker is kept from cleaning (``BrokerClient keyed``, ``min.compaction.lag.ms`` of
+a day) go through the session's broker; once it has settled it is stopped cleanly and its log dir
+copied. Then:
+
+1. **Dump output, line for line**: ``klog dump`` and Kafka's ``kafka.tools.DumpLogSegments``
+   (one JVM per option set, over every file at once) print the same lines for every ``.log`` and
+   KRaft ``.checkpoint`` of the copy (batch headers, ``--deep-iteration``, ``--print-data-log``,
+   ``--skip-record-metadata``, ``--max-bytes``), the internal topics through their decoders
+   (``--offsets-decoder``, ``--transaction-log-decoder``, ``--cluster-metadata-decoder``), and every
+   ``.index``, ``.timeindex``, ``.txnindex`` and producer ``.snapshot`` (plain, ``--verify-index-only``,
+   ``--index-sanity-check``); what both report on stderr (non-consecutive offsets, index entries
+   that disagree with their log) is the same too, and so it is for indexes made wrong on purpose
+   (:func:`test_dump_of_damaged_indexes_equals_kafka`). The differences that remain are the
+   :data:`DUMP_EXCEPTIONS`, each named with its reason (and listed in the README's ``klog dump`` section).
+2. **Compaction**: the broker's LogCleaner and ``klog compact`` clean copies of the same
+   partitions with the same configs and clock (the time the broker cleaned at, read back from the
+   delete horizon it stamped on the batches holding tombstones): every file both keep is byte for
+   byte the same (segments, offset and time indexes, ``.txnindex``, producer snapshots), the files
+   kept and set aside as ``*.deleted`` are the same, and the records klog reads from its copy are
+   those Kafka's consumer reads from the broker.
+3. **Indexes and producer snapshots**: indexes klog rebuilds for segments the broker wrote are byte
+   for byte the broker's (the broker trims the active segment's on a clean shutdown, so theirs are
+   compared too), and the producer state klog rebuilds by replaying the log equals every producer
+   snapshot the broker wrote (at each roll and at shutdown), entry for entry; the snapshot klog
+   writes when it closes the log holds the entries of the broker's at the same offset.
+
+``KLOG_BROKER_SEED`` fixes the seed (default: a new one each run, printed in every failure);
+``KLOG_BROKER_TOOLS_RECORDS`` the records of the workload (default: random, 3,000 to 5,000).
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import time
+from collections import Counter
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_fixture import Broker, classpath, java_env
+from kafka_corpus import assert_same_rows, env_int, rows_of
+from test_broker_reads import _cleaned, _row, _settle
+
+import storage_core
+from storage_core.log.loader import producer_state_at
+from storage_core.log.log import Log
+from storage_core.log.manager import LogManager
+from storage_core.log.producer_state import ProducerStateManager, snapshot_files
+from storage_core.record.compression import CompressionType
+from storage_core.record.file_records import FileRecords
+from storage_core.record.records import DefaultRecordBatch
+from storage_core.tools.cli import main as klog
+
+pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
+
+SEED = int(os.environ.get("KLOG_BROKER_SEED") or random.SystemRandom().randrange(1, 1 << 31))
+CTX = f"KLOG_BROKER_SEED={SEED}"
+
+#: The configs of the keyed topic, as the broker and klog clean it. Created with a compaction lag of
+#: a day (nothing cleanable), the lag then set to 0 on the broker, and given to klog as 0. The files
+#: a cleaning sets aside stay an hour as ``*.deleted`` (both sides), so that they can be compared.
+COMPACT_CONFIGS = {"cleanup.policy": "compact", "internal.segment.bytes": "32768", "min.cleanable.dirty.ratio": "0.01",
+                   "segment.ms": "100", "delete.retention.ms": "86400000", "min.compaction.lag.ms": "0",
+                   "file.delete.delay.ms": "3600000"}
+HELD_LAG_MS = "86400000"
+
+#: The differences between ``klog dump`` and kafka-dump-log 4.1.1 that stay, by name; each is applied
+#: below where it is needed (the README's "klog dump" section lists them too).
+DUMP_EXCEPTIONS = {
+    "decoder-by-dir-name": "klog decodes the records of __consumer_offsets, __transaction_state and "
+                           "__cluster_metadata (and KRaft .checkpoint files) by their dir's name without being "
+                           "asked; kafka-dump-log prints their raw bytes unless given a decoder option. The raw "
+                           "dumps are compared with klog's --no-decoder.",
+    "reports-after-each-file": "kafka-dump-log prints what it found wrong (non-consecutive offsets, index mismatches) "
+                               "on stderr after all the files, in hash-map order; klog after each file. stderr is "
+                               "compared as a multiset of reports.",
+    "errors-are-one-line": "where kafka-dump-log dies with a Java stack trace (an index failing --index-sanity-check), "
+                           "klog prints one 'klog: error:' line with the same message (paths as given, not "
+                           "absolute) and exits 1.",
+}
+
+Lines = list[str]
+
+
+@dataclass
+class Written:
+    """What the broker wrote, and copies of it."""
+
+    dump_dir: Path  # a copy of the broker's log dir at its clean shutdown (before the second cleaning)
+    workload: list[str]  # the workload's topics
+    keyed: str  # the topic both cleaners clean
+    keyed_partitions: int
+    before_cleaning: dict[int, Path]  # one klog log dir per partition of ``keyed``, copied before the broker cleaned
+    cleaned_dir: Path  # the broker's log dir after it cleaned ``keyed`` (the broker stopped)
+    consumer_rows: list[dict[str, Any]]  # ``keyed`` as Kafka's consumer read it after the cleaning
+
+
+def _copy_log_dir(src: Path, dst: Path) -> None:
+    """A log dir as it is (the broker stopped), without the files the broker was deleting."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.deleted"))
+
+
+@pytest.fixture(scope="module")
+def written(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    broker.start()  # another module may have left it stopped
+    try:
+        yield _write(broker, tmp_path_factory.mktemp("broker-tools"))
+    finally:
+        broker.start()  # the session's broker serves the modules that follow
+
+
+def _write(broker: Broker, root: Path) -> Written:
+    rnd = random.Random(SEED)
+    prefix = f"tools{SEED}"
+    records = env_int("KLOG_BROKER_TOOLS_RECORDS", 0) or rnd.randint(3_000, 5_000)
+    workload = sorted(t["topic"] for t in broker.workload(rnd.randrange(1 << 62), prefix, records))
+    keyed, parts = f"{prefix}-keyed", 2
+    held = {**COMPACT_CONFIGS, "min.compaction.lag.ms": HELD_LAG_MS}
+    broker.client("keyed", str(rnd.randrange(1 << 62)), keyed, str(parts), "3000", *(f"{k}={v}" for k, v in held.items()))
+    _settle(broker, [*workload, keyed])  # every marker written, of the keyed topic too
+    broker.stop()
+    dump_dir = root / "at-shutdown"
+    _copy_log_dir(broker.log_dir, dump_dir)
+    before = {}
+    for p in range(parts):
+        assert not _cleaner_offset(dump_dir, keyed, p), f"{CTX}: the broker cleaned {keyed}-{p} before it was copied"
+        before[p] = root / f"klog-{p}"  # one log dir per partition: each is cleaned at its own time
+        before[p].mkdir()
+        shutil.copytree(dump_dir / f"{keyed}-{p}", before[p] / f"{keyed}-{p}")
+        shutil.copy(dump_dir / "meta.properties", before[p])
+        (before[p] / "klog-topic-configs.json").write_text(json.dumps({keyed: COMPACT_CONFIGS}))
+    broker.start()
+    broker.client("alter", keyed, "min.compaction.lag.ms=0")
+    deadline = time.monotonic() + 120
+    while not all(_cleaned(broker.log_dir, keyed, p) for p in range(parts)):
+        assert time.monotonic() < deadline, f"{CTX}: the broker did not clean {keyed} in 120 s"
+        time.sleep(0.5)
+    rows = broker.consume("read_uncommitted", [keyed], root / "keyed.jsonl")
+    broker.stop()
+    return Written(dump_dir, workload, keyed, parts, before, broker.log_dir, [_row(d) for d in rows])
+
+
+def _cleaner_offset(log_dir: Path, topic: str, partition: int) -> int | None:
+    try:
+        lines = (log_dir / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        t, p, o = line.rsplit(" ", 2)
+        if t == topic and int(p) == partition:
+            return int(o)
+    return None
+
+
+# --- running both ----------------------------------------------------------------------------------
+
+
+def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
+    """kafka-dump-log: ``kafka.tools.DumpLogSegments`` of the broker's jars, one JVM for all the files."""
+    # C1 only: a short run spends most of its time starting, which the optimizing compiler only slows
+    cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
+           "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(), "kafka.tools.DumpLogSegments",
+           "--files", ",".join(str(f) for f in files), *options]
+    proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
+    return proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+
+
+def _klog_dump(files: list[Path], *options: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = klog(["dump", "--quiet", *options, *(str(f) for f in files)])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _reports(stderr: str) -> Counter[tuple[str, ...]]:
+    """kafka-dump-log's reports on stderr, each a header line and its detail lines, as a multiset
+    (:data:`DUMP_EXCEPTIONS` ``reports-after-each-file``)."""
+    blocks: list[list[str]] = []
+    for line in stderr.split("\n"):
+        if not line:
+            continue
+        if line.startswith(("  ", "Indexed offset: ")) and blocks:
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    return Counter(tuple(b) for b in blocks)
+
+
+def _assert_same_output(what: str, kafka: tuple[str, str], ours: tuple[int, str, str]) -> None:
+    rc, out, err = ours
+    want, got = kafka[0].split("\n"), out.split("\n")  # "\n" only: payloads hold other line breaks
+    if want != got:
+        ops = [op for op in difflib.SequenceMatcher(None, want, got, autojunk=False).get_opcodes() if op[0] != "equal"]
+        missing = sum(i2 - i1 for _, i1, i2, _, _ in ops)
+        extra = sum(j2 - j1 for _, _, _, j1, j2 in ops)
+        _, i1, _, j1, _ = ops[0]
+        raise AssertionError(
+            f"{CTX} klog dump {what}: {missing} of kafka-dump-log's {len(want)} lines are not klog's, klog has {extra} "
+            f"others; the first at line {i1 + 1}:\n  kafka: {want[i1] if i1 < len(want) else '<end>'!r}\n"
+            f"  klog:  {got[j1] if j1 < len(got) else '<end>'!r}")
+    assert _reports(err) == _reports(kafka[1]), f"{CTX} klog dump {what}: stderr\n{err}\nkafka-dump-log's:\n{kafka[1]}"
+    assert rc in (0, 1), f"{CTX} klog dump {what}: exit {rc}: {err}"
+
+
+def _files(log_dir: Path, pattern: str, dirs: str = "*") -> list[Path]:
+    return sorted(f for d in sorted(log_dir.glob(dirs)) if d.is_dir() for f in sorted(d.glob(pattern)))
+
+
+# --- 1. dump output --------------------------------------------------------------------------------
+
+LOG_OPTIONS = [
+    (),
+    ("--deep-iteration",),
+    ("--print-data-log",),
+    ("--print-data-log", "--skip-record-metadata"),
+    ("--deep-iteration", "--skip-record-metadata"),
+    ("--print-data-log", "--max-bytes", "20000"),
+]
+
+
+@pytest.mark.parametrize("options", LOG_OPTIONS, ids=lambda o: " ".join(o) or "batches")
+def test_dump_of_logs_equals_kafka(written: Written, options: tuple[str, ...]) -> None:
+    """Every ``.log`` and KRaft ``.checkpoint`` of the broker's dir, the internal topics' raw bytes
+    included (klog with ``--no-decoder``: :data:`DUMP_EXCEPTIONS` ``decoder-by-dir-name``)."""
+    d = written.dump_dir
+    files = _files(d, "*.log") + _files(d, "*.checkpoint", "__cluster_metadata-*") + [d / "bootstrap.checkpoint"]
+    kafka = _kafka_dump(files, *options)
+    _assert_same_output(" ".join(options) or "(batches)", kafka, _klog_dump(files, *options, "--no-decoder"))
+    if options == ("--print-data-log",):
+        # the workload reached the cases that once differed: tombstones (no payload printed), bytes
+        # that are not UTF-8, offsets a cleaner removed
+        lines = kafka[0].split("\n")
+        assert any("valueSize: -1 " in x and " payload: " not in x for x in lines if x.startswith("| offset: "))
+        assert any("\ufffd" in x for x in lines)
+        assert "Non-consecutive offsets in " in kafka[1]
+
+
+@pytest.mark.parametrize("decoder, dirs", [
+    ("--offsets-decoder", "__consumer_offsets-*"),
+    ("--transaction-log-decoder", "__transaction_state-*"),
+    ("--cluster-metadata-decoder", "__cluster_metadata-*"),
+])
+@pytest.mark.parametrize("skip", [False, True], ids=["", "skip-record-metadata"])
+def test_dump_of_internal_topics_equals_kafka(written: Written, decoder: str, dirs: str, skip: bool) -> None:
+    d = written.dump_dir
+    files = _files(d, "*.log", dirs)
+    if decoder == "--cluster-metadata-decoder":
+        files += _files(d, "*.checkpoint", dirs) + [d / "bootstrap.checkpoint"]
+    options = (decoder, "--skip-record-metadata") if skip else (decoder,)
+    kafka = _kafka_dump(files, *options)
+    _assert_same_output(" ".join(options), kafka, _klog_dump(files, *options))
+    lines = [x for x in kafka[0].split("\n") if "payload: " in x]
+    assert lines and not any("Error at" in x or "Unknown record type" in x for x in lines), lines[:3]
+    if decoder == "--offsets-decoder":  # offset commits, a classic group, a consumer (KIP-848) group's member
+        text = "\n".join(lines)
+        assert all(f'key: {{"type":"{t}"' in text for t in (1, 2, 5)), text[:2000]
+
+
+INDEX_OPTIONS = [(), ("--verify-index-only",), ("--index-sanity-check",)]
+
+
+@pytest.mark.parametrize("options", INDEX_OPTIONS, ids=lambda o: " ".join(o) or "entries")
+def test_dump_of_indexes_and_snapshots_equals_kafka(written: Written, options: tuple[str, ...]) -> None:
+    """Every ``.index``, ``.timeindex``, ``.txnindex`` and producer ``.snapshot``."""
+    d = written.dump_dir
+    files = [f for pattern in ("*.index", "*.timeindex", "*.txnindex", "*.snapshot") for f in _files(d, pattern)]
+    kafka = _kafka_dump(files, *options)
+    _assert_same_output(" ".join(options) or "(entries)", kafka, _klog_dump(files, *options))
+    if not options:
+        assert "lastStableOffset: " in kafka[0] and "producerId: " in kafka[0], "no .txnindex or .snapshot entries"
+
+
+def _craft(src: Path, dst: Path) -> dict[str, list[Path]]:
+    """Indexes made wrong the ways a dump meets them, from one segment the broker wrote (with at
+    least two offset and two time index entries), by kind: ``shifted`` (the segment's files under
+    another base offset: every entry names offsets the log does not have there), ``retimed`` (time
+    index timestamps that are not the batches' and go backwards), ``untrimmed`` (a crashed
+    broker's active segment: entries, then a zero-filled tail), ``preallocated`` (all zeros, no
+    entry yet), ``empty``."""
+    seg = next(f for f in _files(src, "*.log") if not f.parent.name.startswith("__")
+               and f.with_suffix(".index").stat().st_size >= 16 and f.with_suffix(".timeindex").stat().st_size >= 24)
+    index, timeindex = seg.with_suffix(".index").read_bytes(), seg.with_suffix(".timeindex").read_bytes()
+    (t0, r0), (_, r1) = struct.unpack_from(">qi", timeindex), struct.unpack_from(">qi", timeindex, 12)
+    retimed = struct.pack(">qiqi", t0 - 1, r0, t0 - 5, r1) + timeindex[24:]
+    base = int(seg.stem)
+    kinds = {"retimed": (base, index, retimed), "shifted": (base + 100, index, timeindex),
+             "untrimmed": (base + 200, index + bytes(80), timeindex + bytes(120)),
+             "preallocated": (base + 300, bytes(80), bytes(120)), "empty": (base + 400, b"", b"")}
+    dst.mkdir()
+    out = {}
+    for kind, (offset, idx, tidx) in kinds.items():
+        name = f"{offset:020d}"
+        shutil.copy(seg, dst / f"{name}.log")
+        (dst / f"{name}.index").write_bytes(idx)
+        (dst / f"{name}.timeindex").write_bytes(tidx)
+        out[kind] = [dst / f"{name}.index", dst / f"{name}.timeindex"]
+    return out
+
+
+@pytest.mark.parametrize("options", [(), ("--verify-index-only",)], ids=["entries", "verify-index-only"])
+def test_dump_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path, options: tuple[str, ...]) -> None:
+    """What both print and report on indexes that disagree with their log."""
+    files = [f for fs in _craft(written.dump_dir, tmp_path / "damaged").values() for f in fs]
+    kafka = _kafka_dump(files, *options)
+    for report in ("Mismatches in :", "Found timestamp mismatch in :", "Found out of order timestamp in :",
+                   "The following indexed offsets are not found in the log."):
+        assert report in kafka[1], f"kafka-dump-log did not report {report!r}: {kafka[1]}"
+    ours = _klog_dump(files, *options)
+    _assert_same_output(" ".join(options) or "(entries)", kafka, ours)
+    assert ours[0] == 1, f"{CTX}: klog dump found nothing wrong in damaged indexes"
+
+
+def test_sanity_check_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path) -> None:
+    """``--index-sanity-check`` sees an untrimmed index's zero-filled tail, as a broker does: the
+    time index fails (its last timestamp, 0, is below its first). Kafka dies with a stack trace
+    there, klog exits 1 with the message (:data:`DUMP_EXCEPTIONS` ``errors-are-one-line``)."""
+    crafted = _craft(written.dump_dir, tmp_path / "damaged")
+    failing = crafted["untrimmed"][1]
+    files = [*crafted["shifted"], *crafted["preallocated"], *crafted["empty"], crafted["untrimmed"][0], failing]
+    kafka = _kafka_dump(files, "--index-sanity-check")  # it stops at the first failure: the last file
+    rc, out, err = _klog_dump(files, "--index-sanity-check")
+    assert out.split("\n")[:-1] == kafka[0].split("\n")[:-1], f"{CTX}\nklog:\n{out}\nkafka:\n{kafka[0]}"
+    message = kafka[1].split("\n")[0].split("CorruptIndexException: ", 1)[1]
+    assert rc == 1 and err.startswith("klog: error: "), err
+    assert message.replace(str(failing), failing.name) in err.replace(str(failing), failing.name), (message, err)
+
+
+# --- 2. compaction ---------------------------------------------------------------------------------
+
+
+def _horizon(partition_dir: Path) -> int | None:
+    """The delete horizon a cleaning stamped on the batches of tombstones and markers it kept."""
+    for seg in sorted(partition_dir.glob("*.log")):
+        for batch in FileRecords(seg).batches():
+            if batch.delete_horizon_ms is not None:
+                return int(batch.delete_horizon_ms)
+    return None
+
+
+#: Files of a partition dir the cleaner does not write: the broker's restart before it cleaned
+#: began a new leader epoch at the log end (``leader-epoch-checkpoint``), which the copy predates.
+NOT_THE_CLEANERS = ("leader-epoch-checkpoint",)
+
+
+def _kept_files(partition_dir: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(partition_dir.iterdir())
+            if not f.name.endswith(".deleted") and f.name not in NOT_THE_CLEANERS}
+
+
+def _batches(path: Path) -> list[tuple[int, bytes]]:
+    """``(position, bytes)`` of each batch of a segment."""
+    return [(b.position, bytes(b.buffer)) for b in FileRecords(path).batches()]
+
+
+def _same_but_recompressed(ours: Path, theirs: Path) -> int:
+    """Check that two cleaned segments hold the same batches, byte for byte but for batches
+    recompressed with snappy (see :func:`test_compaction_equals_broker`), which must hold the same
+    header and the same records; returns how many were so recompressed."""
+    a, b = _batches(ours), _batches(theirs)
+    assert len(a) == len(b), f"{CTX} {ours.name}: klog kept {len(a)} batches, the broker {len(b)}"
+    recompressed = 0
+    for (_, x), (_, y) in zip(a, b, strict=True):
+        if x == y:
+            continue
+        bx, by = DefaultRecordBatch(x), DefaultRecordBatch(y)
+        where = f"{CTX} {ours.name} batch at offset {by.base_offset}"
+        assert by.compression == CompressionType.SNAPPY, f"{where} ({by.compression.label}) differs from the broker's"
+        # base offset | length | leader epoch, magic | crc | attributes .. records count: all but length and crc
+        assert (x[:8], x[12:17], x[21:61]) == (y[:8], y[12:17], y[21:61]), f"{where}: headers differ"
+        assert bytes(bx.records_payload()) == bytes(by.records_payload()), f"{where}: records differ"
+        recompressed += 1
+    return recompressed
+
+
+def _verified(index: Path) -> bool:
+    """The index's entries hold against its segment (``klog dump --verify-index-only``, which checks
+    them as kafka-dump-log does)."""
+    from storage_core.tools.dump import dump_index
+
+    err = io.StringIO()
+    return dump_index(index, io.StringIO(), err, verify_only=True) == 0 and not err.getvalue()
+
+
+def test_compaction_equals_broker(written: Written) -> None:
+    """``klog compact`` of a copy taken before the broker cleaned, with the same configs and the
+    broker's clock, leaves the files the broker's LogCleaner left, byte for byte: the cleaned
+    segments (records kept, batches copied or rebuilt with their codec, empty batches kept as
+    headers, tombstones and markers stamped with the same delete horizon), their time indexes and
+    ``.txnindex``, the producer snapshots (those of the segments merged away set aside as
+    ``*.deleted``, as Kafka does) and the cleaner offset; the same files are kept and set aside.
+
+    Where bytes differ, and why: a batch the cleaner rebuilds (some of its records removed) is
+    recompressed with its codec, and snappy's encoders differ, klog's (cramjam's, the Rust ``snap``
+    crate) from the broker's (snappy-java: Google's C++ snappy), which choose different matches on
+    some inputs. Such a batch holds the same header (but its length and CRC) and the same records,
+    and the batches after it in the segment move by the difference in size; the sparse indexes of
+    such a segment (an entry every ``index.interval.bytes`` of log) may then name other batches, and
+    are checked against klog's segment instead, as kafka-dump-log checks an index. Nothing else
+    may differ."""
+    recompressed = 0
+    for p, log_dir in written.before_cleaning.items():
+        tp = f"{written.keyed}-{p}"
+        broker_dir = written.cleaned_dir / tp
+        horizon = _horizon(broker_dir)
+        assert horizon is not None, f"{CTX} {tp}: the broker kept no tombstone, so its clock is unknown"
+        now = horizon - int(COMPACT_CONFIGS["delete.retention.ms"])
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert klog(["compact", str(log_dir), "--now", str(now), "--json", "--quiet"]) == 0
+        summary = json.loads(out.getvalue())
+        assert summary[0]["records_removed"] > 0 and summary[0]["tombstones_kept"] > 0, summary
+        ours, theirs = _kept_files(log_dir / tp), _kept_files(broker_dir)
+        assert sorted(ours) == sorted(theirs), f"{CTX} {tp}: files klog kept {sorted(ours)}, the broker {sorted(theirs)}"
+        for name in sorted(theirs):
+            if ours[name] == theirs[name]:
+                continue
+            stem, _, suffix = name.partition(".")
+            if suffix == "log":
+                recompressed += _same_but_recompressed(log_dir / tp / name, broker_dir / name)
+            elif suffix in ("index", "timeindex") and ours[f"{stem}.log"] != theirs[f"{stem}.log"]:
+                assert _verified(log_dir / tp / name), f"{CTX} {tp}/{name} does not hold against klog's segment"
+            else:
+                raise AssertionError(f"{CTX} {tp}/{name}: klog's bytes differ from the broker's")
+        set_aside = sorted(f.name for f in (log_dir / tp).glob("*.deleted"))
+        assert set_aside == sorted(f.name for f in broker_dir.glob("*.deleted")), f"{CTX} {tp}: *.deleted differ"
+        assert _cleaner_offset(log_dir, written.keyed, p) == _cleaner_offset(written.cleaned_dir, written.keyed, p)
+    got = storage_core.read_arrow(list(written.before_cleaning.values()), subscribe=written.keyed,
+                                  includeHeaders=True).read_all()
+    assert_same_rows(rows_of(got), written.consumer_rows, f"{CTX} klog compact vs the broker's consumer")
+    print(f"{CTX}: {recompressed} snappy batches recompressed to other bytes")
+
+
+# --- 3. indexes and producer snapshots ---------------------------------------------------------------
+
+
+def test_rebuilt_indexes_equal_broker(written: Written, tmp_path: Path) -> None:
+    """Indexes deleted from a copy and rebuilt by a writable open are the broker's, byte for byte,
+    for every segment (the broker trimmed its active segment's indexes when it shut down)."""
+    copy = tmp_path / "rebuilt"
+    shutil.copytree(written.dump_dir, copy, ignore=shutil.ignore_patterns("*.index", "*.timeindex", "*.deleted",
+                                                                          "__cluster_metadata-*"))
+    with LogManager([copy], writable=True):
+        pass
+    compared = 0
+    for seg in _files(written.dump_dir, "*.log"):
+        if seg.parent.name.startswith("__cluster_metadata"):
+            continue  # the KRaft metadata log is the Raft layer's, which klog does not write
+        for suffix in (".index", ".timeindex"):
+            theirs = seg.with_suffix(suffix).read_bytes()
+            ours = (copy / seg.parent.name / seg.with_suffix(suffix).name).read_bytes()
+            assert ours == theirs, f"{CTX} {seg.parent.name}/{seg.stem}{suffix}: klog rebuilt {len(ours)} bytes, " \
+                                   f"the broker wrote {len(theirs)}"
+            compared += 1
+    assert compared >= 20
+
+
+def test_producer_state_equals_broker_snapshots(written: Written, tmp_path: Path) -> None:
+    """The producer state klog replays from the log (from no snapshot, or from the broker's at the
+    first segment when retention deleted the segments before it, as Kafka starts from it) holds, at
+    the offset of each snapshot the broker wrote (at every roll, and at shutdown), that snapshot's
+    entries. In a partition the broker's cleaner cleaned only the last snapshot is compared: those
+    it wrote at rolls before the cleaning describe batches the cleaner has since removed (Kafka
+    keeps each producer's last batch, so the state at the end survives, not the states before it).
+    And the snapshot klog writes when it closes a log whose snapshots were deleted holds the
+    entries of the broker's at the same offset."""
+    checked = 0
+    replays = tmp_path / "replayed"
+    for pd in sorted(p for p in written.dump_dir.iterdir() if p.is_dir() and not p.name.startswith("__cluster")):
+        snaps = snapshot_files(pd)
+        if not snaps:
+            continue
+        first = Log(pd).segments[0].base_offset
+        start = f"{first:020d}.snapshot" if first > 0 else None
+        shutil.copytree(pd, replays / pd.name, ignore=lambda _d, names, start=start: [  # type: ignore[misc]
+            n for n in names if n.endswith(".deleted") or (n.endswith(".snapshot") and n != start)])
+        segments = Log(replays / pd.name).segments
+        topic, _, partition = pd.name.rpartition("-")
+        if _cleaner_offset(written.dump_dir, topic, int(partition)) is not None:
+            snaps = snaps[-1:]
+        for offset, path in snaps:
+            want = ProducerStateManager.read_snapshot(path).producers
+            got = producer_state_at(segments, offset, notes=[]).producers
+            assert got == want, f"{CTX} {pd.name} producer state at {offset}: klog {got}, the broker {want}"
+            checked += bool(want)
+    assert checked >= 10
+    copy = tmp_path / "closed"
+    shutil.copytree(written.dump_dir, copy, ignore=shutil.ignore_patterns("*.snapshot", "*.deleted",
+                                                                          "__cluster_metadata-*"))
+    with LogManager([copy], writable=True) as m:
+        for log in m.logs.values():
+            log.producer_state  # noqa: B018 - loaded, so that closing writes its snapshot
+    written_by_klog = 0
+    for pd in sorted(p for p in copy.iterdir() if p.is_dir()):
+        for _offset, path in snapshot_files(pd):
+            theirs = written.dump_dir / pd.name / path.name
+            assert theirs.exists(), f"{CTX}: klog wrote {pd.name}/{path.name}, the broker has no snapshot there"
+            assert ProducerStateManager.read_snapshot(path).producers == \
+                ProducerStateManager.read_snapshot(theirs).producers, f"{CTX} {pd.name}/{path.name}"
+            written_by_klog += 1
+    assert written_by_klog >= 4
