@@ -321,3 +321,59 @@ class Broker:
     def admin(self, topics: list[str]) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self.client("admin", *topics).strip().splitlines()[-1])
         return result
+
+
+# --- what the broker served, and waiting for it to settle ------------------------------------------
+
+
+def b64(v: str | None) -> bytes | None:
+    return None if v is None else base64.b64decode(v)
+
+
+def consumer_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {"key": b64(d["k"]), "value": b64(d["v"]), "topic": d["t"], "partition": d["p"], "offset": d["o"],
+            "timestamp": d["ts"], "timestampType": d["tt"],
+            "headers": [(k, b64(v)) for k, v in d["h"]] or None}
+
+
+def cleaned(log_dir: Path, topic: str, partition: int) -> bool:
+    """The broker's cleaner has cleaned the partition up to its active segment."""
+    logs = sorted((log_dir / f"{topic}-{partition}").glob("*.log"))
+    if len(logs) < 2:
+        return True
+    active = int(logs[-1].name.split(".")[0])
+    try:
+        lines = (log_dir / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return False
+    for line in lines:
+        t, p, o = line.rsplit(" ", 2)
+        if t == topic and int(p) == partition:
+            return int(o) >= active
+    return False
+
+
+def settle(broker: Broker, topics: list[str], timeout: float = 180) -> None:
+    """Wait until the broker has nothing left to do on ``topics``: every transaction's markers
+    written (LSO = high watermark), retention done (log start offsets unchanged over two checks a
+    few retention intervals apart) and the compacted topics cleaned up to their active segments."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        offsets = broker.admin(topics)["offsets"]
+        starts = {tp: v["earliest"][0] for tp, v in offsets.items()}
+        open_txns = [tp for tp, v in offsets.items() if v["lso"][0] != v["latest"][0]]
+        dirty = [tp for tp in offsets if "-compacted-" in tp
+                 and not cleaned(broker.log_dir, *split_tp(tp))]
+        if not open_txns and not dirty and starts == last:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the broker did not settle in {timeout:.0f} s: open transactions {open_txns}, "
+                                 f"uncleaned {dirty}")
+        last = starts
+        time.sleep(1.5)
+
+
+def split_tp(tp: str) -> tuple[str, int]:
+    topic, _, p = tp.rpartition("-")
+    return topic, int(p)

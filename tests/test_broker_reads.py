@@ -19,12 +19,10 @@ fresh workloads through the engine paths (the ``slow`` test ``test_campaign``).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 import random
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
@@ -33,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_fixture import Broker
+from broker_fixture import Broker, b64, consumer_row, settle
 from kafka_corpus import assert_same_rows, env_int, rows_of
 
 import storage_core
@@ -75,59 +73,6 @@ class Truth:
         return sorted(out)
 
 
-def _b64(v: str | None) -> bytes | None:
-    return None if v is None else base64.b64decode(v)
-
-
-def _row(d: dict[str, Any]) -> Row:
-    return {"key": _b64(d["k"]), "value": _b64(d["v"]), "topic": d["t"], "partition": d["p"], "offset": d["o"],
-            "timestamp": d["ts"], "timestampType": d["tt"],
-            "headers": [(k, _b64(v)) for k, v in d["h"]] or None}
-
-
-def _cleaned(log_dir: Path, topic: str, partition: int) -> bool:
-    """The broker's cleaner has cleaned the partition up to its active segment."""
-    logs = sorted((log_dir / f"{topic}-{partition}").glob("*.log"))
-    if len(logs) < 2:
-        return True
-    active = int(logs[-1].name.split(".")[0])
-    try:
-        lines = (log_dir / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
-    except FileNotFoundError:
-        return False
-    for line in lines:
-        t, p, o = line.rsplit(" ", 2)
-        if t == topic and int(p) == partition:
-            return int(o) >= active
-    return False
-
-
-def _settle(broker: Broker, topics: list[str], timeout: float = 180) -> None:
-    """Wait until the broker has nothing left to do on ``topics``: every transaction's markers
-    written (LSO = high watermark), retention done (log start offsets unchanged over two checks a
-    few retention intervals apart) and the compacted topics cleaned up to their active segments."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        offsets = broker.admin(topics)["offsets"]
-        starts = {tp: v["earliest"][0] for tp, v in offsets.items()}
-        open_txns = [tp for tp, v in offsets.items() if v["lso"][0] != v["latest"][0]]
-        dirty = [tp for tp in offsets if "-compacted-" in tp
-                 and not _cleaned(broker.log_dir, *_split(tp))]
-        if not open_txns and not dirty and starts == last:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the broker did not settle in {timeout:.0f} s: open transactions {open_txns}, "
-                                 f"uncleaned {dirty}")
-        last = starts
-        time.sleep(1.5)
-
-
-def _split(tp: str) -> tuple[str, int]:
-    topic, _, p = tp.rpartition("-")
-    return topic, int(p)
-
-
 def _run_workloads(broker: Broker, seed: int, n: int, out: Path) -> Truth:
     """``n`` random workloads through the broker, settled, and the broker's truth about them."""
     out.mkdir(parents=True, exist_ok=True)
@@ -141,8 +86,8 @@ def _run_workloads(broker: Broker, seed: int, n: int, out: Path) -> Truth:
     with ThreadPoolExecutor(2) as pool:  # two client JVMs at once
         done = list(pool.map(lambda j: broker.workload(*j), jobs))
     topics = sorted(t["topic"] for w in done for t in w)
-    _settle(broker, topics)
-    rows = {iso: [_row(d) for d in broker.consume(iso, topics, out / f"{iso}.jsonl")] for iso in ISOLATION}
+    settle(broker, topics)
+    rows = {iso: [consumer_row(d) for d in broker.consume(iso, topics, out / f"{iso}.jsonl")] for iso in ISOLATION}
     stamps = sorted({r["timestamp"] for r in rows["read_uncommitted"]})
     probes = sorted({stamps[0] - 1, stamps[-1], stamps[-1] + 1, *rnd.sample(stamps, min(6, len(stamps)))})
     admin = broker.admin([*topics, *(f"@{p}" for p in probes)])
@@ -324,7 +269,7 @@ def test_dump_equals_consumer(state: Path, truth: Truth, tmp_path: Path) -> None
             for line in out.read_text().splitlines():
                 o = json.loads(line)
                 if not o["is_control"] and o["offset"] is not None:
-                    got.append((o["offset"], _b64(o["value_b64"])))
+                    got.append((o["offset"], b64(o["value_b64"])))
         start = truth.offsets(f"{t}-{p}")["earliest"][0]
         got = [g for g in got if g[0] >= start]
         assert got == want.get((t, p), []), f"{truth.ctx} {state.name} dump {t}-{p}"

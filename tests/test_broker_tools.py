@@ -51,9 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_fixture import Broker, classpath, java_env
+from broker_fixture import Broker, classpath, cleaned, consumer_row, java_env, settle
 from kafka_corpus import assert_same_rows, env_int, rows_of
-from test_broker_reads import _cleaned, _row, _settle
 
 import storage_core
 from storage_core.log.loader import producer_state_at
@@ -131,7 +130,7 @@ def _write(broker: Broker, root: Path) -> Written:
     keyed, parts = f"{prefix}-keyed", 2
     held = {**COMPACT_CONFIGS, "min.compaction.lag.ms": HELD_LAG_MS}
     broker.client("keyed", str(rnd.randrange(1 << 62)), keyed, str(parts), "3000", *(f"{k}={v}" for k, v in held.items()))
-    _settle(broker, [*workload, keyed])  # every marker written, of the keyed topic too
+    settle(broker, [*workload, keyed])  # every marker written, of the keyed topic too
     broker.stop()
     dump_dir = root / "at-shutdown"
     _copy_log_dir(broker.log_dir, dump_dir)
@@ -146,12 +145,12 @@ def _write(broker: Broker, root: Path) -> Written:
     broker.start()
     broker.client("alter", keyed, "min.compaction.lag.ms=0")
     deadline = time.monotonic() + 120
-    while not all(_cleaned(broker.log_dir, keyed, p) for p in range(parts)):
+    while not all(cleaned(broker.log_dir, keyed, p) for p in range(parts)):
         assert time.monotonic() < deadline, f"{CTX}: the broker did not clean {keyed} in 120 s"
         time.sleep(0.5)
     rows = broker.consume("read_uncommitted", [keyed], root / "keyed.jsonl")
     broker.stop()
-    return Written(dump_dir, workload, keyed, parts, before, broker.log_dir, [_row(d) for d in rows])
+    return Written(dump_dir, workload, keyed, parts, before, broker.log_dir, [consumer_row(d) for d in rows])
 
 
 def _cleaner_offset(log_dir: Path, topic: str, partition: int) -> int | None:

@@ -23,7 +23,6 @@ does not know is refused, in words, before anything is written.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import os
 import random
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_fixture import Broker
+from broker_fixture import Broker, consumer_row
 from kafka_corpus import assert_same_rows, rows_of
 
 import storage_core
@@ -80,14 +79,6 @@ def _frame(spark, rows: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
 def _payload(r: Row) -> tuple[Any, ...]:
     """What a writer was given of a row, in the form klog's rows have it."""
     return (r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]] or None)
-
-
-def _consumed(d: dict[str, Any]) -> Row:
-    def b(v: str | None) -> bytes | None:
-        return None if v is None else base64.b64decode(v)
-
-    return {"key": b(d["k"]), "value": b(d["v"]), "topic": d["t"], "partition": d["p"], "offset": d["o"],
-            "timestamp": d["ts"], "timestampType": d["tt"], "headers": [(k, b(v)) for k, v in d["h"]] or None}
 
 
 def _klog_rows(log_dir: Path, topics: list[str], iso: str) -> list[Row]:
@@ -227,7 +218,7 @@ def restarted(written: dict[str, Any], broker: Broker) -> dict[str, Any]:
 
 @pytest.mark.parametrize("iso", ISOLATION)
 def test_broker_serves_klogs_records(restarted: dict[str, Any], broker: Broker, iso: str) -> None:
-    got = [_consumed(d) for d in broker.consume(iso, restarted["topics"], restarted["tmp"] / f"c-{iso}.jsonl")]
+    got = [consumer_row(d) for d in broker.consume(iso, restarted["topics"], restarted["tmp"] / f"c-{iso}.jsonl")]
     assert_same_rows(got, restarted["after"][iso], f"{CTX} the broker's consumer ({iso}) on klog's dir vs klog")
 
 
@@ -238,7 +229,7 @@ def test_broker_and_producers_carry_on(restarted: dict[str, Any], broker: Broker
     for t in restarted["topics"]:
         broker.produce(t, 200, rnd.randrange(1 << 40), rnd.choice(("idempotent", "txn")), rnd.choice(CODECS))
     for iso in ISOLATION:
-        want = [_consumed(d) for d in broker.consume(iso, restarted["topics"], restarted["tmp"] / f"m-{iso}.jsonl")]
+        want = [consumer_row(d) for d in broker.consume(iso, restarted["topics"], restarted["tmp"] / f"m-{iso}.jsonl")]
         got = _klog_rows(broker.log_dir, restarted["topics"], iso)
         assert_same_rows(got, want, f"{CTX} after more appends by the broker ({iso})")
         assert len(want) > len(restarted["after"][iso]), CTX
