@@ -50,6 +50,7 @@ from storage_core.files import (
     LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     SEGMENT_SUFFIXES,
     SNAPSHOT_SUFFIX,
     STAGING_PREFIX,
@@ -304,6 +305,24 @@ def finish_commit(log_dir: Path, journal: dict[str, object], jpath: Path) -> Non
         staging = Path(e.partition_dir) / e.staging_dir
         if staging.exists() and not any(staging.glob("*" + LOG_SUFFIX)):
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def advance_high_watermarks(log_dir: Path, ends: dict[str, int]) -> None:
+    """After a commit is decided: where the log dir has a broker's ``replication-offset-checkpoint``,
+    its high watermarks of the partitions written move up to their new ends. A broker restarting on
+    the dir starts each partition at the checkpointed high watermark; left below klog's records, it
+    would treat them as not yet replicated (a follower truncates to it). A dir without the file (klog's
+    own) gets none. Not part of the journal's roll-forward: a high watermark left behind by a crash is
+    only what the broker finds after any append it did not see."""
+    path = log_dir / REPLICATION_OFFSET_CHECKPOINT
+    if not path.exists():
+        return
+    hw_file = OffsetCheckpointFile(path)
+    hw = hw_file.read()
+    for pdir, end in ends.items():
+        tp = TopicPartition.parse_dir_name(Path(pdir).name)
+        hw[tp] = max(hw.get(tp, 0), end)
+    hw_file.write(hw)
 
 
 def _rollback(log_dir: Path, journal: dict[str, object]) -> None:

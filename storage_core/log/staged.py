@@ -44,6 +44,7 @@ from storage_core.log.journal import (
     STAGED_ORIGIN,
     JournalEntry,
     SinkBatch,
+    advance_high_watermarks,
     finish_commit,
     journal_path,
     read_sink_mark,
@@ -290,6 +291,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                                   f"{', '.join(settled) or 'settled'} in {log_dir}")
             jpath.unlink()
             fsync_dir(log_dir)
+            advance_high_watermarks(log_dir, ends)
             CleanShutdownFile.in_dir(log_dir).write(None)
         finally:
             lock.release()
