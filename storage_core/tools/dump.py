@@ -417,17 +417,27 @@ def _listed(index: OffsetIndex | TimeIndex) -> Iterator[int]:
         yield i
 
 
+def _sanity_checked(index: OffsetIndex | TimeIndex, p: Path, out: IO[str]) -> int:
+    """``--index-sanity-check``: Kafka's ``sanityCheck`` of the index (raises on a failure)."""
+    index.sanity_check()
+    out.write(f"{p} passed sanity check.\n")
+    return 0
+
+
+def _records_beside(p: Path) -> FileRecords | None:
+    """The ``.log`` of an index file's segment, where it exists."""
+    log = p.with_suffix(LOG_SUFFIX)
+    return FileRecords(log) if log.exists() else None
+
+
 def _dump_offset_index(p: Path, base: int, out: IO[str], err: IO[str], sanity_only: bool, verify_only: bool) -> int:
     index = OffsetIndex.in_memory(p, base, p.read_bytes())
     if index.entries == 0:
         out.write(f"{p} is empty.\n")
         return 0
     if sanity_only:
-        index.sanity_check()
-        out.write(f"{p} passed sanity check.\n")
-        return 0
-    log = p.with_suffix(LOG_SUFFIX)
-    fr = FileRecords(log) if log.exists() else None
+        return _sanity_checked(index, p, out)
+    fr = _records_beside(p)
     mismatches: list[tuple[int, int | None]] = []
     for i in _listed(index):
         entry = index.entry(i)
@@ -448,11 +458,8 @@ def _dump_offset_index(p: Path, base: int, out: IO[str], err: IO[str], sanity_on
 def _dump_time_index(p: Path, base: int, out: IO[str], err: IO[str], sanity_only: bool, verify_only: bool) -> int:
     index = TimeIndex.in_memory(p, base, p.read_bytes())
     if sanity_only:
-        index.sanity_check()
-        out.write(f"{p} passed sanity check.\n")
-        return 0
-    log = p.with_suffix(LOG_SUFFIX)
-    fr = FileRecords(log) if log.exists() else None
+        return _sanity_checked(index, p, out)
+    fr = _records_beside(p)
     offsets = p.with_suffix(INDEX_SUFFIX)
     offset_index = OffsetIndex(offsets, base) if fr is not None and offsets.exists() else None
     mismatches: list[tuple[int, int]] = []

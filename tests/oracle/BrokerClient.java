@@ -289,33 +289,8 @@ public class BrokerClient {
         }
 
         // a compacted topic: keys rewritten, tombstones, some transactional writes
-        int keySpace = 50 + r.nextInt(500);
-        int cParts = parts.get(compacted);
-        try (KafkaProducer<byte[], byte[]> p = producer(bootstrap, "idempotent", CODECS[r.nextInt(CODECS.length)], r, null);
-             KafkaProducer<byte[], byte[]> tp = producer(bootstrap, "txn", CODECS[r.nextInt(CODECS.length)], r, prefix + "-ctx")) {
-            tp.initTransactions();
-            for (int n = 0; n < perPhase; ) {
-                if (r.nextInt(5) == 0) {
-                    tp.beginTransaction();
-                    int k = 1 + r.nextInt(50);
-                    for (int i = 0; i < k; i++, n++) {
-                        tp.send(record(r, compacted, cParts, true, keySpace));
-                    }
-                    if (r.nextInt(3) == 0) {
-                        tp.abortTransaction();
-                    } else {
-                        tp.commitTransaction();
-                    }
-                } else {
-                    p.send(record(r, compacted, cParts, true, keySpace));
-                    n++;
-                }
-                if (n % 1000 == 0) {
-                    p.flush();
-                    Thread.sleep(20);
-                }
-            }
-        }
+        produceCompacted(bootstrap, r, compacted, parts.get(compacted), perPhase, 50 + r.nextInt(500), prefix + "-ctx",
+                5, 50, 1000, 20);
 
         // consumer groups commit offsets: the classic protocol and the consumer protocol (KIP-848)
         for (String protocol : new String[] {"classic", "consumer"}) {
@@ -404,14 +379,24 @@ public class BrokerClient {
         try (Admin admin = admin(bootstrap)) {
             createTopic(admin, topic, partitions, configs);
         }
-        int keySpace = 50 + r.nextInt(300);
+        produceCompacted(bootstrap, r, topic, partitions, records, 50 + r.nextInt(300), topic + "-tx", 6, 40, 500, 0);
+    }
+
+    /**
+     * Keyed records (tombstones among them) into a compacted topic: mostly from an idempotent
+     * producer; one write in {@code txnOneIn} is a transaction of up to {@code maxTxn} records from a
+     * transactional producer, a third of them aborted. Every {@code flushEvery} records a flush and a
+     * pause of {@code pauseMs}, so that segments roll and the cleaner runs meanwhile.
+     */
+    static void produceCompacted(String bootstrap, Random r, String topic, int partitions, int records, int keySpace,
+                                 String txnId, int txnOneIn, int maxTxn, int flushEvery, long pauseMs) throws Exception {
         try (KafkaProducer<byte[], byte[]> p = producer(bootstrap, "idempotent", CODECS[r.nextInt(CODECS.length)], r, null);
-             KafkaProducer<byte[], byte[]> tp = producer(bootstrap, "txn", CODECS[r.nextInt(CODECS.length)], r, topic + "-tx")) {
+             KafkaProducer<byte[], byte[]> tp = producer(bootstrap, "txn", CODECS[r.nextInt(CODECS.length)], r, txnId)) {
             tp.initTransactions();
             for (int n = 0; n < records; ) {
-                if (r.nextInt(6) == 0) {
+                if (r.nextInt(txnOneIn) == 0) {
                     tp.beginTransaction();
-                    int k = 1 + r.nextInt(40);
+                    int k = 1 + r.nextInt(maxTxn);
                     for (int i = 0; i < k; i++, n++) {
                         tp.send(record(r, topic, partitions, true, keySpace));
                     }
@@ -424,8 +409,11 @@ public class BrokerClient {
                     p.send(record(r, topic, partitions, true, keySpace));
                     n++;
                 }
-                if (n % 500 == 0) {
+                if (n % flushEvery == 0) {
                     p.flush();
+                    if (pauseMs > 0) {
+                        Thread.sleep(pauseMs);
+                    }
                 }
             }
         }
