@@ -159,7 +159,7 @@ def test_real_broker_dir_agrees_with_the_cli_and_the_plan() -> None:
     # say they held data (customers-0: offsets up to 17,081) are lost data, not empty partitions
     lost = {(r["topic"], r["partition"]) for r in rows if r["lost"]}
     assert ("customers", 0) in lost
-    assert any("offsets 0..17080 are lost" in x for r in rows if (r["topic"], r["partition"]) == ("customers", 0)
+    assert any("offsets 0..17080 of customers-0 are lost" in x for r in rows if (r["topic"], r["partition"]) == ("customers", 0)
                for x in r["lost"])
     with pytest.raises(storage_core.DataLossError, match="offsets"):
         storage_core.plan(d, isolationLevel="read_committed")

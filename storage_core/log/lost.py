@@ -32,6 +32,7 @@ naming the lost offsets.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from storage_core.errors import DataLossError, KlogError
 from storage_core.files import (
@@ -118,9 +119,13 @@ class LostData:
         return f"{self.first}..{self.last}" if self.last != self.first else str(self.first)
 
     def __str__(self) -> str:
-        where = f"{self.path}" + (f", position {self.position}" if self.position is not None else "")
-        size = f", {self.nbytes} bytes" if self.nbytes is not None else ""
-        return f"{self.partition}: offsets {self.offsets} are lost ({self.why}) [file {where}{size}]"
+        at = []
+        if self.nbytes is not None:
+            at.append(f"{self.nbytes} bytes")
+        if self.position is not None:
+            at.append(f"from position {self.position}")
+        return (f"{self.path}: offsets {self.offsets} of {self.partition} are lost ({self.why}"
+                f"{'; ' + ' '.join(at) if at else ''})")
 
 
 def lost_offsets_text(lost: list[LostData]) -> str:
@@ -131,10 +136,11 @@ def data_loss_error(lost: list[LostData]) -> DataLossError:
     """The error a read under failOnDataLoss=true raises for ``lost`` (at least one)."""
     first = lost[0]
     more = f"; and {len(lost) - 1} more: {lost_offsets_text(lost[1:])}" if len(lost) > 1 else ""
-    return DataLossError(f"data in the middle of {first.partition} is lost: {first}{more}. 'klog verify' lists "
-                         "every problem; a read with failOnDataLoss=false reads every intact record and warns "
-                         "naming the lost offsets", offsets=tuple((x.first, x.last) for x in lost), path=first.path,
-                         position=first.position)
+    path = Path(first.path)
+    where = f"data in the middle of {path.parent}" if path.name.endswith(LOG_SUFFIX) else f"data of {path}"
+    return DataLossError(f"{where} is unreadable: {first}{more}. 'klog verify' lists every problem; a read with "
+                         "failOnDataLoss=false reads every intact record and warns naming the lost offsets",
+                         offsets=tuple((x.first, x.last) for x in lost))
 
 
 def _compacted(lg: Log) -> bool:
@@ -226,9 +232,11 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool) -
                                 base_offset=seg.base_offset)
     if scan is not None and scan.valid_bytes < scan.size_in_bytes:
         after = scan.next_offset
+        cause = f": {scan.error.detail}" if scan.error is not None else ": a batch cut short"
         for position, first, nbytes, resumed in _damage_runs(seg, scan, scan.next_offset, nxt):
             why = ("bytes that are not an intact batch" if resumed is not None else
-                   f"the segment's data ends in damage before the next segment's base offset {nxt}")
+                   f"the segment's data ends in damage before the next segment's base offset {nxt}") + cause
+            cause = ""
             last = (resumed if resumed is not None else nxt) - 1
             if last >= first:
                 out.append(LostData(name, path, first, last, why, position, nbytes))
@@ -248,6 +256,20 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool) -
         out.append(LostData(name, path, after, nxt - 1, f"the segment's records end at offset {after - 1} but the "
                             f"next segment starts at {nxt}", size, None))
     return out
+
+
+def _cause_at(seg: LogSegment, size: int) -> str:
+    """``: <why>`` for the batch at the end of ``seg``'s readable part (its file is ``size`` bytes)."""
+    from storage_core.record.file_records import FileRecords
+
+    walk = FileRecords(seg.current_log_path()).batches(seg.size_in_bytes, size)
+    try:
+        for batch in walk:
+            batch.ensure_valid()
+            break
+    except KlogError as exc:
+        return f": {exc.detail}"
+    return ": a batch cut short"
 
 
 def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[LostData]:
@@ -279,7 +301,7 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
                     break
                 last, position = more.last_offset, more.position + more.size
             out.append(LostData(name, path, leo, last, "bytes that are not an intact batch, with intact batches "
-                                "after them", seg.size_in_bytes, size - seg.size_in_bytes))
+                                f"after them{_cause_at(seg, size)}", seg.size_in_bytes, size - seg.size_in_bytes))
             return out
     hi = ev.written_up_to
     if hi > leo:

@@ -296,9 +296,13 @@ def _cmd_describe(args: argparse.Namespace) -> int:
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
             bar.update(1)
+    for r in rows:  # loudly, even with --quiet or --json: data the dir's own evidence says should be there
+        for lost in r.lost:
+            print(f"error: LOST DATA: {lost}", file=sys.stderr)
+    status = EXIT_DATA if any(r.lost for r in rows) else EXIT_OK
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
-        return EXIT_DATA if any(r.lost for r in rows) else EXIT_OK
+        return status
     header = ["TOPIC", "PART", "START", "END", "LSO", "~RECORDS", "SEGS", "BYTES", "FIRST TIMESTAMP",
               "MAX TIMESTAMP", "CODECS"]
     table = [[r.topic, str(r.partition), str(r.start_offset), str(r.end_offset), str(r.last_stable_offset),
@@ -313,11 +317,6 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
         _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
-    status = EXIT_OK
-    for r in rows:  # loudly, even with --quiet: data the dir's own evidence says should be there is lost
-        for lost in r.lost:
-            print(f"error: LOST DATA: {lost}", file=sys.stderr)
-            status = EXIT_DATA
     for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
         if r.topic_id_matches is False:
             print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
