@@ -147,9 +147,11 @@ def _compacted(lg: Log) -> bool:
     return CleanupPolicy.COMPACT in lg.config.cleanup_policy
 
 
-def _damage_runs(seg: LogSegment, scan: SegmentScan, after: int, limit: int) -> list[tuple[int, int, int, int | None]]:
+def _damage_runs(seg: LogSegment, scan: SegmentScan, after: int,
+                 limit: int) -> tuple[list[tuple[int, int, int, int | None]], int]:
     """``(position, first lost offset, bytes, next intact offset or None)`` for each damaged run of
-    ``seg`` from ``scan``'s first damage on, resynchronising at each intact batch after it."""
+    ``seg`` from ``scan``'s first damage on, resynchronising at each intact batch after it; and the
+    offset after the segment's last intact batch."""
     path = seg.current_log_path()
     size = scan.size_in_bytes
     runs: list[tuple[int, int, int, int | None]] = []
@@ -158,7 +160,7 @@ def _damage_runs(seg: LogSegment, scan: SegmentScan, after: int, limit: int) -> 
         found = next_valid_batch(path, position + 1, size, min_offset=after, max_offset=limit - 1)
         if found is None:
             runs.append((position, after, size - position, None))
-            return runs
+            return runs, after
         runs.append((position, after, found.position - position, found.base_offset))
         # walk on from the intact batch to the next damage, if any
         walk = seg.batches(found.position, size)
@@ -171,7 +173,7 @@ def _damage_runs(seg: LogSegment, scan: SegmentScan, after: int, limit: int) -> 
             position = walk.valid_bytes
         except KlogError as exc:
             position = exc.position if exc.position is not None else walk.valid_bytes
-    return runs
+    return runs, after
 
 
 def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int]:
@@ -233,7 +235,8 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool) -
     if scan is not None and scan.valid_bytes < scan.size_in_bytes:
         after = scan.next_offset
         cause = f": {scan.error.detail}" if scan.error is not None else ": a batch cut short"
-        for position, first, nbytes, resumed in _damage_runs(seg, scan, scan.next_offset, nxt):
+        runs, after_all = _damage_runs(seg, scan, scan.next_offset, nxt)
+        for position, first, nbytes, resumed in runs:
             why = ("bytes that are not an intact batch" if resumed is not None else
                    f"the segment's data ends in damage before the next segment's base offset {nxt}") + cause
             cause = ""
@@ -244,9 +247,7 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool) -
                 out.append(LostData(name, path, first, first, why + " (no offset known lost)", position, nbytes))
             if resumed is None:
                 return out
-            after = resumed
-        # the last run resumed: walk to the end for the offset after the segment's last batch
-        _, after = _tail_is_intact(seg, size)
+        after = after_all  # the last run resumed: the offset after the segment's last intact batch
     past = _index_past_end(seg, size)
     if past is not None:
         last = max(past[0], nxt - 1 if not _compacted(lg) else past[0])
@@ -281,7 +282,7 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
         scan = scan_segment(seg.current_log_path(), index_interval_bytes=seg.index_interval_bytes,
                             base_offset=seg.base_offset)
         if scan.valid_bytes < seg.size_in_bytes:
-            for position, first, nbytes, resumed in _damage_runs(seg, scan, scan.next_offset, 2**63 - 1):
+            for position, first, nbytes, resumed in _damage_runs(seg, scan, scan.next_offset, 2**63 - 1)[0]:
                 if resumed is not None and resumed > first:
                     out.append(LostData(name, path, first, resumed - 1, "bytes that are not an intact batch",
                                         position, nbytes))
@@ -289,8 +290,11 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
         size = seg.current_log_path().stat().st_size
     except (OSError, KlogError):
         size = seg.size_in_bytes
-    if size > seg.size_in_bytes:
-        # the open cut the tail in memory: intact batches after the cut are acknowledged data
+    hi = ev.written_up_to
+    if size > seg.size_in_bytes and (ev.clean_shutdown or leo < hi):
+        # the open cut the tail in memory below what the dir says was written (beyond the recovery
+        # point after a crash anything may be torn, and Kafka truncates it): intact batches after
+        # the cut are acknowledged data
         found = next_valid_batch(seg.current_log_path(), seg.size_in_bytes + 1, size, min_offset=leo)
         if found is not None:
             last = found.last_offset
@@ -300,10 +304,10 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
                 if more is None:
                     break
                 last, position = more.last_offset, more.position + more.size
-            out.append(LostData(name, path, leo, last, "bytes that are not an intact batch, with intact batches "
-                                f"after them{_cause_at(seg, size)}", seg.size_in_bytes, size - seg.size_in_bytes))
+            out.append(LostData(name, path, leo, max(last, hi - 1), "bytes that are not an intact batch, with "
+                                f"intact batches after them{_cause_at(seg, size)}", seg.size_in_bytes,
+                                size - seg.size_in_bytes))
             return out
-    hi = ev.written_up_to
     if hi > leo:
         what = ("the recovery point checkpoint" if (ev.recovery_point or 0) >= max(ev.snapshots, default=0)
                 else "a producer snapshot")

@@ -155,23 +155,30 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None) -
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
     starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
     with Log(pd.path, had_clean_shutdown=True, log_start_offset=starts.get(tp)) as log:
+        lost = [str(x) for x in lost_data(pd, log, evidence)]
+        damaged: list[str] = []  # what the header walks below met: named by a full lost-data scan
         codecs: set[str] = set()
         first_ts = None
+        max_ts = -1
         for seg in log.segments:
-            for batch in seg.batches():
-                codecs.add(batch.compression.label)
-                if first_ts is None and batch.max_timestamp >= 0:
-                    first_ts = batch.first_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
-                break
-        max_ts = max((s.max_timestamp_so_far.timestamp for s in log.segments), default=-1)
+            try:
+                for batch in seg.batches():
+                    codecs.add(batch.compression.label)
+                    if first_ts is None and batch.max_timestamp >= 0:
+                        first_ts = (batch.first_timestamp if isinstance(batch, DefaultRecordBatch)
+                                    else batch.max_timestamp)
+                    break
+                max_ts = max(max_ts, seg.max_timestamp_so_far.timestamp)
+            except KlogError as exc:
+                damaged.append(str(exc))
         start, end = log.log_start_offset, log.log_end_offset
-        lost = [str(x) for x in lost_data(pd, log, evidence)]
         try:
             lso = log.last_stable_offset
-        except KlogError:  # batches after the newest snapshot are damaged: the lost data says where
-            if not lost:
-                raise
+        except KlogError as exc:  # batches after the newest snapshot are damaged
+            damaged.append(str(exc))
             lso = end
+        if damaged and not lost:
+            lost = [str(x) for x in lost_data(pd, log, evidence, full=True)] or damaged
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), start_offset=start, end_offset=end,
                                 last_stable_offset=lso, estimated_records=end - start,
                                 segments=len(log.segments), size_bytes=log.size_in_bytes, first_timestamp=first_ts,
