@@ -43,18 +43,24 @@ def value_of(offset: int, pad: int = 40) -> bytes:
     return b"v%d-" % offset + b"x" * pad
 
 
-def write_partition(root: Path, rng: random.Random, *, n: int | None = None, segment_bytes: int | None = None,
-                    per_batch: int | None = None, clean: bool = True, crash_point: bool = False) -> Written:
-    """A partition of a few segments written through klog's LogManager (checkpoints and, with
-    ``clean``, the clean-shutdown marker). ``crash_point``: the recovery point is moved back to
-    a segment base, as after a crash that happened before the last flush."""
+#: Partitions written once per process, copied for each damage (writing fsyncs; copying does not)
+POOL_SIZE = 16
+_pool: dict[int, tuple[Path, int]] = {}
+
+
+def _written(key: int, cache: Path) -> tuple[Path, int]:
+    """Log dir number ``key`` of the pool, written through klog's LogManager (checkpoints and the
+    clean-shutdown marker) with parameters drawn from ``key``; and its record count."""
+    if key in _pool and _pool[key][0].exists():
+        return _pool[key]
+    rng = random.Random(key)
+    root = cache / f"pool-{key}"
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    n = n if n is not None else rng.randint(150, 600)
-    segment_bytes = segment_bytes if segment_bytes is not None else rng.choice([3000, 5000, 8000])
-    per_batch_max = per_batch if per_batch is not None else rng.choice([1, 3, 7])
-    cfg = LogConfig.from_properties({"segment.bytes": str(segment_bytes),
+    n = rng.randint(150, 600)
+    per_batch_max = rng.choice([1, 3, 7])
+    cfg = LogConfig.from_properties({"segment.bytes": str(rng.choice([3000, 5000, 8000])),
                                      "index.interval.bytes": str(rng.choice([256, 1024, 4096]))})
     with LogManager([root], writable=True, config=cfg) as m:
         lg = m.create_log(TopicPartition(TOPIC, 0))
@@ -65,6 +71,18 @@ def write_partition(root: Path, rng: random.Random, *, n: int | None = None, seg
             lg.append(build_batch([Record(j, T0 + o + j, b"k%d" % (o + j), value_of(o + j, rng.randint(0, 60)))
                                    for j in range(k)], compression=codec))
             o += k
+    _pool[key] = (root, n)
+    return root, n
+
+
+def write_partition(root: Path, rng: random.Random, *, clean: bool = True, crash_point: bool = False) -> Written:
+    """A partition of a few segments written by klog (one of :data:`POOL_SIZE`, copied to ``root``),
+    with the clean-shutdown marker when ``clean``. ``crash_point``: the recovery point is moved
+    back to a segment base, as after a crash that happened before the last flush."""
+    src, n = _written(rng.randrange(POOL_SIZE), root.parent / "pool")
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(src, root)
     part = root / f"{TOPIC}-0"
     rp = n
     if crash_point:
@@ -106,6 +124,9 @@ def damage(w: Written, rng: random.Random) -> str:
         start = rng.randrange(size)
         length = rng.choice([1, 8, 64, 200, 1000]) if kind == "zero" else 1
         end = min(size, start + length)
+        for pos, _ in batches:  # a batch's base offset is outside its CRC (Kafka's too): damage there
+            if pos <= start and end <= pos + 8:  # is not detectable by any reader; move it to the size field
+                start, end = pos + 8, min(size, pos + 8 + (end - start))
         if kind == "zero":
             raw[start:end] = bytes(end - start)
         else:

@@ -6,9 +6,11 @@ while it reads, :mod:`storage_core.read.piece_reader`). A dir holds evidence of 
 
 * an **offset index** entry says a batch with that last offset was written at that position: an
   entry past the end of its ``.log`` is data cut off;
-* a segment that is not the last holds every offset up to the **next segment's base offset**
-  (a broker rolls at the log end offset): a segment whose records end before it lost the rest,
-  unless the topic is compacted (the cleaner leaves such gaps);
+* a closed segment's **time index** ends with the offset of its largest timestamp: a segment
+  whose records end before an offset its time index names lost its tail, up to the **next
+  segment's base offset** (a broker rolls at the log end offset) unless the topic is compacted
+  or the dir has no recovery point for the partition (gaps between segments are legitimate
+  there: the cleaner leaves them), else up to that offset. A gap alone is not evidence;
 * a **batch cut short** (its size runs past the end of a segment that is not the last), a batch
   whose CRC fails or bytes that are no batch, followed by intact batches (found by
   :func:`~storage_core.record.resync.next_valid_batch`), are lost offsets between intact batches;
@@ -43,6 +45,7 @@ from storage_core.files import (
     LOG_SUFFIX,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     base_offset_of,
     is_offset_named,
     segment_file,
@@ -55,6 +58,7 @@ from storage_core.log.manager import PartitionDir
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.producer_state import snapshot_files
 from storage_core.log.segment import LogSegment, SegmentScan, scan_segment
+from storage_core.log.time_index import TimeIndex
 from storage_core.record.resync import next_valid_batch
 
 __all__ = ["Evidence", "LostData", "data_loss_error", "expects_data", "gather_evidence", "lost_data",
@@ -216,7 +220,7 @@ def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
     return (max(e.offset for e in past), max(e.position for e in past)) if past else None
 
 
-def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool) -> list[LostData]:
+def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool, gaps: bool) -> list[LostData]:
     """Losses of a segment that is not the last one (its offsets are below ``nxt``)."""
     path = str(seg.log_path)
     size = seg.current_log_path().stat().st_size
@@ -253,10 +257,27 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool) -
         last = max(past[0], nxt - 1 if not _compacted(lg) else past[0])
         out.append(LostData(name, path, after, last, f"the offset index has entries up to offset {past[0]} at "
                             f"position {past[1]}, past the end of the {size}-byte .log", size, past[1] - size))
-    elif after < nxt and not _compacted(lg):
-        out.append(LostData(name, path, after, nxt - 1, f"the segment's records end at offset {after - 1} but the "
-                            f"next segment starts at {nxt}", size, None))
+    elif after < nxt:
+        timed = _time_index_past(seg, after)
+        if timed is not None:
+            out.append(LostData(name, path, after, nxt - 1 if gaps else timed,
+                                f"the time index has an entry for offset {timed}, past the segment's last record "
+                                f"(offset {after - 1}); the next segment starts at {nxt}", size, None))
     return out
+
+
+def _time_index_past(seg: LogSegment, after: int) -> int | None:
+    """The largest offset of the on-disk time index's entries at or after ``after`` (a closed
+    segment's time index ends with the offset of its largest timestamp), or None."""
+    path = segment_file(seg.dir, seg.base_offset, TIME_INDEX_SUFFIX)
+    if not path.is_file():
+        return None
+    try:
+        with TimeIndex(path, seg.base_offset) as ti:
+            past = [e.offset for e in ti.all_entries() if e.offset >= after]
+    except KlogError:
+        return None
+    return max(past) if past else None
 
 
 def _cause_at(seg: LogSegment, size: int) -> str:
@@ -342,12 +363,17 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
     segs = lg.segments
     first_base = segs[0].base_offset
     bases = [s.base_offset for s in segs]
+    # a segment whose time index names an offset past its last record lost its tail: up to the next
+    # segment's base where the dir was written by a log manager that rolls at the log end (its
+    # recovery point checkpoint knows the partition) and the topic is not compacted (the cleaner
+    # leaves gaps between segments; so do hand-assembled dirs); else up to that offset
+    gaps = ev.recovery_point is not None and not _compacted(lg)
     for base in ev.orphan_indexes:
         if base < first_base and (ev.log_start is None or ev.log_start <= base):
             out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, first_base - 1,
                                 f"the .log of the segment at {base} is gone (its index is there)"))
     for i, seg in enumerate(segs[:-1]):
-        out += _segment_losses(name, lg, seg, segs[i + 1].base_offset, full)
+        out += _segment_losses(name, lg, seg, segs[i + 1].base_offset, full, gaps)
     for base in ev.orphan_indexes:
         if first_base < base < lg.log_end_offset and base not in bases and not any(x.first <= base <= x.last
                                                                                     for x in out):
