@@ -124,13 +124,21 @@ def damage(w: Written, rng: random.Random) -> str:
         start = rng.randrange(size)
         length = rng.choice([1, 8, 64, 200, 1000]) if kind == "zero" else 1
         end = min(size, start + length)
-        for pos, _ in batches:  # a batch's base offset is outside its CRC (Kafka's too): damage there
-            if pos <= start and end <= pos + 8:  # is not detectable by any reader; move it to the size field
-                start, end = pos + 8, min(size, pos + 8 + (end - start))
-        if kind == "zero":
-            raw[start:end] = bytes(end - start)
-        else:
-            raw[start] ^= 1 << rng.randrange(8)
+        bit = 1 << rng.randrange(8)
+        for _ in range(2):
+            new = bytearray(raw)
+            if kind == "zero":
+                new[start:end] = bytes(end - start)
+            else:
+                new[start] ^= bit
+            changed = [i for i in range(start, end) if new[i] != raw[i]]
+            # a batch's base offset is outside its CRC (Kafka's too): a change confined to it is not
+            # detectable by any reader; such a damage moves to the batch's size field
+            hit = next((pos for pos, _ in batches if changed and pos <= changed[0] and changed[-1] < pos + 8), None)
+            if hit is None:
+                break
+            start, end = hit + 8, min(size, hit + 8 + (end - start))
+        raw = new
         f.write_bytes(bytes(raw))
         return f"{kind} {f.name} bytes {start}..{end}"
     if kind == "length" and batches:

@@ -136,7 +136,8 @@ def _campaign(tmp: Path, seeds: list[int]) -> None:
         try:
             check_one(tmp, seed)
         except AssertionError as exc:
-            failures.append(str(exc).splitlines()[0][:600])
+            text = str(exc).splitlines()[0][:600]
+            failures.append(text if text.startswith("seed ") else f"seed {seed}: {text}")
         except Exception as exc:  # noqa: BLE001 - an untyped exception is a failure too, with its seed
             failures.append(f"seed {seed}: {type(exc).__name__}: {exc}"[:600])
     assert not failures, f"{len(failures)} of {len(seeds)} damages failed:\n" + "\n".join(failures)

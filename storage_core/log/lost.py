@@ -312,10 +312,10 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
     except (OSError, KlogError):
         size = seg.size_in_bytes
     hi = ev.written_up_to
-    if size > seg.size_in_bytes and (ev.clean_shutdown or leo < hi):
-        # the open cut the tail in memory below what the dir says was written (beyond the recovery
-        # point after a crash anything may be torn, and Kafka truncates it): intact batches after
-        # the cut are acknowledged data
+    if size > seg.size_in_bytes and (ev.clean_shutdown or ev.recovery_point is None or leo < hi):
+        # the open cut the tail in memory below what the dir says was written, or with no recovery
+        # point to say where a crash may have torn it (beyond a recorded recovery point anything may
+        # be torn after a crash, and Kafka truncates it): intact batches after the cut are acknowledged data
         found = next_valid_batch(seg.current_log_path(), seg.size_in_bytes + 1, size, min_offset=leo)
         if found is not None:
             last = found.last_offset
