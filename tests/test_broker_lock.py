@@ -18,7 +18,7 @@ from storage_core.log.lock import LogDirLock
 from storage_core.log.manager import LogManager
 from storage_core.tools.cli import main as klog
 
-pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
+pytestmark = [pytest.mark.broker, pytest.mark.interop]
 EXIT_USAGE = 2
 
 

@@ -37,7 +37,7 @@ from kafka_corpus import assert_same_rows, env_int, rows_of
 import storage_core
 from storage_core.tools.cli import main as klog
 
-pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
+pytestmark = [pytest.mark.broker, pytest.mark.interop]
 
 N_WORKLOADS = env_int("KLOG_BROKER_WORKLOADS", 8)
 SEED = int(os.environ.get("KLOG_BROKER_SEED") or random.SystemRandom().randrange(1, 1 << 31))

@@ -64,7 +64,7 @@ from storage_core.record.file_records import FileRecords
 from storage_core.record.records import DefaultRecordBatch
 from storage_core.tools.cli import main as klog
 
-pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.xdist_group("broker")]
+pytestmark = [pytest.mark.broker, pytest.mark.interop]
 
 SEED = int(os.environ.get("KLOG_BROKER_SEED") or random.SystemRandom().randrange(1, 1 << 31))
 CTX = f"KLOG_BROKER_SEED={SEED}"

@@ -39,7 +39,7 @@ import storage_core
 from storage_core.files import CLEAN_SHUTDOWN_FILE
 from storage_core.tools.cli import main as klog
 
-pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.spark, pytest.mark.xdist_group("broker")]
+pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.spark]
 
 SEED = int(os.environ.get("KLOG_BROKER_SEED") or random.SystemRandom().randrange(1, 1 << 31))
 CTX = f"KLOG_BROKER_SEED={SEED}"
