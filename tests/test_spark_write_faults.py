@@ -91,9 +91,12 @@ def test_commit_worker_crashes(tmp_path: Path) -> None:
     for line in trials:
         _, t, outcome = line.split()
         assert verdict[f"job{t}"] == ("present" if outcome == "committed" else "absent"), (line, verdict)
-    res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(root), "--quiet"],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
+    if root.exists():  # a failed write leaves no new dir: when every trial failed there is none
+        res = subprocess.run([sys.executable, "-m", "storage_core.tools.cli", "verify", str(root), "--quiet"],
+                             capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+    else:
+        assert not any(line.endswith("committed") for line in trials), trials
 
 
 DRIVER = textwrap.dedent("""
