@@ -62,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = (SparkSession.builder.master("local[2]").appName("klog-bench-write").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    # Python data sources are looked up through the JVM's active session of this thread: make it
+    # this one (a caller may have left another session active, as the test suite's do)
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
     work = Path(tempfile.mkdtemp(prefix="klog-bench-write-"))
     try:
         spark.dataSource.register(_counting_sink())
