@@ -18,6 +18,7 @@ from os import PathLike
 __all__ = [
     "KlogError",
     "CorruptRecordError",
+    "DataLossError",
     "InvalidRecordError",
     "CompressionError",
     "UnsupportedCodecError",
@@ -113,6 +114,22 @@ class CorruptRecordError(KlogError):
     """Bytes that should be a record batch are not one: bad size, bad CRC, bad magic."""
 
     kafka_exception = "CorruptRecordException"
+
+
+class DataLossError(CorruptRecordError):
+    """Records the log dir's own evidence says should be there cannot be read: a batch cut short or
+    corrupt, index entries past the end of a ``.log``, a segment whose records end before the next
+    segment's base offset, a recovery point or producer snapshot above what the segments hold, a
+    partition whose ``.log`` files are gone. The message names the file, the lost offsets and the
+    bytes; ``offsets`` holds the lost ranges as ``(first, last)`` pairs (inclusive). Raised under
+    ``failOnDataLoss=true`` (the default); with ``false`` the same is a warning naming the offsets."""
+
+    kafka_exception = "CorruptRecordException"
+
+    def __init__(self, detail: str, *, offsets: tuple[tuple[int, int], ...] = (),
+                 path: str | PathLike[str] | None = None, position: int | None = None) -> None:
+        self.offsets = offsets
+        super().__init__(detail, path=path, position=position)
 
 
 class InvalidRecordError(CorruptRecordError):

@@ -56,7 +56,7 @@ from storage_core.fs import list_names
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
-from storage_core.log.segment import LogSegment, batches_between, scan_segment
+from storage_core.log.segment import LogSegment, SegmentScan, batches_between, intact_batches, scan_segment
 from storage_core.log.txn_index import AbortedTxn
 
 __all__ = ["NOT_READ_NOTE", "STOPS_READING_NOTE", "LoadedLog", "LogLoader", "open_segment", "producer_state_at", "replay_aborted",
@@ -127,7 +127,7 @@ def replay_aborted(segments: list[LogSegment], first_segment: int, *,
     found: dict[int, list[AbortedTxn]] = {}
     for seg in segments[first_segment:]:
         aborted = found.setdefault(seg.base_offset, [])
-        for batch in seg.batches():
+        for batch in intact_batches(seg):  # past damage too: a reader resynchronises there
             done = state.update(batch)
             if done is not None and done.is_aborted:
                 aborted.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
@@ -146,6 +146,8 @@ class LoadedLog:
     # aborted transactions recomputed by a read-only recovery, by segment base (overrides .txnindex)
     memory_aborted: dict[int, list[AbortedTxn]] = field(default_factory=dict)
     producer_state: ProducerStateManager | None = None  # rebuilt by recovery, else computed when first needed
+    #: read-only: segments before the last whose recovery scan found damage (left uncut), by base offset
+    damaged_scans: dict[int, SegmentScan] = field(default_factory=dict)
     #: read-only: the first segment found without its .index, whose .txnindex cannot be trusted either
     #: (a broker's recovery rebuilds both); the log rebuilds its aborted transactions when first asked
     unindexed_from: int | None = None
@@ -298,18 +300,24 @@ class LogLoader:
             self._rebuild_transaction_state(start, write=True)
             self.loaded.recovery_point = self.segments[-1].read_next_offset()
         else:
+            last = len(self.segments) - 1
             for i in range(start, len(self.segments)):
                 seg = self.segments[i]
                 scan = scan_segment(seg.log_path, index_interval_bytes=self.config.index_interval_bytes,
                                     base_offset=seg.base_offset)
+                if i < last:
+                    # a segment before the last is never cut in memory: what follows its damage is
+                    # acknowledged data, which the reader resynchronises to (or fails naming it);
+                    # what is lost is storage_core.log.lost's to say
+                    if scan.error is not None or scan.partial_tail is not None:
+                        self.loaded.damaged_scans[seg.base_offset] = scan
+                        self.loaded.recovery_notes.append(
+                            f"{seg.log_path}: damaged at position {scan.valid_bytes} "
+                            f"({scan.error or 'a batch cut short'})")
+                    continue
                 cut = seg.recover_in_memory(scan)  # indexes rebuilt in memory too, as recovery does
                 if cut:
                     self._note(seg, cut, f"{STOPS_READING_NOTE} ({scan.error or 'torn tail'})")
-                    for later in self.segments[i + 1:]:
-                        self.loaded.recovery_notes.append(f"{later.log_path}: {NOT_READ_NOTE}")
-                        later.close()
-                    del self.segments[i + 1:]
-                    break
             self._rebuild_transaction_state(start, write=False)
 
     def _bound_active_in_memory(self) -> None:

@@ -40,8 +40,6 @@ from storage_core.fs import as_path, writable_dir
 from storage_core.log.cluster_metadata import cluster_metadata
 from storage_core.log.config import LogConfig, MessageTimestampType
 from storage_core.log.loader import (
-    NOT_READ_NOTE,
-    STOPS_READING_NOTE,
     LogLoader,
     open_segment,
     producer_state_at,
@@ -49,7 +47,14 @@ from storage_core.log.loader import (
     replay_aborted,
 )
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
-from storage_core.log.segment import FetchData, LogSegment, RollParams, batches_between, segment_index_for
+from storage_core.log.segment import (
+    FetchData,
+    LogSegment,
+    RollParams,
+    SegmentScan,
+    batches_between,
+    segment_index_for,
+)
 from storage_core.log.time_index import TimestampOffset
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition
@@ -143,6 +148,12 @@ class Log:
         self._unindexed_from = loaded.unindexed_from
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
+        #: whether the open made sure the last segment ends with a whole batch (False: a reader
+        #: following a live log, which may meet a write in progress at the end)
+        self.tail_verified = writable or not had_clean_shutdown or verify_tail
+        #: read-only: segments (not the last) the open's recovery scan found damaged, by base
+        #: offset; they are read as they are (:mod:`storage_core.log.lost` reports what is lost)
+        self.damaged_scans: dict[int, SegmentScan] = loaded.damaged_scans
 
     def _segment(self, base: int, writable: bool) -> LogSegment:
         return open_segment(self.dir, base, self.config, writable)
@@ -492,16 +503,3 @@ class Log:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def lost_data_notes(log: Log) -> list[str]:
-    """What a read-only open of ``log`` had to leave out that a reader must not drop silently.
-
-    Opening a partition that was not shut down cleanly recovers it in memory as a broker would
-    (:attr:`Log.recovery_notes`): a torn tail of the last segment (a write the broker never
-    acknowledged) just ends the data, which is no loss. A corrupt batch, or segments after a
-    damaged one, would end it too, and silently dropping acknowledged records is data loss:
-    those notes are returned.
-    """
-    return [n for n in log.recovery_notes
-            if f": {NOT_READ_NOTE}" in n or (STOPS_READING_NOTE in n and "(torn tail)" not in n)]

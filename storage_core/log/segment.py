@@ -600,3 +600,32 @@ def batches_between(segments: Sequence[LogSegment], start: int, end: int) -> Ite
             if batch.base_offset >= end and isinstance(batch, DefaultRecordBatch):
                 return
             yield batch
+
+
+def intact_batches(seg: LogSegment, start_position: int = 0) -> Iterator[AnyBatch]:
+    """The batches of ``seg`` from a batch boundary, damage stepped over: after a batch whose CRC
+    fails, bytes that are no batch, or a batch cut short, the walk resynchronises at the next
+    intact v2 batch (:func:`~storage_core.record.resync.next_valid_batch`). For replays that must
+    go on past damage (transaction state); readers report what they skip
+    (:mod:`storage_core.read.piece_reader`)."""
+    from storage_core.record.resync import next_valid_batch
+
+    position = start_position
+    end = seg.size_in_bytes
+    after = seg.base_offset
+    while position < end:
+        walk = seg.batches(position, end)
+        try:
+            for batch in walk:
+                batch.ensure_valid()
+                after = batch.last_offset + 1
+                yield batch
+            stop = walk.valid_bytes
+        except KlogError as exc:
+            stop = exc.position if exc.position is not None else walk.valid_bytes
+        if stop >= end:
+            return
+        found = next_valid_batch(seg.current_log_path(), stop + 1, end, min_offset=after)
+        if found is None:
+            return
+        position = found.position

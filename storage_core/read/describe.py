@@ -36,6 +36,10 @@ checkpoints and the producer state; no record is decoded and nothing is written:
   :func:`~storage_core.log.topic_configs.resolve_topic_config` (the config retention and
   compaction use): ``internal``, ``kraft cluster default``, ``kraft broker``, ``kraft topic``,
   ``klog-topic-configs.json``; ``configs_ignored``: KRaft configs klog could not apply, and why;
+* ``lost``: what the dir's own evidence (index entries, the next segment's base offset, the
+  recovery point, producer snapshots) says should be there and cannot be read, one line per lost
+  range naming the offsets, the file and the bytes (:mod:`storage_core.log.lost`); empty when
+  nothing is lost. A partition whose ``.log`` files are all gone is listed with its lost offsets;
 * ``kraft_metadata``: the log dir whose ``__cluster_metadata-0`` was replayed, or None: then the
   dir has no KRaft metadata (a ZooKeeper-era dir, or a copy without it), its topic configs are
   unknown and Kafka's defaults are assumed (:data:`NO_KRAFT_METADATA`, also in the table's schema
@@ -60,6 +64,7 @@ from storage_core.fs import OPTION_PREFIX
 from storage_core.log.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
 from storage_core.log.cluster_metadata import ClusterMetadata, find_cluster_metadata
 from storage_core.log.log import Log
+from storage_core.log.lost import gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir
 from storage_core.log.topic_configs import load_topic_configs, resolve_topic_config
 from storage_core.read.api import read_options
@@ -114,6 +119,9 @@ class PartitionSummary:
     configs: list[str] = field(default_factory=list)
     configs_ignored: list[str] = field(default_factory=list)
     kraft_metadata: str | None = None
+    #: what the dir's evidence says should be there and cannot be read (:mod:`storage_core.log.lost`),
+    #: one line per lost range naming the offsets, file and bytes; empty when nothing is lost
+    lost: list[str] = field(default_factory=list)
 
 
 def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]:
@@ -137,28 +145,45 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None) -
     ``context`` defaults to the partition's own log dir's."""
     tp = pd.topic_partition
     extra = _ids_and_configs(pd, context or ConfigContext.of([pd.log_dir]))
-    if not has_log_files(pd.path):  # only orphan indexes (Kafka deletes them and starts empty)
+    evidence = gather_evidence(pd)  # before the open: a live broker only adds data after it
+    if not has_log_files(pd.path):  # only orphan indexes (Kafka deletes them and starts empty), or lost data
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), start_offset=0, end_offset=0,
                                 last_stable_offset=0, estimated_records=0, segments=0, size_bytes=0,
-                                first_timestamp=None, max_timestamp=None, codecs=[], **extra)
+                                first_timestamp=None, max_timestamp=None, codecs=[], **extra,
+                                lost=[str(x) for x in lost_data(pd, None, evidence)])
     # indexes are trusted (no recovery: describe decodes no records), the log start offset is the
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
     starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
     with Log(pd.path, had_clean_shutdown=True, log_start_offset=starts.get(tp)) as log:
+        lost = [str(x) for x in lost_data(pd, log, evidence)]
+        damaged: list[str] = []  # what the header walks below met: named by a full lost-data scan
         codecs: set[str] = set()
         first_ts = None
+        max_ts = -1
         for seg in log.segments:
-            for batch in seg.batches():
-                codecs.add(batch.compression.label)
-                if first_ts is None and batch.max_timestamp >= 0:
-                    first_ts = batch.first_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
-                break
-        max_ts = max((s.max_timestamp_so_far.timestamp for s in log.segments), default=-1)
+            try:
+                for batch in seg.batches():
+                    codecs.add(batch.compression.label)
+                    if first_ts is None and batch.max_timestamp >= 0:
+                        first_ts = (batch.first_timestamp if isinstance(batch, DefaultRecordBatch)
+                                    else batch.max_timestamp)
+                    break
+                max_ts = max(max_ts, seg.max_timestamp_so_far.timestamp)
+            except KlogError as exc:
+                damaged.append(str(exc))
         start, end = log.log_start_offset, log.log_end_offset
+        try:
+            lso = log.last_stable_offset
+        except KlogError as exc:  # batches after the newest snapshot are damaged
+            damaged.append(str(exc))
+            lso = end
+        if damaged and not lost:
+            lost = [str(x) for x in lost_data(pd, log, evidence, full=True)] or damaged
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), start_offset=start, end_offset=end,
-                                last_stable_offset=log.last_stable_offset, estimated_records=end - start,
+                                last_stable_offset=lso, estimated_records=end - start,
                                 segments=len(log.segments), size_bytes=log.size_in_bytes, first_timestamp=first_ts,
-                                max_timestamp=max_ts if max_ts >= 0 else None, codecs=sorted(codecs), **extra)
+                                max_timestamp=max_ts if max_ts >= 0 else None, codecs=sorted(codecs), **extra,
+                                lost=lost)
 
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -183,6 +208,7 @@ DESCRIBE_SCHEMA = pa.schema([
     pa.field("configs", pa.list_(pa.string()), nullable=False),
     pa.field("configs_ignored", pa.list_(pa.string()), nullable=False),
     pa.field("kraft_metadata", pa.string()),
+    pa.field("lost", pa.list_(pa.string()), nullable=False),
 ])
 
 
@@ -215,7 +241,7 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
     Columns (:data:`DESCRIBE_SCHEMA`): ``topic``, ``partition``, ``start_offset`` (the log start
     offset), ``end_offset`` (the log end offset, exclusive), ``last_stable_offset``,
     ``estimated_records`` (end - start), ``segments``, ``size_bytes``, ``first_timestamp``,
-    ``max_timestamp`` (UTC), ``codecs`` and ``path``; the same figures as ``klog describe --json``.
+    ``max_timestamp`` (UTC), ``codecs``, ``path`` and ``lost`` (lost offsets, see the module); the same figures as ``klog describe --json``.
     Nothing is decoded or written. A partition whose first commit is still being applied by a
     running job is left out (it is empty until the commit completes).
     """

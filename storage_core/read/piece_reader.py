@@ -5,8 +5,8 @@
 checks every batch's CRC, decodes records with the columnar kernel straight into Arrow, trims
 them to the piece's offsets, and never returns control records; under ``read_committed`` it
 leaves out the aborted transactions the planner handed the piece. A corrupt batch raises its
-file and position, or, with ``failOnDataLoss=false``, is skipped up to the next offset-index
-entry and logged. Output batches are about :data:`FLUSH_BYTES` (bounded worker memory) and
+file, position and lost offsets (:class:`DataLossError`), or, with ``failOnDataLoss=false``, is
+stepped over: reading resumes at the next intact batch and a warning names the offsets lost. Output batches are about :data:`FLUSH_BYTES` (bounded worker memory) and
 always in exactly the schema asked for (:func:`conform`).
 """
 
@@ -19,12 +19,13 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from storage_core.errors import CorruptIndexError, KlogError
+from storage_core.errors import CorruptIndexError, CorruptRecordError, DataLossError, KlogError
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, base_offset_of
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.read.pieces import Piece
 from storage_core.record.columnar import ArrowDecoder, kafka_schema
 from storage_core.record.file_records import AnyBatch, FileRecords
+from storage_core.record.resync import next_valid_batch
 from storage_core.record.scan import decode_file_range
 from storage_core.record.txn_filter import filter_read_committed, new_txn_filter
 
@@ -53,33 +54,96 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(schema)], schema=schema)
 
 
-def _resume_after(piece: Piece, path: Path, bad: int, exc: KlogError, fail_on_data_loss: bool) -> int | None:
-    """Where to go on after damage at byte ``bad`` (None: nowhere, the slice is done). Raises
-    ``exc`` under failOnDataLoss=true; otherwise logs the bytes skipped, up to the next entry of
-    the offset index."""
-    if fail_on_data_loss or isinstance(exc, CorruptIndexError):
+def _damaged(piece: Piece, path: Path, bad: int, exc: KlogError, fail_on_data_loss: bool) -> int | None:
+    """Damage at byte ``bad`` of the slice (a batch whose CRC fails, bytes that are no batch, a
+    batch cut short): the lost offsets are those between the last intact batch before it and the
+    next intact batch after it (:func:`~storage_core.record.resync.next_valid_batch`). Raises a
+    :class:`DataLossError` naming them under failOnDataLoss=true; otherwise logs them and returns
+    where reading resumes (None: nowhere in this slice)."""
+    if isinstance(exc, CorruptIndexError):
         raise exc  # an incomplete transaction index is never skipped: it would read aborted data
-    resume = _next_index_position(piece, bad, path)
-    log.warning("klog: skipping %s bytes of %s from position %s (failOnDataLoss=false): %s",
-                (resume or piece.end_position) - bad, piece.log_path, bad, exc)
+    first = _offset_before(piece, path, bad)
+    limit = piece.next_base
+    found = next_valid_batch(path, bad + 1, piece.end_position, min_offset=first,
+                             max_offset=None if limit is None else limit - 1)
+    if found is not None:
+        last, resume, nbytes = found.base_offset - 1, found.position, found.position - bad
+    else:
+        last, resume, nbytes = _offset_at_end(piece, path) - 1, None, max(0, piece.end_position - bad)
+    lo, hi = max(first, piece.min_offset), min(last, piece.end_offset - 1)
+    if hi < lo:
+        lo, hi = first, max(first, last)
+    tp = f"{piece.topic}-{piece.partition}"
+    what = (f"{nbytes} bytes of {piece.log_path} from position {bad} are not intact batches ({exc.detail})")
+    if fail_on_data_loss:
+        raise DataLossError(f"offsets {lo}..{hi} of {tp} are lost: {what}; set failOnDataLoss=false to read the "
+                            "intact records around them", offsets=((lo, hi),), path=piece.log_path, position=bad)
+    log.warning("klog: %s: offsets %d..%d are lost (failOnDataLoss=false): %s; %s", tp, lo, hi, what,
+                f"reading resumes at position {resume} (offset {last + 1})" if resume is not None else
+                "nothing intact follows in this slice")
     return resume
 
 
-def _next_index_position(piece: Piece, after: int, log_file: Path) -> int | None:
-    """The first offset-index position past ``after``, from the index beside ``log_file`` (the
-    segment file being read: ``X.log``, or ``X.log.deleted`` with ``X.index.deleted``)."""
+def _index_positions(piece: Piece, log_file: Path) -> list[int]:
+    """The positions of the offset-index entries beside ``log_file`` (the segment file being
+    read: ``X.log``, or ``X.log.deleted`` with ``X.index.deleted``); none if it is unreadable."""
     index = log_file.with_name(log_file.name.replace(LOG_SUFFIX, INDEX_SUFFIX, 1))
-    if not index.exists():
+    try:
+        if not index.exists():
+            return []
+        with OffsetIndex(index, base_offset_of(piece.log_path)) as oi:
+            return [e.position for e in oi.all_entries()]
+    except KlogError:
+        return []
+
+
+def _offset_before(piece: Piece, path: Path, bad: int) -> int:
+    """The offset after the last intact batch before byte ``bad``: walked from the nearest
+    offset-index entry before it (or an earlier one, or the segment's start)."""
+    starts = sorted({0, piece.start_position, *(p for p in _index_positions(piece, path) if p < bad)}, reverse=True)
+    records = FileRecords(path)
+    for s in starts:
+        if s >= bad:
+            continue
+        after = None
+        try:
+            for batch in records.batches(s, bad):
+                after = batch.next_offset
+        except KlogError:
+            continue
+        if after is not None:
+            return after
+    return base_offset_of(piece.log_path)
+
+
+def _offset_at_end(piece: Piece, path: Path) -> int:
+    """The first offset after the slice: the base offset of the batch at its end, or the next
+    segment's base offset, or the range's end."""
+    fallback = piece.next_base if piece.next_base is not None else piece.end_offset
+    try:
+        with path.open("rb") as f:
+            f.seek(piece.end_position)
+            head = f.read(8)
+    except OSError:
+        return fallback
+    if len(head) == 8:
+        at = int.from_bytes(head, "big", signed=True)
+        if base_offset_of(piece.log_path) <= at <= fallback:
+            return at
+    return fallback
+
+
+def _cut_short(piece: Piece, stop: int) -> KlogError | None:
+    """Why a walk of the slice that stopped at ``stop`` is damage (None: it read the whole slice,
+    or stopped at a write in progress at the end of a live log's last segment)."""
+    if stop >= piece.end_position or piece.open_tail:
         return None
-    with OffsetIndex(index, base_offset_of(piece.log_path)) as oi:
-        for e in oi.all_entries():
-            if after < e.position < piece.end_position:
-                return e.position
-    return None
+    return CorruptRecordError(f"a batch cut short: the slice holds whole batches up to position "
+                              f"{piece.end_position}", path=piece.log_path, position=stop)
 
 
 def batches_of(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
-    """Every batch of the slice, CRC checked, damage skipped as :func:`read_piece` does (the
+    """Every batch of the slice, CRC checked, damage handled as :func:`read_piece` does (the
     per-batch reference path)."""
     path = piece.log_file()
     records = FileRecords(path)
@@ -90,14 +154,17 @@ def batches_of(piece: Piece, fail_on_data_loss: bool) -> Iterator[AnyBatch]:
             for batch in walk:
                 batch.ensure_valid()
                 yield batch
-            return
-        except KlogError as exc:
-            bad = exc.position if exc.position is not None else walk.valid_bytes
-            position = _resume_after(piece, path, bad, exc, fail_on_data_loss)
+            exc = _cut_short(piece, walk.valid_bytes)
+            if exc is None:
+                return
+            bad = walk.valid_bytes
+        except KlogError as e:
+            exc, bad = e, e.position if e.position is not None else walk.valid_bytes
+        position = _damaged(piece, path, bad, exc, fail_on_data_loss)
 
 
 def _bulk(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
-    """The bulk path: chunks of the slice → the kernel, errors as in :func:`batches_of`; under
+    """The bulk path: chunks of the slice → the kernel, damage as in :func:`batches_of`; under
     read_committed one :class:`~storage_core.record.txn_filter.TxnFilter` over the piece's aborted
     transactions sees every batch of the slice, in the kernel's runs and on the object path."""
     path = piece.log_file()
@@ -105,14 +172,18 @@ def _bulk(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[
     txn = None if piece.aborted is None else new_txn_filter(piece.aborted, where=piece.log_path)
     position: int | None = piece.start_position
     while position is not None and position < piece.end_position:
+        progress = [position]
         try:
             yield from decode_file_range(records, position, piece.end_position, dec, min_offset=piece.min_offset,
                                          end_offset=piece.end_offset, verify=True, flush_bytes=FLUSH_BYTES,
-                                         flush_rows=FLUSH_ROWS, txn=txn)
-            return
-        except KlogError as exc:
-            bad = exc.position if exc.position is not None else position
-            position = _resume_after(piece, path, bad, exc, fail_on_data_loss)
+                                         flush_rows=FLUSH_ROWS, txn=txn, progress=progress)
+            exc = _cut_short(piece, progress[0])
+            if exc is None:
+                return
+            bad = progress[0]
+        except KlogError as e:
+            exc, bad = e, e.position if e.position is not None else position
+        position = _damaged(piece, path, bad, exc, fail_on_data_loss)
 
 
 def per_batch(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:

@@ -40,6 +40,11 @@ class Piece:
     file_id: int | None = None
     #: how to reach ``log_path`` when it is a URI (settings, never a client: :mod:`storage_core.fs`)
     storage: StorageOptions | None = None
+    #: the base offset of the next segment (None: this is the last one): offsets of this segment are below it
+    next_base: int | None = None
+    #: the slice runs to the end of the log's last segment, whose tail the open did not check (a
+    #: stream following a live log): a partial batch there is a write in progress, not damage
+    open_tail: bool = False
 
     def log_file(self) -> Path:
         """The segment file this piece reads: the one it was planned on (:class:`SegmentGoneError`
@@ -69,7 +74,8 @@ def slices(lg: Log, tp: TopicPartition, start: int, end: int) -> list[Piece]:
         if start > seg.base_offset and first is None:
             continue  # the segment ends before the range starts (an offset gap up to the next segment)
         start_pos = first.position if first is not None else 0
-        last = seg.translate_offset(end)
+        # only the segment holding `end` is walked for it (a damaged segment before it is read, not walked here)
+        last = seg.translate_offset(end) if nxt is None or end < nxt else None
         end_pos = seg.size_in_bytes
         if last is not None:
             # the batch holding `end` starts at last.position: stop before it unless it holds offsets < end
@@ -80,7 +86,8 @@ def slices(lg: Log, tp: TopicPartition, start: int, end: int) -> list[Piece]:
         est_last = min(end, nxt if nxt is not None else end)
         out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, start, end, None,
                          max(0, est_last - est_first), seg.file_identity,
-                         seg.log_path.options if isinstance(seg.log_path, ObjectPath) else None))
+                         seg.log_path.options if isinstance(seg.log_path, ObjectPath) else None, nxt,
+                         nxt is None and end_pos == seg.size_in_bytes and not lg.tail_verified))
     return out
 
 

@@ -36,10 +36,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from storage_core.errors import CorruptRecordError, InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
+from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.files import LOG_START_OFFSET_CHECKPOINT, has_log_files
 from storage_core.log.checkpoint import OffsetCheckpointFile
-from storage_core.log.log import Log, lost_data_notes
+from storage_core.log.log import Log
+from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
@@ -119,7 +120,9 @@ class ReadPlan:
 # --- selection ------------------------------------------------------------------------------------
 
 def _with_segments(pd: PartitionDir) -> bool:
-    return has_log_files(pd.path)
+    """A partition dir with segments, or one whose segments are gone while its checkpoints say it
+    held data (a read reports that loss rather than leaving the partition out)."""
+    return has_log_files(pd.path) or expects_data(pd)
 
 
 def _spec_name(spec: OffsetSpec, starting: bool) -> str:
@@ -161,7 +164,8 @@ def select_partitions(opts: ReadOptions, *, streaming: bool = False) -> list[Par
     ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
     are read too), else every partition. Only directories with segments count. A path with no
     partition dirs is an error (a stream may start on an empty log dir)."""
-    dirs = [p for p in find_partitions(opts.log_dirs, required=True, allow_empty=streaming) if _with_segments(p)]
+    dirs = [p for p in find_partitions(opts.log_dirs, required=True, allow_empty=streaming)
+            if (has_log_files(p.path) if streaming else _with_segments(p))]
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
                                assign=opts.assign)
     if chosen is not None:
@@ -364,18 +368,19 @@ def _prune(rng: PartitionRange, lg: Log, pruning: Pruning) -> PartitionRange:
     return dataclasses.replace(rng, start=min(start, end), end=end)
 
 
-def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log) -> None:
-    """A log whose read-only open had to stop before the end of its data (a corrupt batch in a dir
-    that was not shut down cleanly) fails the read, or with failOnDataLoss=false is read up to the
-    damage with a warning; it is never silently shorter. A torn tail is not a loss."""
-    lost = lost_data_notes(lg)
+def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidence: Evidence) -> None:
+    """What the dir's own evidence says should be there and the log cannot give
+    (:func:`~storage_core.log.lost.lost_data`): a :class:`~storage_core.errors.DataLossError` naming
+    the file, offsets and bytes, or with failOnDataLoss=false a warning naming the lost offsets (the
+    intact records are read). Never a silently shorter read; a torn tail of the last segment beyond
+    the recovery point is not a loss."""
+    lost = lost_data(pd, lg, evidence)
     if not lost:
         return
     if opts.fail_on_data_loss:
-        more = f" (and {len(lost) - 1} more problems)" if len(lost) > 1 else ""
-        raise CorruptRecordError(f"data in the middle of {pd.path} is unreadable: {lost[0]}{more}; 'klog verify' "
-                                 "lists every problem (a read with failOnDataLoss=false reads the records before it)")
-    log.warning("%s: reading only up to the damage (failOnDataLoss=false): %s", pd.topic_partition, "; ".join(lost))
+        raise data_loss_error(lost)
+    for x in lost:
+        log.warning("klog: %s (failOnDataLoss=false: the intact records are read)", x)
 
 
 # --- pieces ---------------------------------------------------------------------------------------
@@ -399,7 +404,8 @@ def _cut(seg: LogSegment, piece: Piece, parts: int) -> list[Piece]:
     for (p0, o0), (p1, o1) in zip(bounds, bounds[1:], strict=False):
         assert o0 is not None  # only the last bound has no offset
         est = (o1 if o1 is not None else min(piece.end_offset, o0 + piece.est_records)) - o0
-        out.append(dataclasses.replace(piece, start_position=p0, end_position=p1, est_records=max(0, est)))
+        out.append(dataclasses.replace(piece, start_position=p0, end_position=p1, est_records=max(0, est),
+                                       open_tail=piece.open_tail and p1 == piece.end_position))
     return out
 
 
@@ -435,12 +441,16 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
         for pd in selected:
             if not pruning.keeps(pd.topic_partition):
                 continue
+            evidence = gather_evidence(pd)  # before the open: a live broker only adds data after it
+            if not has_log_files(pd.path):  # its .log files are gone, its checkpoints say it held data
+                check_lost_data(opts, pd, None, evidence)
+                continue
             try:
                 lg = open_log_read_only(pd)
             except PendingCommitError:
                 continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)
-            check_lost_data(opts, pd, lg)
+            check_lost_data(opts, pd, lg, evidence)
             rng = _prune(resolve(opts, pd, lg, committed=committed), lg, pruning)
             ranges.append(rng)
             parts.append((lg, rng))

@@ -118,7 +118,8 @@ def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eo
 def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: ArrowDecoder, *,
                       min_offset: int = _I64_MIN, end_offset: int = _I64_MAX, verify: bool = True,
                       flush_bytes: int | None = None, flush_rows: int | None = None,
-                      chunk_bytes: int = READ_CHUNK_BYTES, txn: TxnFilter | None = None) -> Iterator[pa.RecordBatch]:
+                      chunk_bytes: int = READ_CHUNK_BYTES, txn: TxnFilter | None = None,
+                      progress: list[int] | None = None) -> Iterator[pa.RecordBatch]:
     """Decode the batches of ``records`` from byte ``start`` (a batch boundary) to ``stop``.
 
     Records are added to ``dec``; whenever it holds ``flush_bytes`` bytes (checked before each batch)
@@ -131,6 +132,9 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
     transactions (:func:`~storage_core.record.txn_filter.new_txn_filter`), which must see every batch from
     the slice's start. Its state lives on between chunks and between calls: after a skip past
     damage, go on with the same filter, as the per-batch path goes on with its own.
+
+    ``progress`` (a one-item list): set to the position after the last whole batch decoded, so a
+    caller can tell a range read to its end from one that stopped at a partial batch.
     """
     end = records.size_in_bytes if stop is None else min(stop, records.size_in_bytes)
     name = str(records.path)
@@ -152,5 +156,7 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
                 if not full or off >= len(view):
                     break  # the rest of the chunk needs the next read (or there is none)
             pos += off
+            if progress is not None:
+                progress[0] = pos
             if off == 0 or (at_eof and pos < end):
                 return  # a partial batch at the end of the range

@@ -307,9 +307,13 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
     for path, why in skipped_dirs(_dirs(args)):  # not read: say so, rather than leave them out in silence
         print(f"warning: skipped {path}: {why}", file=sys.stderr)
+    for r in rows:  # loudly, even with --quiet or --json: data the dir's own evidence says should be there
+        for lost in r.lost:
+            print(f"error: LOST DATA: {lost}", file=sys.stderr)
+    status = EXIT_DATA if any(r.lost for r in rows) else EXIT_OK
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
-        return EXIT_OK
+        return status
     header = ["TOPIC", "PART", "START", "END", "LSO", "~RECORDS", "SEGS", "BYTES", "FIRST TIMESTAMP",
               "MAX TIMESTAMP", "CODECS"]
     table = [[r.topic, str(r.partition), str(r.start_offset), str(r.end_offset), str(r.last_stable_offset),
@@ -329,7 +333,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
             print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
                   f"__cluster_metadata has {r.kraft_topic_id} (a partition of a deleted incarnation of the "
                   "topic; a broker would treat the dir as stray)", file=sys.stderr)
-    return EXIT_OK
+    return status
 
 
 def _print_topic_configs(rows: list[Any], kraft: Any, no_kraft: str) -> None:

@@ -4,7 +4,9 @@ summaries are :mod:`storage_core.read.describe`'s, shared with :func:`storage_co
 ``verify`` reads every batch: CRCs and structure, index entries against the log. A problem is
 an *error* when data is lost or corrupt (a bad CRC, an index entry that points to the wrong
 place, a torn batch in a segment that is not the last) and a *warning* when Kafka would simply
-rebuild (a missing or untrimmed index, a torn tail of the active segment).
+rebuild (a missing or untrimmed index, a torn tail of the active segment). Lost data — what the
+dir's own evidence says should be there and cannot be read, by the rule every reader applies
+(:mod:`storage_core.log.lost`) — is an error naming the offsets, the file and the bytes.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage_core.errors import KlogError
+from storage_core.errors import KlogError, PendingCommitError
 from storage_core.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
+    has_log_files,
 )
-from storage_core.log.manager import PartitionDir
+from storage_core.log.lost import LostData, gather_evidence, lost_data
+from storage_core.log.manager import PartitionDir, open_log_read_only
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.segment import scan_segment
 from storage_core.log.time_index import TimeIndex
@@ -33,6 +37,7 @@ class VerifyReport:
     batches: int = 0
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    lost: list[LostData] = field(default_factory=list)  # the lost offsets (also in errors)
 
 
 def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096) -> VerifyReport:
@@ -53,6 +58,7 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096) -> Veri
             (rep.warnings if last else rep.errors).append(msg)
         _verify_record_counts(log_path, scan.valid_bytes, rep)
         _verify_indexes(log_path, scan.valid_bytes, last, rep)
+    _verify_lost(pd, rep)
     return rep
 
 
@@ -69,6 +75,25 @@ def _verify_record_counts(log_path: Path, valid_bytes: int, rep: VerifyReport) -
             rep.errors.append(f"{log_path}: the batch at position {batch.position} (offsets {batch.base_offset}.."
                               f"{batch.last_offset}) declares {count} records; expected 0..{spans} in its "
                               f"{room} bytes of records (every read refuses it)")
+
+
+def _verify_lost(pd: PartitionDir, rep: VerifyReport) -> None:
+    """The lost offsets, by the rule every reader applies (:func:`~storage_core.log.lost.lost_data`)."""
+    evidence = gather_evidence(pd)
+    if not has_log_files(pd.path):
+        lost = lost_data(pd, None, evidence)
+    else:
+        try:
+            lg = open_log_read_only(pd)
+        except PendingCommitError:
+            return
+        except KlogError as exc:
+            rep.errors.append(f"{pd.path}: cannot be opened to find lost offsets: {exc}")
+            return
+        with lg:
+            lost = lost_data(pd, lg, evidence, full=True)
+    rep.lost.extend(lost)
+    rep.errors.extend(f"lost data: {x}" for x in lost)
 
 
 def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyReport) -> None:

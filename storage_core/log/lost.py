@@ -1,0 +1,384 @@
+"""Lost data: what a partition dir's own evidence says should be there and cannot be read.
+
+The one rule every reader applies (read_arrow and Spark batch reads through the planner,
+``klog export``, ``klog describe``, ``klog verify``; the piece reader applies its byte-level half
+while it reads, :mod:`storage_core.read.piece_reader`). A dir holds evidence of what was written:
+
+* an **offset index** entry says a batch with that last offset was written at that position: an
+  entry past the end of its ``.log`` is data cut off;
+* a closed segment's **time index** ends with the offset of its largest timestamp: a segment
+  whose records end before an offset its time index names lost its tail, up to the **next
+  segment's base offset** (a broker rolls at the log end offset) unless the topic is compacted
+  or the dir has no recovery point for the partition (gaps between segments are legitimate
+  there: the cleaner leaves them), else up to that offset. A gap alone is not evidence;
+* a **batch cut short** (its size runs past the end of a segment that is not the last), a batch
+  whose CRC fails or bytes that are no batch, followed by intact batches (found by
+  :func:`~storage_core.record.resync.next_valid_batch`), are lost offsets between intact batches;
+* the **recovery point** (``recovery-point-offset-checkpoint``: offsets below it were flushed)
+  and the newest producer **snapshot** (``<offset>.snapshot``: written when the log ended there)
+  say the log reached at least that far;
+* an **index without its** ``.log`` (and no ``.log.deleted`` beside it) is a deleted segment.
+
+What it is not: a torn or short tail of the *last* segment beyond the recovery point (a write a
+crash interrupted, which Kafka's recovery truncates), the zero-filled preallocated indexes of a live
+broker's active segment, a missing index (Kafka rebuilds it), a log start offset a broker advanced
+(retention, DeleteRecords).
+
+:func:`gather_evidence` reads the dir's checkpoints and file names *before* the log is opened (a
+live broker only adds data after them); :func:`lost_data` compares them with the opened log.
+Under ``failOnDataLoss=true`` (the default) a loss is a :class:`~storage_core.errors.DataLossError`
+naming the file, the offsets and the bytes (:func:`data_loss_error`); with ``false`` a warning
+naming the lost offsets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.errors import DataLossError, KlogError
+from storage_core.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    base_offset_of,
+    is_offset_named,
+    segment_file,
+)
+from storage_core.fs import list_names
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.log.config import CleanupPolicy
+from storage_core.log.log import Log
+from storage_core.log.manager import PartitionDir
+from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.producer_state import snapshot_files
+from storage_core.log.segment import LogSegment, SegmentScan, scan_segment
+from storage_core.log.time_index import TimeIndex
+from storage_core.record.resync import next_valid_batch
+
+__all__ = ["Evidence", "LostData", "data_loss_error", "expects_data", "gather_evidence", "lost_data",
+           "lost_offsets_text"]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a partition dir says about its own extent, read before the log is opened."""
+
+    recovery_point: int | None
+    log_start: int | None
+    snapshots: tuple[int, ...]
+    clean_shutdown: bool
+    #: base offsets of ``.index`` files with no ``.log`` (nor ``.log.deleted``/``.swap``/``.cleaned``) beside them
+    orphan_indexes: tuple[int, ...]
+
+    @property
+    def written_up_to(self) -> int:
+        """The offset the log reached at least (exclusive): the recovery point or newest snapshot."""
+        return max(self.recovery_point or 0, max(self.snapshots, default=0))
+
+
+def gather_evidence(pd: PartitionDir) -> Evidence:
+    """The checkpoints, snapshots and orphan indexes of ``pd`` (read-only, a few small files)."""
+    tp = pd.topic_partition
+    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp)
+    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
+    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
+    names = set(list_names(pd.path))
+    orphans = []
+    for n in names:
+        if n.endswith(INDEX_SUFFIX) and is_offset_named(n):
+            prefix = n[: -len(INDEX_SUFFIX)]
+            log = prefix + LOG_SUFFIX
+            if not any(x in names for x in (log, log + DELETED_SUFFIX, log + SWAP_SUFFIX, log + CLEANED_SUFFIX)):
+                orphans.append(base_offset_of(n))
+    snaps = tuple(o for o, _ in snapshot_files(pd.path))
+    return Evidence(recovery, start, snaps, clean, tuple(sorted(orphans)))
+
+
+def expects_data(pd: PartitionDir) -> bool:
+    """Whether a partition dir without ``.log`` files held data by its own evidence (checkpoints,
+    snapshots, indexes): then it is a partition whose data is lost, not an empty one."""
+    return bool(lost_data(pd, None, gather_evidence(pd)))
+
+
+@dataclass(frozen=True)
+class LostData:
+    """Offsets ``first..last`` (inclusive) of a partition that cannot be read, and why."""
+
+    partition: str
+    path: str  # the file (or the partition dir) the loss is in
+    first: int
+    last: int
+    why: str
+    position: int | None = None
+    nbytes: int | None = None
+
+    @property
+    def offsets(self) -> str:
+        return f"{self.first}..{self.last}" if self.last != self.first else str(self.first)
+
+    def __str__(self) -> str:
+        at = []
+        if self.nbytes is not None:
+            at.append(f"{self.nbytes} bytes")
+        if self.position is not None:
+            at.append(f"from position {self.position}")
+        return (f"{self.path}: offsets {self.offsets} of {self.partition} are lost ({self.why}"
+                f"{'; ' + ' '.join(at) if at else ''})")
+
+
+def lost_offsets_text(lost: list[LostData]) -> str:
+    return ", ".join(f"{x.partition} offsets {x.offsets}" for x in lost)
+
+
+def data_loss_error(lost: list[LostData]) -> DataLossError:
+    """The error a read under failOnDataLoss=true raises for ``lost`` (at least one)."""
+    first = lost[0]
+    more = f"; and {len(lost) - 1} more: {lost_offsets_text(lost[1:])}" if len(lost) > 1 else ""
+    path = Path(first.path)
+    where = f"data in the middle of {path.parent}" if path.name.endswith(LOG_SUFFIX) else f"data of {path}"
+    return DataLossError(f"{where} is unreadable: {first}{more}. 'klog verify' lists every problem; a read with "
+                         "failOnDataLoss=false reads every intact record and warns naming the lost offsets",
+                         offsets=tuple((x.first, x.last) for x in lost))
+
+
+def _compacted(lg: Log) -> bool:
+    return CleanupPolicy.COMPACT in lg.config.cleanup_policy
+
+
+def _damage_runs(seg: LogSegment, scan: SegmentScan, after: int,
+                 limit: int) -> tuple[list[tuple[int, int, int, int | None]], int]:
+    """``(position, first lost offset, bytes, next intact offset or None)`` for each damaged run of
+    ``seg`` from ``scan``'s first damage on, resynchronising at each intact batch after it; and the
+    offset after the segment's last intact batch."""
+    path = seg.current_log_path()
+    size = scan.size_in_bytes
+    runs: list[tuple[int, int, int, int | None]] = []
+    position = scan.valid_bytes
+    while position < size:
+        found = next_valid_batch(path, position + 1, size, min_offset=after, max_offset=limit - 1)
+        if found is None:
+            runs.append((position, after, size - position, None))
+            return runs, after
+        runs.append((position, after, found.position - position, found.base_offset))
+        # walk on from the intact batch to the next damage, if any
+        walk = seg.batches(found.position, size)
+        position = size
+        after = found.base_offset
+        try:
+            for batch in walk:
+                batch.ensure_valid()
+                after = batch.last_offset + 1
+            position = walk.valid_bytes
+        except KlogError as exc:
+            position = exc.position if exc.position is not None else walk.valid_bytes
+    return runs, after
+
+
+def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int]:
+    """Walk ``seg`` from its last index entry before ``size`` to the end (CRC checked): whether it
+    ends with a whole intact batch, and the offset after its last batch."""
+    start = 0
+    index = segment_file(seg.dir, seg.base_offset, INDEX_SUFFIX)
+    if index.is_file():
+        try:
+            with OffsetIndex(index, seg.base_offset) as oi:
+                for e in oi.all_entries():
+                    if e.position < size:
+                        start = max(start, e.position)
+        except KlogError:
+            start = 0
+    after = seg.base_offset
+    walk = seg.batches(start, size)
+    try:
+        for batch in walk:
+            batch.ensure_valid()
+            after = batch.last_offset + 1
+    except KlogError:
+        return False, after
+    if start > 0 and after == seg.base_offset:
+        return False, after  # the entry's position held no batch
+    return walk.partial_tail is None, after
+
+
+def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
+    """``(largest offset, largest position)`` of the on-disk offset index's entries at or past
+    ``size`` (the ``.log``'s length), or None."""
+    index = segment_file(seg.dir, seg.base_offset, INDEX_SUFFIX)
+    if not index.is_file():
+        return None
+    try:
+        with OffsetIndex(index, seg.base_offset) as oi:
+            past = [e for e in oi.all_entries() if e.position >= size]
+    except KlogError:
+        return None
+    return (max(e.offset for e in past), max(e.position for e in past)) if past else None
+
+
+def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool, gaps: bool) -> list[LostData]:
+    """Losses of a segment that is not the last one (its offsets are below ``nxt``)."""
+    path = str(seg.log_path)
+    size = seg.current_log_path().stat().st_size
+    out: list[LostData] = []
+    after = seg.base_offset
+    scan = lg.damaged_scans.get(seg.base_offset)
+    if scan is None and full:
+        scan = scan_segment(seg.current_log_path(), index_interval_bytes=seg.index_interval_bytes,
+                            base_offset=seg.base_offset)
+        after = scan.next_offset
+    elif scan is None:
+        intact, after = _tail_is_intact(seg, size)
+        if not intact:
+            scan = scan_segment(seg.current_log_path(), index_interval_bytes=seg.index_interval_bytes,
+                                base_offset=seg.base_offset)
+    if scan is not None and scan.valid_bytes < scan.size_in_bytes:
+        after = scan.next_offset
+        cause = f": {scan.error.detail}" if scan.error is not None else ": a batch cut short"
+        runs, after_all = _damage_runs(seg, scan, scan.next_offset, nxt)
+        for position, first, nbytes, resumed in runs:
+            why = ("bytes that are not an intact batch" if resumed is not None else
+                   f"the segment's data ends in damage before the next segment's base offset {nxt}") + cause
+            cause = ""
+            last = (resumed if resumed is not None else nxt) - 1
+            if last >= first:
+                out.append(LostData(name, path, first, last, why, position, nbytes))
+            elif resumed is None:
+                out.append(LostData(name, path, first, first, why + " (no offset known lost)", position, nbytes))
+            if resumed is None:
+                return out
+        after = after_all  # the last run resumed: the offset after the segment's last intact batch
+    past = _index_past_end(seg, size)
+    if past is not None:
+        last = max(past[0], nxt - 1 if not _compacted(lg) else past[0])
+        out.append(LostData(name, path, after, last, f"the offset index has entries up to offset {past[0]} at "
+                            f"position {past[1]}, past the end of the {size}-byte .log", size, past[1] - size))
+    elif after < nxt:
+        timed = _time_index_past(seg, after)
+        if timed is not None:
+            out.append(LostData(name, path, after, nxt - 1 if gaps else timed,
+                                f"the time index has an entry for offset {timed}, past the segment's last record "
+                                f"(offset {after - 1}); the next segment starts at {nxt}", size, None))
+    return out
+
+
+def _time_index_past(seg: LogSegment, after: int) -> int | None:
+    """The largest offset of the on-disk time index's entries at or after ``after`` (a closed
+    segment's time index ends with the offset of its largest timestamp), or None."""
+    path = segment_file(seg.dir, seg.base_offset, TIME_INDEX_SUFFIX)
+    if not path.is_file():
+        return None
+    try:
+        with TimeIndex(path, seg.base_offset) as ti:
+            past = [e.offset for e in ti.all_entries() if e.offset >= after]
+    except KlogError:
+        return None
+    return max(past) if past else None
+
+
+def _cause_at(seg: LogSegment, size: int) -> str:
+    """``: <why>`` for the batch at the end of ``seg``'s readable part (its file is ``size`` bytes)."""
+    from storage_core.record.file_records import FileRecords
+
+    walk = FileRecords(seg.current_log_path()).batches(seg.size_in_bytes, size)
+    try:
+        for batch in walk:
+            batch.ensure_valid()
+            break
+    except KlogError as exc:
+        return f": {exc.detail}"
+    return ": a batch cut short"
+
+
+def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[LostData]:
+    seg = lg.segments[-1]
+    path = str(seg.log_path)
+    leo = lg.log_end_offset
+    out: list[LostData] = []
+    if full:  # damage inside the last segment's readable part, with intact batches after it
+        scan = scan_segment(seg.current_log_path(), index_interval_bytes=seg.index_interval_bytes,
+                            base_offset=seg.base_offset)
+        if scan.valid_bytes < seg.size_in_bytes:
+            for position, first, nbytes, resumed in _damage_runs(seg, scan, scan.next_offset, 2**63 - 1)[0]:
+                if resumed is not None and resumed > first:
+                    out.append(LostData(name, path, first, resumed - 1, "bytes that are not an intact batch",
+                                        position, nbytes))
+    try:
+        size = seg.current_log_path().stat().st_size
+    except (OSError, KlogError):
+        size = seg.size_in_bytes
+    hi = ev.written_up_to
+    if size > seg.size_in_bytes and (ev.clean_shutdown or ev.recovery_point is None or leo < hi):
+        # the open cut the tail in memory below what the dir says was written, or with no recovery
+        # point to say where a crash may have torn it (beyond a recorded recovery point anything may
+        # be torn after a crash, and Kafka truncates it): intact batches after the cut are acknowledged data
+        found = next_valid_batch(seg.current_log_path(), seg.size_in_bytes + 1, size, min_offset=leo)
+        if found is not None:
+            last = found.last_offset
+            position = found.position + found.size
+            while position < size:
+                more = next_valid_batch(seg.current_log_path(), position, size, min_offset=last + 1)
+                if more is None:
+                    break
+                last, position = more.last_offset, more.position + more.size
+            out.append(LostData(name, path, leo, max(last, hi - 1), "bytes that are not an intact batch, with "
+                                f"intact batches after them{_cause_at(seg, size)}", seg.size_in_bytes,
+                                size - seg.size_in_bytes))
+            return out
+    if hi > leo:
+        what = ("the recovery point checkpoint" if (ev.recovery_point or 0) >= max(ev.snapshots, default=0)
+                else "a producer snapshot")
+        out.append(LostData(name, path, leo, hi - 1, f"{what} says the log reached offset {hi}, its segments end at "
+                            f"{leo}", seg.size_in_bytes, size - seg.size_in_bytes if size > seg.size_in_bytes else None))
+    return out
+
+
+def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = False) -> list[LostData]:
+    """What of ``pd`` its evidence ``ev`` (:func:`gather_evidence`, taken before the open) says
+    should be there and ``lg`` (opened read-only; None: the dir has no ``.log`` files) cannot give,
+    by offset. Reads index files and the last few KiB of each segment; a segment found damaged
+    there is scanned in full for the intact batches after the damage. ``full`` (``klog verify``):
+    every segment is scanned, so damage anywhere is named by its offsets."""
+    name = str(pd.topic_partition)
+    if lg is None:
+        hi = ev.written_up_to
+        for base in ev.orphan_indexes:
+            hi = max(hi, base + 1)
+            idx = segment_file(pd.path, base, INDEX_SUFFIX)
+            try:
+                with OffsetIndex(idx, base) as oi:
+                    hi = max([hi, *(e.offset + 1 for e in oi.all_entries())])
+            except KlogError:
+                pass
+        lo = ev.log_start if ev.log_start is not None else min(ev.orphan_indexes, default=0)
+        if hi > lo:
+            return [LostData(name, str(pd.path), lo, hi - 1, "the partition has no .log files, while its "
+                             f"checkpoints, snapshots or indexes say it held offsets up to {hi - 1}")]
+        return []
+    out: list[LostData] = []
+    segs = lg.segments
+    first_base = segs[0].base_offset
+    bases = [s.base_offset for s in segs]
+    # a segment whose time index names an offset past its last record lost its tail: up to the next
+    # segment's base where the dir was written by a log manager that rolls at the log end (its
+    # recovery point checkpoint knows the partition) and the topic is not compacted (the cleaner
+    # leaves gaps between segments; so do hand-assembled dirs); else up to that offset
+    gaps = ev.recovery_point is not None and not _compacted(lg)
+    for base in ev.orphan_indexes:
+        if base < first_base and (ev.log_start is None or ev.log_start <= base):
+            out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, first_base - 1,
+                                f"the .log of the segment at {base} is gone (its index is there)"))
+    for i, seg in enumerate(segs[:-1]):
+        out += _segment_losses(name, lg, seg, segs[i + 1].base_offset, full, gaps)
+    for base in ev.orphan_indexes:
+        if first_base < base < lg.log_end_offset and base not in bases and not any(x.first <= base <= x.last
+                                                                                    for x in out):
+            nxt = min((b for b in bases if b > base), default=lg.log_end_offset)
+            out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, nxt - 1,
+                                f"the .log of the segment at {base} is gone (its index is there)"))
+    out += _last_segment_losses(name, lg, ev, full)
+    return sorted(out, key=lambda x: x.first)
