@@ -414,12 +414,13 @@ def _many_partitions(root: Path, n: int) -> None:
     (root / "klog-topic-configs.json").write_text(json.dumps({"t": {"cleanup.policy": "compact"}}))
 
 
-def test_recover_and_compact_hold_the_files_of_one_partition_at_a_time(tmp_path: Path) -> None:
+def test_recover_compact_and_retention_hold_the_files_of_one_partition_at_a_time(tmp_path: Path) -> None:
     """400 partitions under a limit of 256 open files: a writable log holds about 4, so holding
     them all at once failed with EMFILE half-way."""
     root = tmp_path / "logs"
     _many_partitions(root, 400)
-    for cmd in (["recover", str(root), "--quiet"], ["compact", str(root), "--roll", "--quiet"]):
+    for cmd in (["recover", str(root), "--quiet"], ["compact", str(root), "--roll", "--quiet"],
+                ["retention", str(root), "--config", "retention.bytes=1000000000", "--quiet"]):
         res = _klog(*cmd, env_limit=256)
         assert res.returncode == 0, (cmd, res.stderr[-2000:])
     res = _klog("verify", str(root), "--quiet")

@@ -331,8 +331,14 @@ class LogManager:
     def retention(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
         """Apply retention to every log; returns the deleted segments' base offsets per partition."""
         out = {}
-        for tp, log in self.logs.items():
-            deleted = log.delete_old_segments(now_ms)
+        for tp in list(self.logs):
+            was_closed = self.logs[tp].closed  # a close_each manager: one partition's files open at a time
+            log = self.reopen(tp)
+            try:
+                deleted = log.delete_old_segments(now_ms)
+            finally:
+                if was_closed:
+                    log.close()
             if deleted:
                 out[tp] = deleted
         self.checkpoint()

@@ -539,7 +539,8 @@ def _cmd_retention(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager
 
     overrides = _configs(args.config)
-    lm = LogManager(_log_dirs(args.dir), writable=True, overrides=overrides)
+    lm = LogManager(_log_dirs(args.dir), writable=True, overrides=overrides,
+                    close_each=True)  # one partition's files open at a time, whatever the count
     try:
         if args.topic:
             missing = set(args.topic) - {tp.topic for tp in lm.logs}
