@@ -29,15 +29,16 @@ SCRIPT = textwrap.dedent("""
     spark.sparkContext.setLogLevel("ERROR")
     out = {}
     pids = set()
+    options = json.loads(os.environ.get("KLOG_TEST_OPTIONS", "{}"))  # per dir (failOnDataLoss=false where lost)
     for d in sys.argv[1:]:
-        df = spark.read.format("klog").option("maxBytesPerPartition", "1000000").load(d)
+        df = spark.read.format("klog").options(**options.get(d, {})).option("maxBytesPerPartition", "1000000").load(d)
         rows = df.groupBy("topic", "partition").agg(
             F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
             F.sum(F.length("value")).alias("bytes"), F.sum(F.crc32("key")).alias("kc"),
             F.sum(F.crc32("value")).alias("vc")).collect()
         out[d] = sorted([r.topic, r.partition, r.n, r.lo, r.hi, r.bytes or 0, r.kc or 0, r.vc or 0] for r in rows)
     biggest = max(sys.argv[1:], key=lambda d: sum(f.stat().st_size for f in __import__("pathlib").Path(d).rglob("*.log")))
-    df = spark.read.format("klog").option("maxBytesPerPartition", "100000").load(biggest)
+    df = spark.read.format("klog").options(**options.get(biggest, {})).option("maxBytesPerPartition", "100000").load(biggest)
     pids |= set(df.rdd.mapPartitions(lambda it: [os.getpid()]).collect())
     print("RESULT " + json.dumps({"dirs": out, "pids": len(pids)}))
     spark.stop()
@@ -67,7 +68,8 @@ def test_broker_dirs_on_local_cluster(tmp_path: Path) -> None:
     from test_spark_read import LOG_DIRS
 
     env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable)
+               PYSPARK_DRIVER_PYTHON=sys.executable,
+               KLOG_TEST_OPTIONS=json.dumps({str(d): sf.tolerant_options(d) for d in LOG_DIRS}))
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)
     res = subprocess.run([sys.executable, str(script), *map(str, LOG_DIRS)], capture_output=True, text=True,

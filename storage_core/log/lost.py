@@ -345,15 +345,10 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
     every segment is scanned, so damage anywhere is named by its offsets."""
     name = str(pd.topic_partition)
     if lg is None:
+        # only the checkpoints and snapshots say how far a log with no segments reached: an index
+        # without its .log is no evidence by itself (Kafka's loader deletes orphaned indexes, and a
+        # writer that publishes a segment's indexes before its .log shows one for a moment)
         hi = ev.written_up_to
-        for base in ev.orphan_indexes:
-            hi = max(hi, base + 1)
-            idx = segment_file(pd.path, base, INDEX_SUFFIX)
-            try:
-                with OffsetIndex(idx, base) as oi:
-                    hi = max([hi, *(e.offset + 1 for e in oi.all_entries())])
-            except KlogError:
-                pass
         lo = ev.log_start if ev.log_start is not None else min(ev.orphan_indexes, default=0)
         if hi > lo:
             return [LostData(name, str(pd.path), lo, hi - 1, "the partition has no .log files, while its "

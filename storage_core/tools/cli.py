@@ -720,8 +720,9 @@ checkpoints last. DST gets recovery-point-offset-checkpoint = the copied end of 
 log-start-offset-checkpoint, and no clean-shutdown marker (a reader revalidates each last segment).
 DST must be missing, empty, or an earlier snapshot of the same SRC. Credentials of a URI come from the
 environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...) or --fs access_key=... (never printed).
-exit codes: 0 ok, 1 the source could not be copied consistently, 2 usage error (bad SRC/DST, DST a log dir
-that is not a snapshot, DST locked by another writer)
+exit codes: 0 ok, 1 the source could not be copied consistently, or holds lost data no copy can carry (a
+partition whose .log files are all gone while its checkpoints say it held offsets: named, the rest copied),
+2 usage error (bad SRC/DST, DST a log dir that is not a snapshot, DST locked by another writer)
 """
 
 
@@ -745,9 +746,12 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    status = EXIT_DATA if summary.lost else EXIT_OK
+    for lost in summary.lost:  # whatever the output options: a copy cannot carry this loss
+        print(f"error: LOST DATA at the source: {lost}", file=sys.stderr)
     if args.json:
         print(json.dumps(dataclasses.asdict(summary), indent=2))
-        return EXIT_OK
+        return status
     if not args.quiet:
         for note in summary.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -761,7 +765,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
               f"{s.partitions_skipped} up to date, {s.partitions_deleted} removed; "
               f"{_plural(s.segments_copied, 'segment')} copied ({_human(s.bytes_copied)}), {s.segments_skipped} "
               f"skipped ({_human(s.bytes_skipped)}), {s.segments_deleted} removed from DST")
-    return EXIT_OK
+    return status
 
 
 def _version() -> str:

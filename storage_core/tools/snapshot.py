@@ -99,6 +99,7 @@ from storage_core.fs import ObjectPath, ObjectStoreError, StorageOptions, as_pat
 from storage_core.limits import INT32_MAX
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, fsync_dir
 from storage_core.log.log import Log
+from storage_core.log.lost import gather_evidence, lost_data, lost_offsets_text
 from storage_core.log.manager import PartitionDir, find_partitions
 from storage_core.log.offset_index import OFFSET_INDEX_ENTRY
 from storage_core.log.segment import LogSegment
@@ -177,6 +178,9 @@ class SnapshotSummary:
     bytes_skipped: int = 0
     partitions: list[PartitionCopy] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: lost data of the source that no copy can carry: partitions whose ``.log`` files are all gone
+    #: while their checkpoints say they held offsets (:mod:`storage_core.log.lost`), one line each
+    lost: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -646,7 +650,12 @@ class _Run:
                 raise _Vanished(exc.detail.rsplit(" ", 1)[-1]) from None
             if not exc.detail.startswith("no segments"):
                 raise
-            self.summary.notes.append(f"{pd.topic_partition}: not copied: no segments yet")
+            lost = lost_data(pd, None, gather_evidence(pd))
+            if lost:  # a copy holds no sign of it: the summary names it
+                self.summary.lost.extend(str(x) for x in lost)
+                self.summary.notes.append(f"{pd.topic_partition}: not copied: its data is lost ({lost_offsets_text(lost)})")
+            else:
+                self.summary.notes.append(f"{pd.topic_partition}: not copied: no segments yet")
         return None
 
     def _copy_partition_once(self, pd: PartitionDir) -> PartitionCopy | None:
