@@ -453,7 +453,10 @@ def test_compaction_equals_broker(written: Written) -> None:
 
 def test_rebuilt_indexes_equal_broker(written: Written, tmp_path: Path) -> None:
     """Indexes deleted from a copy and rebuilt by a writable open are the broker's, byte for byte,
-    for every segment (the broker trimmed its active segment's indexes when it shut down)."""
+    for every segment the broker's cleaner has not rewritten (the broker trimmed its active
+    segment's indexes when it shut down). A cleaned segment's index is the cleaner's: it appends a
+    read buffer of retained batches at a time and adds at most one entry per append, where recovery
+    (Kafka's and klog's) adds one per batch past index.interval.bytes."""
     copy = tmp_path / "rebuilt"
     shutil.copytree(written.dump_dir, copy, ignore=shutil.ignore_patterns("*.index", "*.timeindex", "*.deleted",
                                                                           "__cluster_metadata-*"))
@@ -463,6 +466,10 @@ def test_rebuilt_indexes_equal_broker(written: Written, tmp_path: Path) -> None:
     for seg in _files(written.dump_dir, "*.log"):
         if seg.parent.name.startswith("__cluster_metadata"):
             continue  # the KRaft metadata log is the Raft layer's, which klog does not write
+        topic, _, partition = seg.parent.name.rpartition("-")
+        cleaned_to = _cleaner_offset(written.dump_dir, topic, int(partition))
+        if cleaned_to is not None and int(seg.stem) < cleaned_to:
+            continue  # rewritten by the broker's cleaner (see above)
         for suffix in (".index", ".timeindex"):
             theirs = seg.with_suffix(suffix).read_bytes()
             ours = (copy / seg.parent.name / seg.with_suffix(suffix).name).read_bytes()
