@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from storage_core.read.kafka_compat import warn_ignored
+from storage_core.read.options import start_spec
 
 from .errors import spark_entry, stream_reader
 from .options import ReadOptions, parse_admission, parse_read_options
@@ -120,6 +121,9 @@ class KlogDataSource(DataSource):
     def schema(self) -> str | StructType:
         o = parse_read_options(self.options, streaming=True)  # offsets are checked by the reader
         parse_admission(self.options)  # a stream's admission options fail at load(), not once the query runs
+        # where the read starts, as a stream parses it: whatever that refuses, a batch read refuses too
+        # (a batch read refuses more: latest), so a bad startingOffsets fails at load() for both
+        start_spec({str(k).lower(): str(v) for k, v in self.options.items()}, streaming=True)
         if o.formats.decoded:
             return decoded_spark_schema(o)
         return schema_ddl(o.include_headers, o.include_metadata)

@@ -150,6 +150,11 @@ STREAM_CASES = [
      r"minOffsetsPerTrigger \(50\) is larger than maxOffsetsPerTrigger \(5\)"),
     ("a URI with credentials", {"path": SECRET_URI}, "InvalidOptionError", CREDS),
     ("an illegal topic name", {"topics": "bad name"}, "InvalidOptionError", r"Topic name 'bad name' is illegal"),
+    ("startingOffsets not JSON", {"startingOffsets": "garbage"}, "InvalidOptionError", r"startingOffsets"),
+    ("startingOffsets JSON nested too deeply", {"startingOffsets": DEEP}, "InvalidOptionError",
+     r"option startingOffsets is JSON nested too deeply"),
+    ("startingOffsets below -2", {"startingOffsets": '{"orders": {"0": -7}}'}, "InvalidOptionError",
+     r"startingOffsets for orders-0 is -7"),
 ]
 
 NOW_MS = int(time.time() * 1000)
@@ -332,9 +337,8 @@ def test_spark_batch_and_stream(spark, logs: Path, tmp_path: Path) -> None:  # t
 
 
 @pytest.mark.spark
-def test_stream_start_options_fail_when_the_query_starts(spark, logs: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    for options, message in (({"startingOffsets": DEEP}, r"option startingOffsets is JSON nested too deeply"),
-                             ({"endingOffsets": "latest"}, r"option endingOffsets is not valid for streaming")):
+def test_batch_only_options_fail_a_stream_when_the_query_starts(spark, logs: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for options, message in (({"endingOffsets": "latest"}, r"option endingOffsets is not valid for streaming"),):
         with pytest.raises(Exception) as info:  # noqa: PT011
             q = (spark.readStream.format("klog").options(**options).load(str(logs))
                  .writeStream.format("noop").start())
