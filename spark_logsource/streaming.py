@@ -51,6 +51,7 @@ from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, Pendi
 from storage_core.files import STAGING_PREFIX
 from storage_core.log.journal import SinkBatch
 from storage_core.log.log import Log
+from storage_core.log.lost import gather_evidence
 from storage_core.log.manager import PartitionDir, find_partitions
 from storage_core.log.staged import collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition
@@ -58,6 +59,7 @@ from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.planner import (
     PartitionRange,
     check_listed,
+    check_lost_data,
     committed_for,
     latest_offset,
     offset_for,
@@ -300,6 +302,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if pd is None:
                     self._lost(tp, first or 0, until[tp], "this micro-batch")
                     continue
+                evidence = gather_evidence(pd)  # before the open: a live writer only adds data after it
                 try:
                     lg = open_tail(pd)
                 except PendingCommitError:
@@ -313,6 +316,8 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if last < until[tp]:
                     self._lost(tp, max(first, last), until[tp], "this micro-batch")
                 if first < last:
+                    # what the dir's evidence says this range held and cannot be read: the batch reads' rule
+                    check_lost_data(self.opts.read, pd, lg, evidence, within=(first, last))
                     parts.append((lg, PartitionRange(tp, str(pd.path), first, last)))
             pieces = pieces_of(parts, self.opts.read)
         finally:

@@ -175,10 +175,28 @@ def test_damage_through_spark(tmp_path: Path, spark) -> None:  # type: ignore[no
         df = spark.read.format("klog").option("failOnDataLoss", "false").load(str(w.root))
         got = {r["offset"] for r in df.select("offset").collect()}
         assert got == set(loose), ctx
+        assert _stream_offsets(spark, w.root, tmp_path / f"q{seed}f", "false") == set(loose), ctx
         try:
             n = len(rows_by_offset(klog.read_arrow(str(w.root)).read_all()))
         except DataLossError:
             with pytest.raises(Exception, match="offsets"):
                 spark.read.format("klog").load(str(w.root)).count()
+            with pytest.raises(Exception, match="offsets"):
+                _stream_offsets(spark, w.root, tmp_path / f"q{seed}t", "true")
         else:
             assert spark.read.format("klog").load(str(w.root)).count() == n, ctx
+            assert len(_stream_offsets(spark, w.root, tmp_path / f"q{seed}t", "true")) == n, ctx
+
+
+def _stream_offsets(spark, root: Path, checkpoint: Path, fail_on_data_loss: str) -> set[int]:  # type: ignore[no-untyped-def]
+    """The offsets a Trigger.AvailableNow stream from the earliest offsets reads of ``root``."""
+    name = f"damage_{checkpoint.name}"
+    q = (spark.readStream.format("klog").option("startingOffsets", "earliest")
+         .option("failOnDataLoss", fail_on_data_loss).load(str(root))
+         .writeStream.format("memory").queryName(name).option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start())
+    try:
+        q.awaitTermination()
+    finally:
+        q.stop()
+    return {r["offset"] for r in spark.sql(f"SELECT offset FROM {name}").collect()}

@@ -262,3 +262,26 @@ def test_deleted_index_is_not_a_loss(tmp_path: Path) -> None:
     middle(part).with_suffix(".index").unlink()
     assert klog.read_arrow(str(root)).read_all().num_rows == N
     shutil.rmtree(root)
+
+
+def test_appends_after_the_open_are_no_loss(tmp_path: Path) -> None:
+    """A dir a klog writer shut down cleanly (marker, recovery point) is read while a writer opens it
+    again and appends: batches past what the read-only open saw are new data, not intact batches
+    after damage. The append lands between the evidence and the lost-data check, as it can for any
+    reader of a live dir."""
+    from storage_core.log.log import Log
+    from storage_core.log.lost import gather_evidence, lost_data
+
+    part = three_segments(tmp_path / "logs")
+    root = part.parent
+    pd = PartitionDir(TopicPartition("t", 0), part, root)
+    evidence = gather_evidence(pd)
+    assert evidence.clean_shutdown
+    with Log(part, had_clean_shutdown=True) as lg:
+        with LogManager([root], writable=True) as m:  # the writer's turn: the marker goes, batches land
+            lg_w = m.get_log(TopicPartition("t", 0))
+            assert lg_w is not None
+            for b in range(3):
+                lg_w.append(build_batch([Record(j, T0 + j, b"k", b"new") for j in range(10)]))
+        assert lost_data(pd, lg, evidence) == []
+        assert lost_data(pd, lg, evidence, full=True) == []

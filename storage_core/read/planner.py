@@ -368,13 +368,17 @@ def _prune(rng: PartitionRange, lg: Log, pruning: Pruning) -> PartitionRange:
     return dataclasses.replace(rng, start=min(start, end), end=end)
 
 
-def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidence: Evidence) -> None:
+def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidence: Evidence, *,
+                    within: tuple[int, int] | None = None) -> None:
     """What the dir's own evidence says should be there and the log cannot give
     (:func:`~storage_core.log.lost.lost_data`): a :class:`~storage_core.errors.DataLossError` naming
     the file, offsets and bytes, or with failOnDataLoss=false a warning naming the lost offsets (the
     intact records are read). Never a silently shorter read; a torn tail of the last segment beyond
-    the recovery point is not a loss."""
+    the recovery point is not a loss. ``within=(first, end)``: only losses of offsets in
+    ``first..end-1`` count (a stream's micro-batch; each batch reports those of its own range)."""
     lost = lost_data(pd, lg, evidence)
+    if within is not None:
+        lost = [x for x in lost if x.last >= within[0] and x.first < within[1]]
     if not lost:
         return
     if opts.fail_on_data_loss:
