@@ -9,7 +9,8 @@ whose recovery point is below the end (there, and only there, a short tail of th
 beyond the recovery point may be missing without a word: Kafka's recovery truncates it).
 
 Paths: ``read_arrow`` with failOnDataLoss true and false, ``klog export`` (its planner and
-writer, in process), ``describe`` and ``verify``; a handful through Spark.
+writer, in process), ``describe`` and ``verify``; a handful through Spark (batch reads and
+``Trigger.AvailableNow`` streams).
 
 ``KLOG_DAMAGE_COUNT`` raises the number of damages of the default run (200); the ``slow`` run does
 ``KLOG_DAMAGE_SLOW`` more (2,000 passed on 2026-11-26). A failure prints each failing seed with its damage: ``KLOG_DAMAGE_SEEDS=17,40`` reruns those.
