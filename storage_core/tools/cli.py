@@ -172,6 +172,14 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             dump_snapshot(path, out)
             continue
         size = path.stat().st_size
+        if size > 0 and args.max_bytes is None and not _starts_with_a_batch(path, size):
+            # not one batch: these bytes are not Kafka's (--max-bytes may end the read inside the first
+            # batch, which Kafka prints nothing for); said before any dump output, on stderr only
+            status = EXIT_DATA
+            print(f"klog: error: {path} holds no Kafka record batch: its first bytes are not a whole batch "
+                  "(header, size and magic); expected a .log segment, an index (.index, .timeindex, .txnindex), "
+                  "a producer .snapshot or another record-set file", file=sys.stderr)
+            continue
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
         with _Bar(args, size if not sys.stdout.isatty() else 0, path.name) as bar:
             if args.jsonl:
@@ -185,14 +193,20 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             status = EXIT_DATA
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
-        elif summary.batches == 0 and summary.size_in_bytes > 0 and args.max_bytes is None:
-            # not one batch: these bytes are not Kafka's (a truncated tail after batches is; --max-bytes may
-            # end the read inside the first batch, which Kafka prints nothing for)
-            status = EXIT_DATA
-            print(f"klog: {path} holds no Kafka record batch: its first bytes do not parse as a batch header; "
-                  "expected a .log segment, an index (.index, .timeindex, .txnindex), a producer .snapshot or "
-                  "another record-set file", file=sys.stderr)
     return status
+
+
+def _starts_with_a_batch(path: Path, size: int) -> bool:
+    """Whether the record-set file ``path`` starts with a whole batch (its CRC unchecked: a bad CRC
+    is a corrupt Kafka file, which the dump reports)."""
+    from storage_core.record.file_records import FileRecords
+
+    try:
+        for _batch in FileRecords(path).batches(0, size):
+            return True
+    except KlogError:
+        return False
+    return False
 
 
 _registries: dict[str, Any] = {}
