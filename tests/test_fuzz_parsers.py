@@ -59,6 +59,12 @@ def test_damaged_partition_dir_opens_only_with_klog_errors(seed: int, work: Path
     _check("partition_dir", fp.TARGETS["partition_dir"].generate(random.Random(seed)), work)
 
 
+def test_damaged_partition_dir_found_by_ci(work: Path) -> None:
+    """Seed 49333353 (CI, 2026-11-26): an offset-index entry with a negative position sent a
+    timestamp lookup's read to seek there (an untyped OSError, EINVAL)."""
+    _check("partition_dir", fp.TARGETS["partition_dir"].generate(random.Random(49333353)), work)
+
+
 def test_mixed_run_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
     assert fp.main(["300", "--seed", "5"]) == 0
     out = capsys.readouterr().out

@@ -48,7 +48,13 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= target, or ``(base offset, 0)``."""
         slot = self._largest_lower_bound_slot(target_offset - self.base_offset, 0)
-        return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        found = self.entry(slot)
+        if found.position < 0:  # a damaged entry: no read may seek there
+            raise self._corrupt(f"Corrupt index found, index file ({self.path}) has an entry for offset "
+                                f"{found.offset} at position {found.position}; expected a position >= 0")
+        return found
 
     def append(self, offset: int, position: int) -> None:
         """Add ``(offset, position)``; offsets must increase strictly (``InvalidOffsetException``)."""
