@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.files import STAGING_PREFIX
+from storage_core.log.dir_state import LogDirStates
 from storage_core.log.journal import SinkBatch
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence
@@ -119,12 +120,16 @@ def _with_start(opts: StreamOptions) -> ReadOptions:
     return dataclasses.replace(opts.read, starting=opts.starting)
 
 
-def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
-    """Every selected partition that has visible data now (a first commit still in flight is not)."""
+def scan(opts: StreamOptions, states: LogDirStates | None = None) -> dict[TopicPartition, PartitionState]:
+    """Every selected partition that has visible data now (a first commit still in flight is not).
+    Each log dir's checkpoints and journals are read once (``states``, new if None), not once per
+    partition."""
+    if states is None:
+        states = LogDirStates()
     out: dict[TopicPartition, PartitionState] = {}
-    for pd in select_partitions(_with_start(opts), streaming=True):
+    for pd in select_partitions(_with_start(opts), streaming=True, states=states):
         try:
-            lg = open_tail(pd)
+            lg = open_tail(pd, states.of(pd.log_dir))
         except PendingCommitError:
             continue
         try:
@@ -186,7 +191,8 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @spark_entry
     def initialOffset(self) -> dict[str, dict[str, int]]:
         o = self.opts
-        states = scan(o)
+        dir_states = LogDirStates()
+        states = scan(o, dir_states)
         check_listed(_with_start(o), [st.dir for st in states.values()], streaming=True)
         committed = committed_for(o.starting, o.read.log_dirs, starting=True)
         out: Offsets = {}
@@ -196,7 +202,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif o.starting.kind == "latest":
                 out[tp] = st.end
             else:
-                lg = open_tail(st.dir)
+                lg = open_tail(st.dir, dir_states.of(st.dir.log_dir))
                 try:
                     out[tp] = offset_for(o.starting, tp, lg, st.end, starting=True,
                                          strategy=o.read.starting_timestamp_strategy, committed=committed)
@@ -293,6 +299,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not wanted:
             return []
         dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.log_dirs)}
+        states = LogDirStates()  # each dir's checkpoints and journals read once for the batch
         parts: list[tuple[Log, PartitionRange]] = []
         logs = []
         try:
@@ -302,9 +309,10 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if pd is None:
                     self._lost(tp, first or 0, until[tp], "this micro-batch")
                     continue
-                evidence = gather_evidence(pd)  # before the open: a live writer only adds data after it
+                state = states.of(pd.log_dir)
+                evidence = gather_evidence(pd, state)  # before the open: a live writer only adds data after it
                 try:
-                    lg = open_tail(pd)
+                    lg = open_tail(pd, state)
                 except PendingCommitError:
                     continue
                 logs.append(lg)
