@@ -4,21 +4,26 @@ A log dir's checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offse
 ``cleaner-offset-checkpoint``), its clean-shutdown marker and its commit journals
 (``.klog-commit-*.json``) are shared by all its partitions. Opening each partition with its own
 read of them makes a query over N partitions parse N whole checkpoints and glob the dir N times:
-O(N²). A :class:`LogDirState` reads each of them **at most once per query** and every partition
+O(N²). A :class:`LogDirState` reads each of them **once per query** (again only when it changed
+during the query: O(1) checks per partition tell) and every partition
 open of that query takes its part from it (:func:`~storage_core.log.manager.open_log_read_only`,
 :func:`~storage_core.log.lost.gather_evidence`, the loader's hiding of unfinished commits,
 ``describe``, the planner, the stream source). :class:`LogDirStates` holds one per dir for a query.
 
 The rules, in this one place:
 
-* **Checkpoints and the marker** are read on first use and kept for the query, so each is read
-  *before* the open of every partition that uses it (a live broker only adds data after it: an
-  older recovery point says less, never more). A query reads them afresh: nothing is kept
-  across queries.
+* **Checkpoints** are parsed on first use and kept for the query while they stay the same
+  file: each use stats the file (O(1), not O(partitions)) and parses it again only when its identity (inode, size, mtime, ctime) changed. A checkpoint is replaced by a
+  rename, which always gives it a new inode, so what a partition takes is what a read of the
+  file at that moment would give, as when each partition read the whole file: the checkpoints
+  are read *before* the partition is opened and no older than that. (Older would not do: a
+  writer moves the log start offset, then deletes the segments below it; evidence read long
+  before the listing would call the index of a deleted segment lost data.) A query reads them
+  afresh: nothing is kept across queries. The **clean-shutdown marker** is a stat at each use.
 * **Journals** hide the segments of a commit that has not finished, so a job is never seen in
   part (:mod:`storage_core.log.journal`). That must hold for the partition's listing, which
   comes after the query started, so the journals are not simply kept: after listing a partition
-  dir the loader asks :meth:`LogDirState.pending_commit_from`, which ``stat``\\ s the log dir and
+  dir the loader asks :meth:`LogDirState.pending_commit_from`, which stats the log dir and
   globs the journals again only if the dir changed since the last glob (a journal is created,
   replaced and removed by renames and unlinks in the log dir, each of which changes its
   mtime). Within a file system's timestamp granularity of the last change, an unchanged mtime
@@ -52,49 +57,49 @@ _COARSE_MARGIN_NS = 2_000_000_000  # a dir whose mtime is a whole second: a file
 
 class LogDirState:
     """One log dir's checkpoints, clean-shutdown marker and pending commits, as one query sees
-    them (see the module): each file is read at most once, on first use; the values never change
-    afterwards, except the pending commits, which are re-checked against the dir's mtime."""
+    them (see the module): each checkpoint is parsed once per version (a stat tells whether it
+    changed), the journals are globbed again only when the dir changed."""
 
-    __slots__ = ("_cleaner", "_clean_shutdown", "_journal_checked_ns", "_journal_token", "_journals",
-                 "_log_starts", "_recovery", "log_dir")
+    __slots__ = ("_checkpoints", "_journal_checked_ns", "_journal_token", "_journals", "log_dir")
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.log_dir: Path = as_path(log_dir)
-        self._recovery: dict[TopicPartition, int] | None = None
-        self._log_starts: dict[TopicPartition, int] | None = None
-        self._cleaner: dict[TopicPartition, int] | None = None
-        self._clean_shutdown: bool | None = None
+        #: checkpoint name -> (the file's identity when parsed, its offsets)
+        self._checkpoints: dict[str, tuple[_Identity | None, dict[TopicPartition, int]]] = {}
         self._journals: dict[str, int] | None = None
         self._journal_token: tuple[int, int, int] | None = None
         self._journal_checked_ns = 0
 
+    def _offsets(self, name: str) -> Mapping[TopicPartition, int]:
+        path = self.log_dir / name
+        identity = _identity(path)
+        cached = self._checkpoints.get(name)
+        if cached is not None and cached[0] == identity:
+            return cached[1]
+        # replaced between the stat and the read: the next use sees a new identity and reads again
+        offsets = OffsetCheckpointFile(path).read()
+        self._checkpoints[name] = (identity, offsets)
+        return offsets
+
     @property
     def recovery_points(self) -> Mapping[TopicPartition, int]:
-        """``recovery-point-offset-checkpoint`` (empty if missing)."""
-        if self._recovery is None:
-            self._recovery = OffsetCheckpointFile(self.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
-        return self._recovery
+        """``recovery-point-offset-checkpoint`` as it is now (empty if missing)."""
+        return self._offsets(RECOVERY_POINT_OFFSET_CHECKPOINT)
 
     @property
     def log_starts(self) -> Mapping[TopicPartition, int]:
-        """``log-start-offset-checkpoint`` (empty if missing)."""
-        if self._log_starts is None:
-            self._log_starts = OffsetCheckpointFile(self.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
-        return self._log_starts
+        """``log-start-offset-checkpoint`` as it is now (empty if missing)."""
+        return self._offsets(LOG_START_OFFSET_CHECKPOINT)
 
     @property
     def cleaner_offsets(self) -> Mapping[TopicPartition, int]:
-        """``cleaner-offset-checkpoint`` (empty if missing)."""
-        if self._cleaner is None:
-            self._cleaner = OffsetCheckpointFile(self.log_dir / CLEANER_OFFSET_CHECKPOINT).read()
-        return self._cleaner
+        """``cleaner-offset-checkpoint`` as it is now (empty if missing)."""
+        return self._offsets(CLEANER_OFFSET_CHECKPOINT)
 
     @property
     def clean_shutdown(self) -> bool:
-        """Whether the dir holds the clean-shutdown marker (``.kafka_cleanshutdown``)."""
-        if self._clean_shutdown is None:
-            self._clean_shutdown = CleanShutdownFile.in_dir(self.log_dir).exists()
-        return self._clean_shutdown
+        """Whether the dir holds the clean-shutdown marker (``.kafka_cleanshutdown``) now: a stat."""
+        return CleanShutdownFile.in_dir(self.log_dir).exists()
 
     def _token(self) -> tuple[int, int, int] | None:
         if isinstance(self.log_dir, ObjectPath):
@@ -125,6 +130,18 @@ class LogDirState:
         mtime = self._journal_token[0]
         margin = _COARSE_MARGIN_NS if mtime % 1_000_000_000 == 0 else MTIME_MARGIN_NS
         return self._journal_checked_ns - mtime < margin
+
+
+_Identity = tuple[int, int, int, int]
+
+
+def _identity(path: Path) -> _Identity | None:
+    """What tells one version of a file from the next: inode, size, mtime, ctime (None: missing)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class LogDirStates:
