@@ -204,3 +204,44 @@ def test_a_checkpoint_replaced_during_the_query_is_read_again(tmp_path: Path) ->
     assert state.log_starts == {TopicPartition("t", 0): 5}
     cp.write({TopicPartition("t", 0): 9})  # same size, maybe the same mtime tick: a new inode
     assert state.log_starts == {TopicPartition("t", 0): 9}
+
+
+def test_an_idle_stream_trigger_opens_no_partition(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream reader remembers what each partition's files were at its last trigger: a trigger
+    with nothing new opens no log; an append, a new partition or a commit that appears opens just
+    the partitions they touch."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    import spark_logsource.streaming as streaming
+    import storage_core.read.planner as planner
+    from spark_logsource.options import parse_stream_options
+
+    _write(tmp_path, 20)
+    opened: list[str] = []
+    real = planner.open_tail
+
+    def counted(pd: object, state: object = None) -> object:
+        opened.append(pd.topic_partition.dir_name)  # type: ignore[attr-defined]
+        return real(pd, state)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(streaming, "open_tail", counted)
+    reader = streaming.KlogStreamReader(parse_stream_options({"path": str(tmp_path), "startingOffsets": "earliest"}))
+    start = reader.initialOffset()
+    assert len(opened) == 20
+    opened.clear()
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {str(p): 10 for p in range(20)}}
+    assert opened == []  # idle: nothing opened
+    with LogManager([tmp_path], writable=True) as lm:
+        log = lm.get_log(TopicPartition("t", 3))
+        assert log is not None
+        log.append(build_batch([Record(i, 1_700_000_000_000 + i, b"k", b"w") for i in range(5)]))
+        lm.create_log(TopicPartition("u", 0)).append(build_batch([Record(0, 1_700_000_000_000, b"k", b"w")]))
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end["t"]["3"] == 15 and end["u"] == {"0": 1}
+    # t-0 too: the writer's checkpoint dropped its log start entry (0, its first segment's base)
+    assert sorted(opened) == ["t-0", "t-3", "u-0"]
+    opened.clear()
+    _journal(tmp_path, "t-5", 10)  # a commit starts adding to t-5 (its segments not renamed in yet)
+    reader.latestOffset(start, ReadAllAvailable())
+    assert opened == ["t-5"]  # what a commit hides is part of what is remembered
