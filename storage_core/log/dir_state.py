@@ -2,7 +2,8 @@
 
 A log dir's checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``cleaner-offset-checkpoint``), its clean-shutdown marker and its commit journals
-(``.klog-commit-*.json``) are shared by all its partitions. Opening each partition with its own
+(``.klog-commit-*.json``) are shared by all its partitions, as are its topic configs
+(``klog-topic-configs.json``, the KRaft metadata). Opening each partition with its own
 read of them makes a query over N partitions parse N whole checkpoints and glob the dir N times:
 O(N²). A :class:`LogDirState` reads each of them **once per query** (again only when it changed
 during the query: O(1) checks per partition tell) and every partition
@@ -20,6 +21,9 @@ The rules, in this one place:
   writer moves the log start offset, then deletes the segments below it; evidence read long
   before the listing would call the index of a deleted segment lost data.) A query reads them
   afresh: nothing is kept across queries. The **clean-shutdown marker** is a stat at each use.
+  A topic's **config** is resolved once per query while ``klog-topic-configs.json`` (a stat)
+  and the KRaft metadata (cached by :func:`~storage_core.log.cluster_metadata.cluster_metadata`
+  while its files are unchanged) stay the same.
 * **Journals** hide the segments of a commit that has not finished, so a job is never seen in
   part (:mod:`storage_core.log.journal`). That must hold for the partition's listing, which
   comes after the query started, so the journals are not simply kept: after listing a partition
@@ -41,10 +45,18 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from storage_core.files import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT
+from storage_core.files import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    TOPIC_CONFIGS_FILE,
+)
 from storage_core.fs import ObjectPath, as_path
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+from storage_core.log.cluster_metadata import ClusterMetadata, cluster_metadata
+from storage_core.log.config import LogConfig
 from storage_core.log.journal import pending_journal_offsets
+from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 
 __all__ = ["MTIME_MARGIN_NS", "LogDirState", "LogDirStates"]
@@ -60,12 +72,16 @@ class LogDirState:
     them (see the module): each checkpoint is parsed once per version (a stat tells whether it
     changed), the journals are globbed again only when the dir changed."""
 
-    __slots__ = ("_checkpoints", "_journal_checked_ns", "_journal_token", "_journals", "log_dir")
+    __slots__ = ("_checkpoints", "_config_key", "_configs", "_journal_checked_ns", "_journal_token", "_journals",
+                 "_stored_configs", "log_dir")
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.log_dir: Path = as_path(log_dir)
         #: checkpoint name -> (the file's identity when parsed, its offsets)
         self._checkpoints: dict[str, tuple[_Identity | None, dict[TopicPartition, int]]] = {}
+        self._config_key: tuple[_Identity | None, ClusterMetadata | None] | None = None
+        self._stored_configs: dict[str, dict[str, str]] = {}
+        self._configs: dict[str, LogConfig] = {}
         self._journals: dict[str, int] | None = None
         self._journal_token: tuple[int, int, int] | None = None
         self._journal_checked_ns = 0
@@ -95,6 +111,21 @@ class LogDirState:
     def cleaner_offsets(self) -> Mapping[TopicPartition, int]:
         """``cleaner-offset-checkpoint`` as it is now (empty if missing)."""
         return self._offsets(CLEANER_OFFSET_CHECKPOINT)
+
+    def config_for(self, topic: str) -> LogConfig:
+        """The config a partition of ``topic`` in this dir opens with (what
+        :class:`~storage_core.log.log.Log` resolves without one: Kafka's defaults, the KRaft metadata,
+        the dir's ``klog-topic-configs.json``), resolved once per topic while neither file changed."""
+        kraft = cluster_metadata(self.log_dir)  # cached in the process while its files are unchanged
+        identity = _identity(self.log_dir / TOPIC_CONFIGS_FILE)
+        if self._config_key is None or identity != self._config_key[0] or kraft is not self._config_key[1]:
+            self._stored_configs = load_topic_configs(self.log_dir)
+            self._configs = {}
+            self._config_key = (identity, kraft)
+        config = self._configs.get(topic)
+        if config is None:
+            config = self._configs[topic] = config_for_topic(topic, self._stored_configs, kraft=kraft)
+        return config
 
     @property
     def clean_shutdown(self) -> bool:

@@ -54,8 +54,8 @@ def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None) -> Lo
     tp = pd.topic_partition
     if state is None:
         state = LogDirState(pd.log_dir)
-    return Log(pd.path, recovery_point=state.recovery_points.get(tp, 0), log_start_offset=state.log_starts.get(tp),
-               had_clean_shutdown=state.clean_shutdown, dir_state=state)
+    return Log(pd.path, state.config_for(tp.topic), recovery_point=state.recovery_points.get(tp, 0),
+               log_start_offset=state.log_starts.get(tp), had_clean_shutdown=state.clean_shutdown, dir_state=state)
 
 
 def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,

@@ -158,7 +158,8 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
                                 lost=[str(x) for x in lost_data(pd, None, evidence)])
     # indexes are trusted (no recovery: describe decodes no records), the log start offset is the
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
-    with Log(pd.path, had_clean_shutdown=True, log_start_offset=state.log_starts.get(tp), dir_state=state) as log:
+    with Log(pd.path, state.config_for(tp.topic), had_clean_shutdown=True, log_start_offset=state.log_starts.get(tp),
+             dir_state=state) as log:
         lost = [str(x) for x in lost_data(pd, log, evidence)]
         damaged: list[str] = []  # what the header walks below met: named by a full lost-data scan
         codecs: set[str] = set()

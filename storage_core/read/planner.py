@@ -258,7 +258,8 @@ def open_tail(pd: PartitionDir, state: LogDirState | None = None) -> Log:
     if state is None:
         state = LogDirState(pd.log_dir)
     start = state.log_starts.get(pd.topic_partition)
-    return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False, dir_state=state)
+    return Log(pd.path, state.config_for(pd.topic_partition.topic), log_start_offset=start, had_clean_shutdown=True,
+               verify_tail=False, dir_state=state)
 
 
 @contextmanager
