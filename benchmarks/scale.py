@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,100,1000,10000", help="partition counts, comma-separated")
     ap.add_argument("--repeat", type=int, default=3, help="runs per step (median reported)")
-    ap.add_argument("--no-stream", action="store_true", help="skip the streaming trigger (no pyspark needed)")
+    ap.add_argument("--steps", default="describe,plan,read_arrow,idle trigger",
+                    help="what to time, comma-separated (idle trigger needs pyspark, not Spark)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -100,8 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plan": lambda d: lambda: klog.plan(d),
         "read_arrow": lambda d: lambda: klog.read_arrow(d).read_all(),
     }
-    if not args.no_stream:
-        steps["idle trigger"] = idle_trigger
+    steps["idle trigger"] = idle_trigger
+    wanted = [w.strip() for w in args.steps.split(",")]
+    unknown = [w for w in wanted if w not in steps]
+    if unknown:
+        ap.error(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(steps)}")
+    steps = {name: make for name, make in steps.items() if name in wanted}
     results: dict[str, dict[int, float]] = {name: {} for name in steps}
     with tempfile.TemporaryDirectory(prefix="klog-bench-scale-") as tmp:
         for n in sizes:
