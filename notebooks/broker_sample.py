@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import struct
 from pathlib import Path
 
 from storage_core.log.config import LogConfig
@@ -112,6 +113,31 @@ def _payments(lm: LogManager, rng: random.Random) -> None:
                     CompressionType.GZIP)
 
 
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def _consumer_offsets(lm: LogManager, rng: random.Random) -> None:
+    """Two consumer groups' commits in ``__consumer_offsets-12``, as a group coordinator writes them:
+    key OffsetCommitKey (version 1: group, topic, partition), value OffsetCommitValue version 3
+    (offset, leader epoch, metadata, commit timestamp); later commits of a partition win."""
+    log = lm.create_log(TopicPartition("__consumer_offsets", 12),
+                        LogConfig.from_properties({"cleanup.policy": "compact"}))
+    ends = {tp: lg.log_end_offset for tp, lg in lm.logs.items() if not tp.topic.startswith("_")}
+    for minute in range(0, 60, 10):
+        t = T0_MS + minute * 60_000
+        commits = []
+        for (group, topic) in (("billing", "payments"), ("dashboards", "orders"), ("dashboards", "clicks")):
+            for tp in sorted(x for x in ends if x.topic == topic):
+                lag = rng.randint(0, 40) if minute == 50 else rng.randint(0, 400)
+                offset = max(0, ends[tp] * (minute + 10) // 60 - lag)
+                key = struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", tp.partition)
+                value = (struct.pack(">hqi", 3, offset, 0) + _string("") + struct.pack(">q", t))
+                commits.append(Record(0, t, key, value))
+        _append(log, commits, CompressionType.NONE)
+
+
 def write_broker_copy(root: str | Path) -> list[Path]:
     """Write the sample under ``root`` (replacing an earlier sample there) and return its log dirs."""
     root = Path(root)
@@ -127,5 +153,6 @@ def write_broker_copy(root: str | Path) -> list[Path]:
         _orders(lm, rng)
         _clicks(lm, rng)
         _payments(lm, rng)
+        _consumer_offsets(lm, rng)
     (root / MARKER).write_text("written by notebooks/broker_sample.py; deleted by its next run\n")
     return dirs

@@ -370,7 +370,9 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self._lost(tp, max(first, last), until[tp], "this micro-batch")
                 if first < last:
                     # what the dir's evidence says this range held and cannot be read: the batch reads' rule
-                    check_lost_data(self.opts.read, pd, lg, evidence, within=(first, last))
+                    # (a range from the log start also answers for losses below it, as a batch read does)
+                    check_lost_data(self.opts.read, pd, lg, evidence,
+                                    within=(first if first > lg.log_start_offset else 0, last))
                     parts.append((lg, PartitionRange(tp, str(pd.path), first, last)))
             pieces = pieces_of(parts, self.opts.read)
         finally:

@@ -35,21 +35,38 @@ import importlib
 from typing import TYPE_CHECKING
 
 from storage_core.errors import (
+    CommitError,
     CompressionError,
+    CorruptCheckpointError,
     CorruptIndexError,
     CorruptRecordError,
+    CorruptTopicConfigsError,
     DataLossError,
     InvalidOptionError,
     InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTopicError,
     KlogError,
     LogConfigError,
+    LogDirLockedError,
+    MessageDecodeError,
     NotALogDirError,
     OffsetOutOfRangeError,
+    PendingCommitError,
     RecordTooLargeError,
+    SchemaRegistryError,
+    SegmentGoneError,
+    SnapshotError,
+    StorageError,
+    UnknownMessageTypeError,
+    UnknownSchemaError,
+    UnsafePathError,
     UnsupportedCodecError,
+    ValueDecodeError,
 )
 
 if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getattr__ imports them
+    from storage_core.fs import ObjectStoreError, ObjectStoreReadOnlyError
     from storage_core.read.api import plan, read_arrow
     from storage_core.read.describe import describe
     from storage_core.read.groups import committed_offsets
@@ -64,6 +81,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "CompressionType": "storage_core.record.compression",
     "Header": "storage_core.record.records",
+    "ObjectStoreError": "storage_core.fs",
+    "ObjectStoreReadOnlyError": "storage_core.fs",
     "Record": "storage_core.record.records",
     "TimestampType": "storage_core.record.records",
     "committed_offsets": "storage_core.read.groups",
@@ -84,22 +103,40 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "CommitError",
     "CompressionError",
     "CompressionType",
+    "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptTopicConfigsError",
     "DataLossError",
     "Header",
     "InvalidOptionError",
     "InvalidRecordError",
+    "InvalidTimestampError",
+    "InvalidTopicError",
     "KlogError",
     "LogConfigError",
+    "LogDirLockedError",
+    "MessageDecodeError",
     "NotALogDirError",
+    "ObjectStoreError",
+    "ObjectStoreReadOnlyError",
     "OffsetOutOfRangeError",
+    "PendingCommitError",
     "Record",
     "RecordTooLargeError",
+    "SchemaRegistryError",
+    "SegmentGoneError",
+    "SnapshotError",
+    "StorageError",
     "TimestampType",
+    "UnknownMessageTypeError",
+    "UnknownSchemaError",
+    "UnsafePathError",
     "UnsupportedCodecError",
+    "ValueDecodeError",
     "committed_offsets",
     "describe",
     "plan",

@@ -158,7 +158,11 @@ def test_export_torn_tail_is_a_warning(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--topic", "nope"], "no such topic in {d}: nope; topics there: orders"),
-    (["--topic", "orders", "--partition", "7"], "option assign names partitions that do not exist: orders-7 (in {d}: orders has partitions 0, 1)"),
+    (["--topic", "order"], "no such topic in {d}: order (did you mean orders?); topics there: orders"),
+    (["--topic", "orders", "--partition", "7"], "--partition names partitions that do not exist: orders-7 (in {d}: orders has partitions 0, 1)"),
+    (["--topic", "orders", "--start-offset", "999999"], "orders-0: starting offset 999999 is past the end of the log"),
+    (["--topic", "orders", "--start-time", "2100-01-01"], "no record at or after timestamp 4102444800000 in orders-0 "
+     "(--if-past-end error); use --if-past-end latest to start at the end instead"),
     (["--topic", "orders", "--start-time", "yesterday"], "--start-time: 'yesterday' is not a time; expected epoch"),
     (["--topic", "orders", "--start-time", "1", "--start-offset", "3"], "a start offset and a start time were both given; expected one of them"),
     (["--topic", "orders", "--start-offset", "9", "--end-offset", "3"], "end offset 3 is before start offset 9"),
@@ -172,6 +176,20 @@ def test_export_wrong_argument(tmp_path: Path, args: list[str], message: str) ->
     assert res.returncode == 2, res.stderr
     assert res.stderr.startswith("klog: error: " + message.format(d=d)), res.stderr
     assert "Traceback" not in res.stderr and not out.exists()
+
+
+def test_export_start_time_past_the_end_with_if_past_end_latest(tmp_path: Path) -> None:
+    """Spark's startingOffsetsByTimestampStrategy=latest on the CLI: a start time after the last
+    record starts each partition at its end (the "last hour" of an old copy is empty, not an error)."""
+    d = log_dir(tmp_path / "data")
+    out = tmp_path / "x.parquet"
+    res = klog("export", str(d), "--topic", "orders", "--start-time", "2100-01-01", "--if-past-end", "latest",
+               "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert pq.read_table(out).num_rows == 0
+    res = klog("export", str(d), "--topic", "orders", "--start-time", "0", "--if-past-end", "latest",
+               "-o", str(out), "--overwrite")
+    assert res.returncode == 0 and pq.read_table(out).num_rows > 0
 
 
 def test_export_argparse_errors_and_existing_output(tmp_path: Path) -> None:

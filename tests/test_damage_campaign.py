@@ -166,17 +166,24 @@ def test_damage_campaign_large(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_damage_through_spark(tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
-    """A handful of damages through Spark: its rows are read_arrow's, and it fails where read_arrow does."""
+    """A handful of damages through Spark: a batch read's rows are read_arrow's, and it fails where
+    read_arrow does. A stream reads at least read_arrow's rows: it follows the log's tail without the
+    in-memory recovery of a batch read's open, so after damage in the last segment of a dir that
+    crashed it resynchronises at the next intact batch and reads it, where the batch read stops
+    at the damage and names the batches after it lost; it reads nothing read_arrow did not name."""
     for seed in range(5):
         rng = random.Random(seed)
         w = write_partition(tmp_path / f"s{seed}", rng, clean=seed % 2 == 0)
         what = damage(w, rng)
         ctx = f"seed {seed}: {what}"
-        loose = rows_by_offset(klog.read_arrow(str(w.root), failOnDataLoss="false").read_all())
+        with warnings_of_klog() as cap:
+            loose = rows_by_offset(klog.read_arrow(str(w.root), failOnDataLoss="false").read_all())
+        named = set().union(*(named_offsets(m) for m in cap.messages)) if cap.messages else set()
         df = spark.read.format("klog").option("failOnDataLoss", "false").load(str(w.root))
         got = {r["offset"] for r in df.select("offset").collect()}
         assert got == set(loose), ctx
-        assert _stream_offsets(spark, w.root, tmp_path / f"q{seed}f", "false") == set(loose), ctx
+        streamed = _stream_offsets(spark, w.root, tmp_path / f"q{seed}f", "false")
+        assert set(loose) <= streamed and streamed - set(loose) <= named, (ctx, sorted(streamed ^ set(loose)))
         try:
             n = len(rows_by_offset(klog.read_arrow(str(w.root)).read_all()))
         except DataLossError:

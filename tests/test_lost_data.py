@@ -281,7 +281,7 @@ def test_appends_after_the_open_are_no_loss(tmp_path: Path) -> None:
         with LogManager([root], writable=True) as m:  # the writer's turn: the marker goes, batches land
             lg_w = m.get_log(TopicPartition("t", 0))
             assert lg_w is not None
-            for _b in range(3):
+            for _ in range(3):
                 lg_w.append(build_batch([Record(j, T0 + j, b"k", b"new") for j in range(10)]))
         assert lost_data(pd, lg, evidence) == []
         assert lost_data(pd, lg, evidence, full=True) == []

@@ -62,15 +62,15 @@ def _stream(spark, path: Path, name: str, **options: str):  # type: ignore[no-un
     ({"startingoffset": "earliest"},
      "create Python data source instance: InvalidOptionError: unknown option 'startingoffset' "
      "(did you mean 'startingOffsets'?) for format klog; known options: "),
-    ({"startingOffsets": "{t: 0"},
-     "initialize Python data source reader: InvalidOptionError: option startingOffsets is not valid JSON "
+    ({"startingOffsets": "{t: 0"},  # checked by schema() at load(): a stream's and a batch read's shared syntax
+     "create Python data source instance: InvalidOptionError: option startingOffsets is not valid JSON "
      "(Expecting property name enclosed in double quotes at character 1): '{t: 0'; expected e.g. "
      '{"topic": {"0": 23, "1": -2}}'),
     ({"startingOffsets": "latest"},
      "initialize Python data source reader: InvalidOptionError: startingOffsets=latest is not allowed for batch "
      "queries (it would read nothing); use earliest, a timestamp, or JSON offsets"),
     ({"startingTimestamp": "2026-01-01T00:00:00Z"},
-     "initialize Python data source reader: InvalidOptionError: option startingTimestamp='2026-01-01T00:00:00Z' "
+     "create Python data source instance: InvalidOptionError: option startingTimestamp='2026-01-01T00:00:00Z' "
      "is not a number of epoch milliseconds; 2026-01-01T00:00:00Z is 1767225600000"),
     ({"startingOffsets": json.dumps({"t": {"0": 500, "1": 0}})},
      "generate Python data source read partitions: OffsetOutOfRangeError: t-0: starting offset 500 is past the "
@@ -137,10 +137,19 @@ def test_stream_unknown_option_fails_at_load(spark, src: Path) -> None:  # type:
                                    "property name enclosed in double quotes at character 1)"),
     ({"startingTimestamp": "2026-01-01T00:00:00Z"},
      "InvalidOptionError: option startingTimestamp='2026-01-01T00:00:00Z' is not a number of epoch milliseconds"),
+], ids=["malformed-json", "iso-timestamp"])
+def test_stream_start_value_errors_fail_at_load(spark, src: Path, options: dict[str, str],  # type: ignore[no-untyped-def]
+                                                line: str) -> None:
+    with pytest.raises(Exception) as info:
+        spark.readStream.format("klog").options(**options).load(str(src))
+    assert first_line(info.value).startswith(f"{PLAN}create Python data source instance: {line}"), first_line(info.value)
+
+
+@pytest.mark.parametrize(("options", "line"), [
     ({"startingOffsets": json.dumps({"t": {"7": 0}})},
      "InvalidOptionError: option startingOffsets names partitions that do not exist: t-7"),
     ({"endingOffsets": "latest"}, "InvalidOptionError: option endingOffsets is not valid for streaming queries"),
-], ids=["malformed-json", "iso-timestamp", "missing-partition", "batch-only-option"])
+], ids=["missing-partition", "batch-only-option"])
 def test_stream_start_errors_lead_with_klogs_sentence(spark, src: Path, options: dict[str, str],  # type: ignore[no-untyped-def]
                                                       line: str) -> None:
     q = _stream(spark, src, "start_" + re.sub(r"\W", "", json.dumps(options))[:40], **options)

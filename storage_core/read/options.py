@@ -174,6 +174,22 @@ class ReadOptions:
     ignored: tuple[str, ...] = ()
     #: the ``fs.*`` options: how to reach URI paths (``s3://...``); secrets hidden from repr
     storage: StorageOptions = StorageOptions()
+    #: (Spark's option name, the face's own) where the face is not Spark's: the CLI's ``--partition``
+    #: for ``assign``; an empty name: the face has no such option (see :meth:`setting`)
+    spelling: tuple[tuple[str, str], ...] = ()
+
+    def setting(self, name: str, value: str | None = None) -> str | None:
+        """The option ``name`` (Spark's name), set to ``value`` if given, as this read's face spells
+        it in a message: ``option assign``, ``startingOffsetsByTimestampStrategy=latest``; from the
+        CLI ``--partition``, ``--if-past-end latest``. None: the face has no such option, so a
+        message must not suggest it."""
+        spelled = dict(self.spelling).get(name, name)
+        if not spelled:
+            return None
+        flag = spelled.startswith("--")
+        if value is None:
+            return spelled if flag else f"option {spelled}"
+        return f"{spelled} {value}" if flag else f"{spelled}={value}"
 
     @property
     def log_dirs(self) -> tuple[Path, ...]:

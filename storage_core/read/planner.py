@@ -28,6 +28,7 @@ Every piece has an explicit end, so a read is a consistent snapshot of a log sti
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import math
 import os
@@ -135,24 +136,37 @@ def _listed_partitions(listed: Mapping[str, Mapping[int, int]]) -> list[TopicPar
     return sorted(TopicPartition(t, p) for t, ps in listed.items() for p in ps)
 
 
+def no_such_topics(missing: Iterable[str], names: Iterable[str], paths: Iterable[str]) -> InvalidOptionError:
+    """The error for topics asked for that ``paths`` do not hold: each with the closest topic there
+    (``orders`` for ``order``), else a few of the topics there."""
+    have = sorted(set(names))
+    said = []
+    for t in missing:
+        close = difflib.get_close_matches(t, have, n=1, cutoff=0.6)
+        said.append(f"{t} (did you mean {close[0]}?)" if close else t)
+    there = (", ".join(have[:10]) + (f" and {len(have) - 10} more" if len(have) > 10 else "")) or "none"
+    return InvalidOptionError(f"no such topic in {', '.join(map(str, paths))}: {', '.join(said)}; topics there: {there}")
+
+
 def choose_partitions(dirs: list[PartitionDir], paths: Iterable[str], *, topics: Iterable[str] | None = None,
                       topic_pattern: str | None = None,
-                      assign: Mapping[str, Mapping[int, int]] | None = None) -> list[PartitionDir] | None:
+                      assign: Mapping[str, Mapping[int, int]] | None = None,
+                      assign_name: str = "option assign") -> list[PartitionDir] | None:
     """The partitions of ``dirs`` that ``topics`` (each must exist), ``topic_pattern`` (a whole-name
-    match) or ``assign`` (each partition must exist) select; None when none of them is given."""
+    match) or ``assign`` (each partition must exist; ``assign_name`` names it in the error) select;
+    None when none of them is given."""
     if topics is not None:
         wanted = list(topics)
         names = {p.topic_partition.topic for p in dirs}
         missing = [t for t in wanted if t not in names]
         if missing:
-            raise InvalidOptionError(f"no such topic in {', '.join(paths)}: {', '.join(missing)}; topics there: "
-                                     f"{', '.join(sorted(names)) or 'none'}")
+            raise no_such_topics(missing, names, paths)
         return [p for p in dirs if p.topic_partition.topic in set(wanted)]
     if topic_pattern is not None:
         rx = re.compile(topic_pattern)
         return [p for p in dirs if rx.fullmatch(p.topic_partition.topic)]
     if assign is not None:
-        _require_existing(dirs, assign, "assign", paths)
+        _require_existing(dirs, assign, assign_name, paths)
         chosen = set(_listed_partitions(assign))
         return [p for p in dirs if p.topic_partition in chosen]
     return None
@@ -171,14 +185,14 @@ def select_partitions(opts: ReadOptions, *, streaming: bool = False,
     dirs = [p for p in find_partitions(opts.log_dirs, required=True, allow_empty=streaming)
             if (has_log_files(p.path) if streaming else _with_segments(p, states))]
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
-                               assign=opts.assign)
+                               assign=opts.assign, assign_name=opts.setting("assign") or "option assign")
     if chosen is not None:
         return chosen
     for spec, starting in ((opts.starting, True), (opts.ending, False)):
         if spec.listed is not None:
             if streaming:
                 return [p for p in dirs if p.topic_partition.topic in spec.listed]
-            _require_existing(dirs, spec.listed, _spec_name(spec, starting), opts.paths)
+            _require_existing(dirs, spec.listed, f"option {_spec_name(spec, starting)}", opts.paths)
             wanted = set(_listed_partitions(spec.listed))
             return [p for p in dirs if p.topic_partition in wanted]
     return dirs
@@ -189,7 +203,7 @@ def _require_existing(dirs: list[PartitionDir], listed: Mapping[str, Mapping[int
     have = {p.topic_partition for p in dirs}
     missing = [tp for tp in _listed_partitions(listed) if tp not in have]
     if missing:
-        raise InvalidOptionError(f"option {what} names partitions that do not exist: {', '.join(map(str, missing))} "
+        raise InvalidOptionError(f"{what} names partitions that do not exist: {', '.join(map(str, missing))} "
                                  f"({_what_exists(dirs, {tp.topic for tp in missing}, paths)})")
 
 
@@ -290,11 +304,12 @@ def committed_for(spec: OffsetSpec, paths: Iterable[str | os.PathLike[str]], *, 
 
 
 def offset_for(spec: OffsetSpec, tp: TopicPartition, lg: Log, latest: int, *, starting: bool,
-               strategy: str, committed: Mapping[TopicPartition, int] | None = None) -> int:
+               strategy: str, committed: Mapping[TopicPartition, int] | None = None,
+               spelling: ReadOptions | None = None) -> int:
     """The offset ``spec`` names for ``tp`` (not yet checked against the log's bounds). A group
     spec takes ``committed`` (:func:`committed_for`); a partition the group never committed
     follows the spec's fallback (``startingOffsets``: earliest, or latest in a stream;
-    ``endingOffsets``: latest)."""
+    ``endingOffsets``: latest). ``spelling``: the read whose face names options in errors."""
     if spec.kind == "group":
         assert committed is not None and spec.fallback is not None
         if tp in committed:
@@ -316,8 +331,12 @@ def offset_for(spec: OffsetSpec, tp: TopicPartition, lg: Log, latest: int, *, st
     if found is not None:
         return min(max(found.offset, lg.log_start_offset), latest)
     if starting and strategy == "error":
-        raise InvalidOptionError(f"no record at or after timestamp {ts} in {tp} (startingOffsetsByTimestampStrategy="
-                                 "error); use startingOffsetsByTimestampStrategy=latest to start at the end instead")
+        # the face's own spelling: Spark's option, or the CLI's --if-past-end
+        now = spelling.setting("startingOffsetsByTimestampStrategy", "error") if spelling else None
+        then = spelling.setting("startingOffsetsByTimestampStrategy", "latest") if spelling else None
+        raise InvalidOptionError(
+            f"no record at or after timestamp {ts} in {tp} ({now or 'startingOffsetsByTimestampStrategy=error'}); "
+            f"use {then or 'startingOffsetsByTimestampStrategy=latest'} to start at the end instead")
     return latest
 
 
@@ -341,14 +360,18 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
     tp = pd.topic_partition
     latest = latest_offset(lg, opts.read_committed)
     strategy = opts.starting_timestamp_strategy
-    start = offset_for(opts.starting, tp, lg, latest, starting=True, strategy=strategy, committed=committed[0])
-    end = offset_for(opts.ending, tp, lg, latest, starting=False, strategy=strategy, committed=committed[1])
+    start = offset_for(opts.starting, tp, lg, latest, starting=True, strategy=strategy, committed=committed[0],
+                       spelling=opts)
+    end = offset_for(opts.ending, tp, lg, latest, starting=False, strategy=strategy, committed=committed[1],
+                     spelling=opts)
     if start < lg.log_start_offset:
         if opts.fail_on_data_loss:
+            hint = opts.setting("failOnDataLoss", "false")
             raise OffsetOutOfRangeError(
                 f"{tp}: starting offset {start} is below the log start offset {lg.log_start_offset} (offsets "
-                f"{start}..{lg.log_start_offset - 1} were deleted); set failOnDataLoss=false to start at "
-                f"{lg.log_start_offset}")
+                f"{start}..{lg.log_start_offset - 1} were deleted)"
+                + (f"; set {hint} to start at {lg.log_start_offset}" if hint else
+                   f"; expected an offset in [{lg.log_start_offset}, {latest}]"))
         log.warning("%s: offsets %d..%d are gone; reading from %d", tp, start, lg.log_start_offset - 1,
                     lg.log_start_offset)
         start = lg.log_start_offset

@@ -20,6 +20,7 @@ from storage_core.errors import (
     LogConfigError,
     LogDirLockedError,
     NotALogDirError,
+    OffsetOutOfRangeError,
     PendingCommitError,
     SnapshotError,
     StorageError,
@@ -172,6 +173,14 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             dump_snapshot(path, out)
             continue
         size = path.stat().st_size
+        if size > 0 and args.max_bytes is None and not _starts_with_a_batch(path, size):
+            # not one batch: these bytes are not Kafka's (--max-bytes may end the read inside the first
+            # batch, which Kafka prints nothing for); said before any dump output, on stderr only
+            status = EXIT_DATA
+            print(f"klog: error: {path} holds no Kafka record batch: its first bytes are not a whole batch "
+                  "(header, size and magic); expected a .log segment, an index (.index, .timeindex, .txnindex), "
+                  "a producer .snapshot or another record-set file", file=sys.stderr)
+            continue
         # the bar shares the terminal with the dump: only when the dump itself goes to a file or pipe
         with _Bar(args, size if not sys.stdout.isatty() else 0, path.name) as bar:
             if args.jsonl:
@@ -185,14 +194,20 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             status = EXIT_DATA
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
-        elif summary.batches == 0 and summary.size_in_bytes > 0 and args.max_bytes is None:
-            # not one batch: these bytes are not Kafka's (a truncated tail after batches is; --max-bytes may
-            # end the read inside the first batch, which Kafka prints nothing for)
-            status = EXIT_DATA
-            print(f"klog: {path} holds no Kafka record batch: its first bytes do not parse as a batch header; "
-                  "expected a .log segment, an index (.index, .timeindex, .txnindex), a producer .snapshot or "
-                  "another record-set file", file=sys.stderr)
     return status
+
+
+def _starts_with_a_batch(path: Path, size: int) -> bool:
+    """Whether the record-set file ``path`` starts with a whole batch (its CRC unchecked: a bad CRC
+    is a corrupt Kafka file, which the dump reports)."""
+    from storage_core.record.file_records import FileRecords
+
+    try:
+        for _batch in FileRecords(path).batches(0, size):
+            return True
+    except KlogError:
+        return False
+    return False
 
 
 _registries: dict[str, Any] = {}
@@ -453,7 +468,8 @@ Times are epoch milliseconds or ISO-8601 (no zone means UTC). Ranges follow the 
 time gives each partition's first record at or after it, an end time or offset is exclusive.
 The columns are spark.read.format("klog")'s: key, value, topic, partition, offset, timestamp,
 timestampType (+ headers with --headers, + batch metadata with --metadata). No Spark is needed.
-exit codes: 0 ok, 1 a corrupt batch in the range (nothing is written), 2 usage error
+exit codes: 0 ok, 1 a corrupt batch or lost data in the range (nothing is written), 2 usage error (a topic,
+partition, offset or time the log does not hold; a bad argument)
 """
 
 
@@ -466,6 +482,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         start_offset=args.start_offset, end_offset=args.end_offset,
         start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
         end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
+        if_past_end=args.if_past_end,
         read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata)
     plan = plan_export(req)
     for r in plan.ranges:
@@ -541,6 +558,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
 def _cmd_retention(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager
+    from storage_core.read.planner import no_such_topics
 
     overrides = _configs(args.config)
     lm = LogManager(_log_dirs(args.dir), writable=True, overrides=overrides,
@@ -549,7 +567,7 @@ def _cmd_retention(args: argparse.Namespace) -> int:
         if args.topic:
             missing = set(args.topic) - {tp.topic for tp in lm.logs}
             if missing:
-                raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}")
+                raise no_such_topics(sorted(missing), [tp.topic for tp in lm.logs], [args.dir])
             for tp in [tp for tp in lm.logs if tp.topic not in set(args.topic)]:
                 lm.logs.pop(tp).close()
         deleted = lm.retention(args.now)
@@ -661,6 +679,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
     from storage_core.cleaner import LogCleaner
     from storage_core.log.manager import LogManager
+    from storage_core.read.planner import no_such_topics
 
     cleaner_results = []
     lm = LogManager(_log_dirs(args.dir), writable=True, close_each=True)  # files of one partition open at a time
@@ -669,8 +688,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         if args.topic:
             missing = set(args.topic) - {tp.topic for tp in lm.logs}
             if missing:
-                raise InvalidOptionError(f"no such topic in {args.dir}: {', '.join(sorted(missing))}; expected one "
-                                         f"of {', '.join(sorted({tp.topic for tp in lm.logs})) or '(none)'}")
+                raise no_such_topics(sorted(missing), [tp.topic for tp in lm.logs], [args.dir])
             chosen = [tp for tp in sorted(lm.logs) if tp.topic in set(args.topic)]
         else:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
@@ -875,6 +893,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end-offset", type=int, metavar="OFFSET", help="end offset, exclusive (default: the log end)")
     p.add_argument("--start-time", metavar="TIME", help="from the first record at or after TIME (ms or ISO-8601)")
     p.add_argument("--end-time", metavar="TIME", help="up to the first record at or after TIME, exclusive")
+    p.add_argument("--if-past-end", choices=("error", "latest"), default="error",
+                   help="a --start-time after a partition's last record: error (default), or latest: start at "
+                        "its end (nothing of it is exported), as Spark's startingOffsetsByTimestampStrategy")
     p.add_argument("--read-committed", action="store_true",
                    help="stop at the last stable offset and leave out aborted transactions")
     p.add_argument("--headers", action="store_true", help="add the headers column")
@@ -947,7 +968,8 @@ def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, a file system that is full or read-only, or
     object storage that cannot be reached or refuses (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
-                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError)):
+                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError,
+                        OffsetOutOfRangeError)):  # an offset asked for that the log does not hold
         return True
     return exc.detail.startswith(("no such ", "not a directory"))
 

@@ -61,6 +61,9 @@ class ExportRequest:
     end_offset: int | None = None  # exclusive
     start_time_ms: int | None = None
     end_time_ms: int | None = None  # exclusive
+    #: a start time past the partition's last record: "error", or "latest" (start at the end: export nothing
+    #: of it), Spark's startingOffsetsByTimestampStrategy
+    if_past_end: str = "error"
     read_committed: bool = False
     include_headers: bool = False
     include_metadata: bool = False
@@ -77,6 +80,8 @@ class ExportRequest:
                 raise InvalidOptionError(f"{name} must be >= 0, got {v}")
         if self.start_offset is not None and self.end_offset is not None and self.end_offset < self.start_offset:
             raise InvalidOptionError(f"end offset {self.end_offset} is before start offset {self.start_offset}")
+        if self.if_past_end not in ("error", "latest"):
+            raise InvalidOptionError(f"--if-past-end {self.if_past_end!r}: expected error or latest")
         if self.start_time_ms is not None and self.end_time_ms is not None and self.end_time_ms < self.start_time_ms:
             raise InvalidOptionError(f"end time {self.end_time_ms} is before start time {self.start_time_ms}")
 
@@ -101,7 +106,7 @@ class ExportRequest:
             assign=None if self.partitions is None else {self.topic: dict.fromkeys(self.partitions, 0)},
             starting=starting,
             ending=ending,
-            starting_timestamp_strategy="error",
+            starting_timestamp_strategy=self.if_past_end,
             include_headers=self.include_headers,
             include_metadata=self.include_metadata,
             read_committed=self.read_committed,
@@ -110,6 +115,9 @@ class ExportRequest:
             max_records_per_partition=None,
             max_bytes_per_partition=DEFAULT_MAX_BYTES_PER_PARTITION,
             storage=self.storage,
+            # errors name the CLI's flags; it has no failOnDataLoss: a loss always fails an export
+            spelling=(("assign", "--partition"), ("startingOffsetsByTimestampStrategy", "--if-past-end"),
+                      ("failOnDataLoss", "")),
         )
 
 

@@ -1008,13 +1008,21 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
     # segments below each new log start, from the front (each state a log without gaps: the new
     # segments are in place, and where DST's old ones ended below them the log start hides them)
     src_dirs = {pd.topic_partition: pd.path.name for pd in parts}
-    for tp, pc in copied.items():
-        prefix = src_dirs[tp]
-        bases = run.dst_bases(prefix)
-        keep_from = _first_kept(bases, pc)
+    doomed = {tp: [b for b in run.dst_bases(src_dirs[tp]) if b < _first_kept(run.dst_bases(src_dirs[tp]), pc)]
+              for tp, pc in copied.items()}
+    if any(doomed.values()):
+        # log-start-offset-checkpoint first moves above them: a reader that meets a segment half
+        # deleted (its .log gone, its indexes not yet) sees it below the log start, as retention leaves
+        # it, not a segment lost from the middle of the log (storage_core.log.lost)
+        interim = {**_read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)}
+        for tp, bases in doomed.items():
+            if bases:
+                interim[tp] = max(copied[tp].start_offset, _first_kept(run.dst_bases(src_dirs[tp]), copied[tp]))
+        run.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(interim), None)
+        dest.sync()
+    for tp, bases in doomed.items():
         for b in bases:
-            if b < keep_from:
-                run.delete_segment(prefix, b)
+            run.delete_segment(src_dirs[tp], b)
     dest.sync()
     # the log dir's files: checkpoints describe what DST holds now
     old_rp = _read_offsets(dest, RECOVERY_POINT_OFFSET_CHECKPOINT)
