@@ -48,7 +48,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.files import STAGING_PREFIX
+from storage_core.files import STAGING_PREFIX, is_log_file
+from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.journal import SinkBatch
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence
@@ -119,18 +120,66 @@ def _with_start(opts: StreamOptions) -> ReadOptions:
     return dataclasses.replace(opts.read, starting=opts.starting)
 
 
-def scan(opts: StreamOptions) -> dict[TopicPartition, PartitionState]:
-    """Every selected partition that has visible data now (a first commit still in flight is not)."""
+#: What a partition's files were when a trigger last opened it: its file names, the identity
+#: (inode, size, mtime) of each ``.log``, its checkpointed log start and the offset an unfinished
+#: commit hides it from. Equal at the next trigger, the files say what they said then.
+TailKey = tuple[tuple[str, ...], tuple[tuple[int, int, int], ...], int | None, int | None]
+
+
+def tail_key(pd: PartitionDir, state: LogDirState) -> TailKey | None:
+    """The :data:`TailKey` of ``pd`` now (None if a segment vanished while it was looked at).
+    Appends grow the active ``.log``; rolls, retention and a journal's renames change the names; a
+    compaction's replacement changes a ``.log``'s inode; the log start and the pending commits
+    come from ``state`` (asked after the listing, as the loader asks)."""
+    children = sorted(pd.path.iterdir(), key=lambda p: p.name)
+    logs = []
+    for child in children:
+        if is_log_file(child.name):
+            try:
+                st = child.stat()
+            except FileNotFoundError:
+                return None
+            logs.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return (tuple(c.name for c in children), tuple(logs), state.log_starts.get(pd.topic_partition),
+            state.pending_commit_from(pd.path.name))
+
+
+TailCache = dict[TopicPartition, tuple[TailKey, PartitionState]]
+
+
+def scan(opts: StreamOptions, states: LogDirStates | None = None,
+         cache: TailCache | None = None) -> dict[TopicPartition, PartitionState]:
+    """Every selected partition that has visible data now (a first commit still in flight is not).
+    Each log dir's checkpoints and journals are read once (``states``, new if None), not once per
+    partition. With ``cache`` (a stream reader's, kept across its triggers), a partition whose
+    :func:`tail_key` is what it was at the last trigger is not opened again: an idle trigger costs
+    a listing and a stat per segment file, not an open."""
+    if states is None:
+        states = LogDirStates()
     out: dict[TopicPartition, PartitionState] = {}
-    for pd in select_partitions(_with_start(opts), streaming=True):
+    seen: TailCache = {}
+    for pd in select_partitions(_with_start(opts), streaming=True, states=states):
+        tp = pd.topic_partition
+        state = states.of(pd.log_dir)
+        key = tail_key(pd, state) if cache is not None else None
+        if cache is not None and key is not None and tp in cache and cache[tp][0] == key \
+                and cache[tp][1].dir == pd:
+            seen[tp] = cache[tp]
+            out[tp] = cache[tp][1]
+            continue
         try:
-            lg = open_tail(pd)
+            lg = open_tail(pd, state)
         except PendingCommitError:
             continue
         try:
-            out[pd.topic_partition] = PartitionState(pd, lg.log_start_offset, latest_offset(lg, opts.read.read_committed))
+            out[tp] = PartitionState(pd, lg.log_start_offset, latest_offset(lg, opts.read.read_committed))
         finally:
             lg.close()
+        if key is not None:
+            seen[tp] = (key, out[tp])
+    if cache is not None:
+        cache.clear()  # partitions gone, or not visible now, are forgotten
+        cache.update(seen)
     return out
 
 
@@ -181,12 +230,14 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: Offsets | None = None  # for reportLatestOffset
         self._last_admitted = time.monotonic()
         self._warned = False  # the driver's reader warns of ignored options at its first trigger
+        self._tails: TailCache = {}  # what each partition's files were at the last trigger (scan)
 
     # -- offsets
     @spark_entry
     def initialOffset(self) -> dict[str, dict[str, int]]:
         o = self.opts
-        states = scan(o)
+        dir_states = LogDirStates()
+        states = scan(o, dir_states, self._tails)
         check_listed(_with_start(o), [st.dir for st in states.values()], streaming=True)
         committed = committed_for(o.starting, o.read.log_dirs, starting=True)
         out: Offsets = {}
@@ -196,7 +247,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif o.starting.kind == "latest":
                 out[tp] = st.end
             else:
-                lg = open_tail(st.dir)
+                lg = open_tail(st.dir, dir_states.of(st.dir.log_dir))
                 try:
                     out[tp] = offset_for(o.starting, tp, lg, st.end, starting=True,
                                          strategy=o.read.starting_timestamp_strategy, committed=committed)
@@ -226,7 +277,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @spark_entry
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {tp: st.end for tp, st in scan(self.opts).items()}
+        self._target = {tp: st.end for tp, st in scan(self.opts, cache=self._tails).items()}
 
     @spark_entry
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
@@ -234,7 +285,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             warn_ignored(self.opts.read.ignored, "stream")
             self._warned = True
         begin = offsets_from_json(start)
-        states = scan(self.opts)
+        states = scan(self.opts, cache=self._tails)
         until: Offsets = dict(begin)  # partitions that vanished keep their offsets
         for tp, st in states.items():
             if self._target is not None and tp not in self._target:
@@ -293,6 +344,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not wanted:
             return []
         dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.log_dirs)}
+        states = LogDirStates()  # each dir's checkpoints and journals read once for the batch
         parts: list[tuple[Log, PartitionRange]] = []
         logs = []
         try:
@@ -302,9 +354,10 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if pd is None:
                     self._lost(tp, first or 0, until[tp], "this micro-batch")
                     continue
-                evidence = gather_evidence(pd)  # before the open: a live writer only adds data after it
+                state = states.of(pd.log_dir)
+                evidence = gather_evidence(pd, state)  # before the open: a live writer only adds data after it
                 try:
-                    lg = open_tail(pd)
+                    lg = open_tail(pd, state)
                 except PendingCommitError:
                     continue
                 logs.append(lg)

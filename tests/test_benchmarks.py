@@ -51,6 +51,14 @@ def test_spark_write_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -
     assert "ratio klog/parquet time:" in out and "ratio klog/ceiling throughput:" in out
 
 
+def test_scale_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import scale
+
+    scale.main(["--sizes", "1,10", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio plan 10/1" in out and "ratio idle trigger 10/1" in out and "| 10 |" in out
+
+
 def test_fuzz_entry_point_runs() -> None:
     import importlib.util
     from pathlib import Path

@@ -54,6 +54,7 @@ from storage_core.files import (
 )
 from storage_core.fs import list_names
 from storage_core.log.config import LogConfig
+from storage_core.log.dir_state import LogDirState
 from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.producer_state import ProducerStateManager, snapshot_files
 from storage_core.log.segment import LogSegment, SegmentScan, batches_between, intact_batches, scan_segment
@@ -157,8 +158,9 @@ class LogLoader:
     """Loads the segments of one partition dir (``LogLoader``); one :meth:`load` per instance."""
 
     def __init__(self, directory: Path, config: LogConfig, *, writable: bool, recovery_point: int,
-                 had_clean_shutdown: bool, verify_tail: bool) -> None:
+                 had_clean_shutdown: bool, verify_tail: bool, dir_state: LogDirState | None = None) -> None:
         self.dir = directory
+        self.dir_state = dir_state
         self.config = config
         self.writable = writable
         self.had_clean_shutdown = had_clean_shutdown
@@ -197,7 +199,9 @@ class LogLoader:
             names = os.listdir(self.dir)  # what settling the leftovers left
         logs = sorted(base_offset_of(n) for n in names if is_log_file(n))
         if not self.writable:
-            hidden_from = pending_journal_offsets(self.dir.parent).get(self.dir.name)
+            # asked after the listing above: a commit that renamed segments in has its journal by now
+            hidden_from = (pending_journal_offsets(self.dir.parent).get(self.dir.name) if self.dir_state is None
+                           else self.dir_state.pending_commit_from(self.dir.name))
             if hidden_from is not None:  # an unfinished commit: none of it is visible yet
                 logs = [b for b in logs if b < hidden_from]
                 if not logs:

@@ -39,6 +39,7 @@ from storage_core.files import (
 from storage_core.fs import as_path, writable_dir
 from storage_core.log.cluster_metadata import cluster_metadata
 from storage_core.log.config import LogConfig, MessageTimestampType
+from storage_core.log.dir_state import LogDirState
 from storage_core.log.loader import (
     LogLoader,
     open_segment,
@@ -115,8 +116,12 @@ class Log:
 
     def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
                  writable: bool = False, recovery_point: int = 0, log_start_offset: int | None = None,
-                 had_clean_shutdown: bool = False, verify_tail: bool = True) -> None:
-        """``verify_tail=False`` (read-only, with ``had_clean_shutdown``) trusts the files as they
+                 had_clean_shutdown: bool = False, verify_tail: bool = True,
+                 dir_state: LogDirState | None = None) -> None:
+        """``dir_state``: the log dir's state of the query opening it (:mod:`storage_core.log.dir_state`),
+        which says which segments an unfinished commit adds (read-only); None reads the journals.
+
+        ``verify_tail=False`` (read-only, with ``had_clean_shutdown``) trusts the files as they
         are, without even checking the active segment's tail: for a reader that follows a log
         another process is appending to, which bounds what it reads by offsets it has seen and
         checks every batch's CRC when it reads it (the stream source)."""
@@ -135,7 +140,8 @@ class Log:
         self._leo: int | None = None
         try:
             loaded = LogLoader(self.dir, self.config, writable=writable, recovery_point=recovery_point,
-                               had_clean_shutdown=had_clean_shutdown, verify_tail=verify_tail).load()
+                               had_clean_shutdown=had_clean_shutdown, verify_tail=verify_tail,
+                               dir_state=dir_state).load()
         except OSError as exc:
             raise storage_error(exc, "opening the log for writing" if writable else "opening the log", self.dir) from exc
         self.segments: list[LogSegment] = loaded.segments

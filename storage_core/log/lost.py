@@ -41,9 +41,7 @@ from storage_core.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
@@ -51,8 +49,8 @@ from storage_core.files import (
     segment_file,
 )
 from storage_core.fs import list_names
-from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.config import CleanupPolicy
+from storage_core.log.dir_state import LogDirState
 from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir
 from storage_core.log.offset_index import OffsetIndex
@@ -82,12 +80,16 @@ class Evidence:
         return max(self.recovery_point or 0, max(self.snapshots, default=0))
 
 
-def gather_evidence(pd: PartitionDir) -> Evidence:
-    """The checkpoints, snapshots and orphan indexes of ``pd`` (read-only, a few small files)."""
+def gather_evidence(pd: PartitionDir, state: LogDirState | None = None) -> Evidence:
+    """The checkpoints, snapshots and orphan indexes of ``pd`` (read-only, a few small files).
+    ``state``: the log dir's state of the query (:mod:`storage_core.log.dir_state`), whose
+    checkpoints were read before this call; None reads them now."""
     tp = pd.topic_partition
-    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp)
-    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
-    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
+    if state is None:
+        state = LogDirState(pd.log_dir)
+    recovery = state.recovery_points.get(tp)
+    start = state.log_starts.get(tp)
+    clean = state.clean_shutdown
     names = set(list_names(pd.path))
     orphans = []
     for n in names:
@@ -100,10 +102,10 @@ def gather_evidence(pd: PartitionDir) -> Evidence:
     return Evidence(recovery, start, snaps, clean, tuple(sorted(orphans)))
 
 
-def expects_data(pd: PartitionDir) -> bool:
+def expects_data(pd: PartitionDir, state: LogDirState | None = None) -> bool:
     """Whether a partition dir without ``.log`` files held data by its own evidence (checkpoints,
     snapshots, indexes): then it is a partition whose data is lost, not an empty one."""
-    return bool(lost_data(pd, None, gather_evidence(pd)))
+    return bool(lost_data(pd, None, gather_evidence(pd, state)))
 
 
 @dataclass(frozen=True)

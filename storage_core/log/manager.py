@@ -31,6 +31,7 @@ from storage_core.fs import StorageOptions, as_path, writable_dir
 from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.cluster_metadata import find_cluster_metadata
 from storage_core.log.config import LogConfig
+from storage_core.log.dir_state import LogDirState
 from storage_core.log.journal import recover_commits
 from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
@@ -45,14 +46,16 @@ class PartitionDir:
     log_dir: Path
 
 
-def open_log_read_only(pd: PartitionDir) -> Log:
+def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None) -> Log:
     """The partition's log, read-only, with its log dir's checkpoints and clean-shutdown state
-    (what exports and Spark reads open; no lock is taken and no byte changes)."""
+    (what exports and Spark reads open; no lock is taken and no byte changes). ``state``: the log
+    dir's state of the query (:mod:`storage_core.log.dir_state`: a query over many partitions reads
+    the dir's files once); None reads them for this partition alone."""
     tp = pd.topic_partition
-    recovery = OffsetCheckpointFile(pd.log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(tp, 0)
-    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(tp)
-    clean = CleanShutdownFile.in_dir(pd.log_dir).exists()
-    return Log(pd.path, recovery_point=recovery, log_start_offset=start, had_clean_shutdown=clean)
+    if state is None:
+        state = LogDirState(pd.log_dir)
+    return Log(pd.path, state.config_for(tp.topic), recovery_point=state.recovery_points.get(tp, 0),
+               log_start_offset=state.log_starts.get(tp), had_clean_shutdown=state.clean_shutdown, dir_state=state)
 
 
 def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,

@@ -59,10 +59,11 @@ from typing import Any
 import pyarrow as pa
 
 from storage_core.errors import InvalidOptionError, KlogError, PendingCommitError
-from storage_core.files import LOG_START_OFFSET_CHECKPOINT, has_log_files
+from storage_core.files import has_log_files
 from storage_core.fs import OPTION_PREFIX
-from storage_core.log.checkpoint import OffsetCheckpointFile, PartitionMetadataFile
+from storage_core.log.checkpoint import PartitionMetadataFile
 from storage_core.log.cluster_metadata import ClusterMetadata, find_cluster_metadata
+from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir
@@ -140,12 +141,16 @@ def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]
             "kraft_metadata": None if kraft is None else str(kraft.log_dir)}
 
 
-def describe_partition(pd: PartitionDir, context: ConfigContext | None = None) -> PartitionSummary:
+def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
+                       state: LogDirState | None = None) -> PartitionSummary:
     """The summary of one partition dir (read-only: no lock, no recovery, no byte written);
-    ``context`` defaults to the partition's own log dir's."""
+    ``context`` defaults to the partition's own log dir's, ``state`` (its log dir's checkpoints,
+    marker and journals, :mod:`storage_core.log.dir_state`) to a fresh read of them."""
     tp = pd.topic_partition
     extra = _ids_and_configs(pd, context or ConfigContext.of([pd.log_dir]))
-    evidence = gather_evidence(pd)  # before the open: a live broker only adds data after it
+    if state is None:
+        state = LogDirState(pd.log_dir)
+    evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
     if not has_log_files(pd.path):  # only orphan indexes (Kafka deletes them and starts empty), or lost data
         return PartitionSummary(tp.topic, tp.partition, str(pd.path), start_offset=0, end_offset=0,
                                 last_stable_offset=0, estimated_records=0, segments=0, size_bytes=0,
@@ -153,8 +158,8 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None) -
                                 lost=[str(x) for x in lost_data(pd, None, evidence)])
     # indexes are trusted (no recovery: describe decodes no records), the log start offset is the
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
-    starts = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read()
-    with Log(pd.path, had_clean_shutdown=True, log_start_offset=starts.get(tp)) as log:
+    with Log(pd.path, state.config_for(tp.topic), had_clean_shutdown=True, log_start_offset=state.log_starts.get(tp),
+             dir_state=state) as log:
         lost = [str(x) for x in lost_data(pd, log, evidence)]
         damaged: list[str] = []  # what the header walks below met: named by a full lost-data scan
         codecs: set[str] = set()
@@ -250,12 +255,13 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
         raise InvalidOptionError(f"describe takes only the options that select partitions (topics, topicPattern, "
                                  f"assign) and the fs.* options of a URI path, not {', '.join(wrong)}")
     opts = read_options(path, **options)
-    selected = select_partitions(opts)
+    states = LogDirStates()  # each dir's checkpoints, marker and journals read once, not once per partition
+    selected = select_partitions(opts, states=states)
     context = ConfigContext.of(_log_dirs(opts.log_dirs, selected))
     rows = []
     for pd in selected:
         try:
-            rows.append(describe_partition(pd, context))
+            rows.append(describe_partition(pd, context, states.of(pd.log_dir)))
         except PendingCommitError:
             continue
     return _with_skipped(summaries_table(rows), opts.log_dirs)

@@ -38,8 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
-from storage_core.files import LOG_START_OFFSET_CHECKPOINT, has_log_files
-from storage_core.log.checkpoint import OffsetCheckpointFile
+from storage_core.files import has_log_files
+from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
@@ -120,10 +120,10 @@ class ReadPlan:
 
 # --- selection ------------------------------------------------------------------------------------
 
-def _with_segments(pd: PartitionDir) -> bool:
+def _with_segments(pd: PartitionDir, states: LogDirStates | None = None) -> bool:
     """A partition dir with segments, or one whose segments are gone while its checkpoints say it
     held data (a read reports that loss rather than leaving the partition out)."""
-    return has_log_files(pd.path) or expects_data(pd)
+    return has_log_files(pd.path) or expects_data(pd, None if states is None else states.of(pd.log_dir))
 
 
 def _spec_name(spec: OffsetSpec, starting: bool) -> str:
@@ -172,14 +172,18 @@ def choose_partitions(dirs: list[PartitionDir], paths: Iterable[str], *, topics:
     return None
 
 
-def select_partitions(opts: ReadOptions, *, streaming: bool = False) -> list[PartitionDir]:
+def select_partitions(opts: ReadOptions, *, streaming: bool = False,
+                      states: LogDirStates | None = None) -> list[PartitionDir]:
     """The partitions a read selects, sorted: ``topics`` (each must exist), ``topicPattern``,
     ``assign`` (each partition must exist), else the partitions a JSON ``startingOffsets``/
     ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
     are read too), else every partition. Only directories with segments count. A path with no
-    partition dirs is an error (a stream may start on an empty log dir)."""
+    partition dirs is an error (a stream may start on an empty log dir). ``states``: the query's
+    log dir states (:mod:`storage_core.log.dir_state`), read once per dir; None: a new one."""
+    if states is None:
+        states = LogDirStates()
     dirs = [p for p in find_partitions(opts.log_dirs, required=True, allow_empty=streaming)
-            if (has_log_files(p.path) if streaming else _with_segments(p))]
+            if (has_log_files(p.path) if streaming else _with_segments(p, states))]
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
                                assign=opts.assign, assign_name=opts.setting("assign") or "option assign")
     if chosen is not None:
@@ -254,7 +258,7 @@ def _selector(opts: ReadOptions) -> str:
 
 # --- opening --------------------------------------------------------------------------------------
 
-def open_tail(pd: PartitionDir) -> Log:
+def open_tail(pd: PartitionDir, state: LogDirState | None = None) -> Log:
     """A partition opened to follow it: read-only, no recovery scan, the files trusted as they are.
 
     A batch read's open recovers (in memory) from the recovery point when the log dir was not
@@ -262,10 +266,14 @@ def open_tail(pd: PartitionDir) -> Log:
     re-read the whole log. A stream only needs the segments, their indexes and the end of the
     active segment (from its last index entry: a few KiB); every batch's CRC is checked when a
     micro-batch reads it, so damage fails that micro-batch (or is skipped and logged with
-    failOnDataLoss=false) with its file and position.
+    failOnDataLoss=false) with its file and position. ``state``: the log dir's state of the query
+    (:mod:`storage_core.log.dir_state`); None reads the dir's files for this partition alone.
     """
-    start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
-    return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
+    if state is None:
+        state = LogDirState(pd.log_dir)
+    start = state.log_starts.get(pd.topic_partition)
+    return Log(pd.path, state.config_for(pd.topic_partition.topic), log_start_offset=start, had_clean_shutdown=True,
+               verify_tail=False, dir_state=state)
 
 
 @contextmanager
@@ -457,8 +465,11 @@ def pieces_of(parts: list[tuple[Log, PartitionRange]], opts: ReadOptions) -> lis
 
 def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
     """Plan a bounded read: select, check the JSON specs, resolve each partition's range (raising
-    before anything is read when an option does not fit the log), and cut it into pieces."""
-    selected = select_partitions(opts)
+    before anything is read when an option does not fit the log), and cut it into pieces. Each
+    log dir's checkpoints, marker and journals are read once (:class:`LogDirStates`), not once
+    per partition."""
+    states = LogDirStates()
+    selected = select_partitions(opts, states=states)
     check_listed(opts, selected)
     committed = (committed_for(opts.starting, opts.log_dirs, starting=True),
                  committed_for(opts.ending, opts.log_dirs, starting=False))
@@ -468,12 +479,13 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
         for pd in selected:
             if not pruning.keeps(pd.topic_partition):
                 continue
-            evidence = gather_evidence(pd)  # before the open: a live broker only adds data after it
+            state = states.of(pd.log_dir)
+            evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
             if not has_log_files(pd.path):  # its .log files are gone, its checkpoints say it held data
                 check_lost_data(opts, pd, None, evidence)
                 continue
             try:
-                lg = open_log_read_only(pd)
+                lg = open_log_read_only(pd, state)
             except PendingCommitError:
                 continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)

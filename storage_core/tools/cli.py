@@ -305,15 +305,17 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
+    from storage_core.log.dir_state import LogDirStates
     from storage_core.read.describe import NO_KRAFT_METADATA, ConfigContext, describe_partition
 
+    states = LogDirStates()  # each dir's checkpoints and journals read once, not once per partition
     parts = _partitions(args)
     context = ConfigContext.of([*{p.log_dir: None for p in parts}, *_dirs(args)])
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
             try:
-                rows.append(describe_partition(p, context))
+                rows.append(describe_partition(p, context, states.of(p.log_dir)))
             except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
@@ -429,14 +431,16 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from storage_core.log.dir_state import LogDirStates
     from storage_core.tools.report import verify_partition
 
+    states = LogDirStates()  # each dir's checkpoints and journals read once, not once per partition
     status = EXIT_OK
     parts = _partitions(args)
     sizes = [_dir_bytes(p.path) for p in parts]
     with _Bar(args, sum(sizes), "verify") as bar:
         for p, size in zip(parts, sizes, strict=True):
-            rep = verify_partition(p)
+            rep = verify_partition(p, state=states.of(p.log_dir))
             bar.update(size)
             for w in rep.warnings:
                 if not args.quiet:

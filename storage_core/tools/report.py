@@ -22,6 +22,7 @@ from storage_core.files import (
     base_offset_of,
     has_log_files,
 )
+from storage_core.log.dir_state import LogDirState
 from storage_core.log.lost import LostData, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, open_log_read_only
 from storage_core.log.offset_index import OffsetIndex
@@ -40,7 +41,10 @@ class VerifyReport:
     lost: list[LostData] = field(default_factory=list)  # the lost offsets (also in errors)
 
 
-def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096) -> VerifyReport:
+def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: LogDirState | None = None,
+                     ) -> VerifyReport:
+    """``state``: the log dir's checkpoints and journals of the run (:mod:`storage_core.log.dir_state`:
+    read once per dir, not once per partition); None reads them for this partition."""
     rep = VerifyReport(str(pd.path))
     logs = sorted(pd.path.glob("*" + LOG_SUFFIX))
     for orphan in sorted(pd.path.glob("*" + INDEX_SUFFIX)) + sorted(pd.path.glob("*" + TIME_INDEX_SUFFIX)):
@@ -58,7 +62,7 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096) -> Veri
             (rep.warnings if last else rep.errors).append(msg)
         _verify_record_counts(log_path, scan.valid_bytes, rep)
         _verify_indexes(log_path, scan.valid_bytes, last, rep)
-    _verify_lost(pd, rep)
+    _verify_lost(pd, rep, state)
     return rep
 
 
@@ -77,14 +81,14 @@ def _verify_record_counts(log_path: Path, valid_bytes: int, rep: VerifyReport) -
                               f"{room} bytes of records (every read refuses it)")
 
 
-def _verify_lost(pd: PartitionDir, rep: VerifyReport) -> None:
+def _verify_lost(pd: PartitionDir, rep: VerifyReport, state: LogDirState | None = None) -> None:
     """The lost offsets, by the rule every reader applies (:func:`~storage_core.log.lost.lost_data`)."""
-    evidence = gather_evidence(pd)
+    evidence = gather_evidence(pd, state)
     if not has_log_files(pd.path):
         lost = lost_data(pd, None, evidence)
     else:
         try:
-            lg = open_log_read_only(pd)
+            lg = open_log_read_only(pd, state)
         except PendingCommitError:
             return
         except KlogError as exc:

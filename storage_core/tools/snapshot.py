@@ -97,7 +97,8 @@ from storage_core.files import (
 )
 from storage_core.fs import ObjectPath, ObjectStoreError, StorageOptions, as_path
 from storage_core.limits import INT32_MAX
-from storage_core.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, fsync_dir
+from storage_core.log.checkpoint import LeaderEpochCheckpointFile, fsync_dir
+from storage_core.log.dir_state import LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence, lost_data, lost_offsets_text
 from storage_core.log.manager import PartitionDir, find_partitions
@@ -570,6 +571,7 @@ class _Run:
         self.files: dict[str, dict[str, Any]] = {}
         self.dst_starts = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
         self.jump: tuple[str, TopicPartition, int, int] | None = None  # (dir, tp, new log start, first base)
+        self.states = LogDirStates()  # SRC's checkpoints and journals read once per version, not per partition
 
     def progress(self, n: int) -> None:
         if self.progress_cb is not None and n:
@@ -638,11 +640,13 @@ class _Run:
                         f"({MAX_ATTEMPTS} passes); rerun the snapshot")
 
     def _open(self, pd: PartitionDir) -> Log | None:
-        start = OffsetCheckpointFile(pd.log_dir / LOG_START_OFFSET_CHECKPOINT).read().get(pd.topic_partition)
+        state = self.states.of(pd.log_dir)
+        start = state.log_starts.get(pd.topic_partition)
         if not pd.path.is_dir():
             raise _Vanished(str(pd.path))
         try:
-            return Log(pd.path, log_start_offset=start, had_clean_shutdown=True, verify_tail=False)
+            return Log(pd.path, state.config_for(pd.topic_partition.topic), log_start_offset=start,
+                       had_clean_shutdown=True, verify_tail=False, dir_state=state)
         except PendingCommitError as exc:
             self.summary.notes.append(f"{pd.topic_partition}: not copied: {exc.detail}")
         except KlogError as exc:
@@ -650,7 +654,7 @@ class _Run:
                 raise _Vanished(exc.detail.rsplit(" ", 1)[-1]) from None
             if not exc.detail.startswith("no segments"):
                 raise
-            lost = lost_data(pd, None, gather_evidence(pd))
+            lost = lost_data(pd, None, gather_evidence(pd, state))
             if lost:  # a copy holds no sign of it: the summary names it
                 self.summary.lost.extend(str(x) for x in lost)
                 self.summary.notes.append(f"{pd.topic_partition}: not copied: its data is lost ({lost_offsets_text(lost)})")
