@@ -282,33 +282,20 @@ def _time_index_past(seg: LogSegment, after: int) -> int | None:
     return max(past) if past else None
 
 
-def _intact_at(seg: LogSegment, position: int, size: int) -> bool:
-    """Whether a whole batch with a valid CRC starts at ``position`` of ``seg``'s file (``size``
-    bytes): at the end of what the open read, that is a writer's append since, not damage."""
+def _problem_at(seg: LogSegment, position: int, size: int) -> str | None:
+    """Why the bytes at ``position`` of ``seg``'s file (``size`` bytes) are not a whole batch with a
+    valid CRC, or None when they are (at the end of what the open read: a writer's append since,
+    not damage)."""
     from storage_core.record.file_records import FileRecords
 
     walk = FileRecords(seg.current_log_path()).batches(position, size)
     try:
         for batch in walk:
             batch.ensure_valid()
-            return True
-    except KlogError:
-        return False
-    return False
-
-
-def _cause_at(seg: LogSegment, size: int) -> str:
-    """``: <why>`` for the batch at the end of ``seg``'s readable part (its file is ``size`` bytes)."""
-    from storage_core.record.file_records import FileRecords
-
-    walk = FileRecords(seg.current_log_path()).batches(seg.size_in_bytes, size)
-    try:
-        for batch in walk:
-            batch.ensure_valid()
-            break
+            return None
     except KlogError as exc:
-        return f": {exc.detail}"
-    return ": a batch cut short"
+        return exc.detail
+    return "a batch cut short"
 
 
 def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[LostData]:
@@ -329,8 +316,9 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
     except (OSError, KlogError):
         size = seg.size_in_bytes
     hi = ev.written_up_to
-    if (size > seg.size_in_bytes and (ev.clean_shutdown or ev.recovery_point is None or leo < hi)
-            and not _intact_at(seg, seg.size_in_bytes, size)):  # an intact batch there: the log grew since the open
+    problem = (_problem_at(seg, seg.size_in_bytes, size)  # None: an intact batch there, the log grew since the open
+               if size > seg.size_in_bytes and (ev.clean_shutdown or ev.recovery_point is None or leo < hi) else None)
+    if problem is not None:
         # the open cut the tail in memory below what the dir says was written, or with no recovery
         # point to say where a crash may have torn it (beyond a recorded recovery point anything may
         # be torn after a crash, and Kafka truncates it): intact batches after the cut are acknowledged data
@@ -344,7 +332,7 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
                     break
                 last, position = more.last_offset, more.position + more.size
             out.append(LostData(name, path, leo, max(last, hi - 1), "bytes that are not an intact batch, with "
-                                f"intact batches after them{_cause_at(seg, size)}", seg.size_in_bytes,
+                                f"intact batches after them: {problem}", seg.size_in_bytes,
                                 size - seg.size_in_bytes))
             return out
     if hi > leo:
