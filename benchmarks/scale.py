@@ -59,12 +59,13 @@ def write_dir(root: Path, partitions: int) -> Path:
     return d
 
 
-def idle_trigger(d: Path) -> Callable[[], object]:
-    """One trigger of a stream at the end of ``d``: latestOffset (no new data) and partitions()."""
+def idle_trigger(d: Path, starting: str = "latest") -> Callable[[], object]:
+    """One trigger of a stream of ``d`` that starts at ``starting`` (the end: no new data):
+    latestOffset and partitions()."""
     from spark_logsource.options import parse_stream_options
     from spark_logsource.streaming import KlogStreamReader
 
-    reader = KlogStreamReader(parse_stream_options({"path": str(d), "startingOffsets": "latest"}))
+    reader = KlogStreamReader(parse_stream_options({"path": str(d), "startingOffsets": starting}))
     start = reader.initialOffset()
 
     def trigger() -> object:

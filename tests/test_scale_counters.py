@@ -65,19 +65,9 @@ class Counts:
 
 def _idle_trigger(log_dir: Path) -> Callable[[], object]:
     pytest.importorskip("pyspark")
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from benchmarks.scale import idle_trigger
 
-    from spark_logsource.options import parse_stream_options
-    from spark_logsource.streaming import KlogStreamReader
-
-    reader = KlogStreamReader(parse_stream_options({"path": str(log_dir), "startingOffsets": "earliest"}))
-    start = reader.initialOffset()
-
-    def trigger() -> object:
-        end = reader.latestOffset(start, ReadAllAvailable())
-        return reader.partitions(start, end)
-
-    return trigger
+    return idle_trigger(log_dir, "earliest")
 
 
 QUERIES: dict[str, Callable[[Path], Callable[[], object]]] = {
