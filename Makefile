@@ -1,8 +1,9 @@
-# The two commands of the README, and what CI runs before the tests. Each sets up everything it
+# The two commands of the README (make quickstart, make test), and what CI runs before the tests. Each sets up everything it
 # needs on a fresh machine.
 #   make quickstart   create .venv, install klog with Spark, run examples/quickstart.py
 #   make test         create .venv, install klog with Spark and the test tools, run the test suite
 #   make lint         the same install, ruff check + mypy
+#   make docs        build the docs site (mkdocs, strict) into site/; `.venv/bin/mkdocs serve` shows it live
 #   make notebooks    run every notebook (in a temporary dir) and store its outputs and plots in the .ipynb
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,7 +13,7 @@ SOURCES := pyproject.toml setup.py storage_core/record/_kernel.c
 RUN_STAMP := $(VENV)/.klog-installed
 DEV_STAMP := $(VENV)/.klog-dev-installed
 
-.PHONY: quickstart test bench lint notebooks clean
+.PHONY: quickstart test bench lint notebooks docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +40,12 @@ bench: $(DEV_STAMP)
 notebooks: $(DEV_STAMP)
 	$(PY) notebooks/execute.py
 
+docs: $(DEV_STAMP)
+	$(PY) -m mkdocs build --strict
+
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check storage_core spark_logsource tests benchmarks examples
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info storage_core/record/*.so klog-data klog-data-checkpoints
+	rm -rf $(VENV) build *.egg-info storage_core/record/*.so klog-data klog-data-checkpoints site

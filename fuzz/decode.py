@@ -18,7 +18,7 @@ bitmap, header counts past the header columns, a row range past the end) straigh
 kernel: only ``ValueError``/``OverflowError`` may come out (and nothing ASan can see).
 
     python fuzz/decode.py 1000000            # one million inputs
-    # under AddressSanitizer + UBSan (kernel built with KLOG_ASAN=1, see README):
+    # under AddressSanitizer + UBSan (kernel built with KLOG_ASAN=1, see docs/testing.md):
     LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so) \\
         ASAN_OPTIONS=detect_leaks=0 python fuzz/decode.py 100000
 """

@@ -156,3 +156,12 @@ def write_broker_copy(root: str | Path) -> list[Path]:
         _consumer_offsets(lm, rng)
     (root / MARKER).write_text("written by notebooks/broker_sample.py; deleted by its next run\n")
     return dirs
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: python notebooks/broker_sample.py DIR   (writes DIR/data-1 and DIR/data-2)")
+    written = write_broker_copy(sys.argv[1])
+    print(f"wrote a broker copy's log dirs: {','.join(str(d) for d in written)}")

@@ -16,7 +16,7 @@ copied. Then:
    ``--index-sanity-check``); what both report on stderr (non-consecutive offsets, index entries
    that disagree with their log) is the same too, and so it is for indexes made wrong on purpose
    (:func:`test_dump_of_damaged_indexes_equals_kafka`). The differences that remain are the
-   :data:`DUMP_EXCEPTIONS`, each named with its reason (and listed in the README's ``klog dump`` section).
+   :data:`DUMP_EXCEPTIONS`, each named with its reason (and listed in docs/internal-topics.md).
 2. **Compaction**: the broker's LogCleaner and ``klog compact`` clean copies of the same
    partitions with the same configs and clock (the time the broker cleaned at, read back from the
    delete horizon it stamped on the batches holding tombstones): every file both keep is byte for
@@ -78,7 +78,7 @@ COMPACT_CONFIGS = {"cleanup.policy": "compact", "internal.segment.bytes": "32768
 HELD_LAG_MS = "86400000"
 
 #: The differences between ``klog dump`` and kafka-dump-log 4.1.1 that stay, by name; each is applied
-#: below where it is needed (the README's "klog dump" section lists them too).
+#: below where it is needed (docs/internal-topics.md lists them too).
 DUMP_EXCEPTIONS = {
     "decoder-by-dir-name": "klog decodes the records of __consumer_offsets, __transaction_state and "
                            "__cluster_metadata (and KRaft .checkpoint files) by their dir's name without being "

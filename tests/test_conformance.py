@@ -33,7 +33,7 @@ needs_shared = pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)
 def test_fixture_inventory() -> None:
     if not sf.available():
         pytest.skip(sf.MISSING_REASON)
-    # README: 175 record-set files (118 .log, 49 .records, 8 .checkpoint)
+    # docs/compatibility.md: 175 record-set files (118 .log, 49 .records, 8 .checkpoint)
     assert len(FILES) == 175
     assert sum(1 for f in FILES if f.suffix == ".log") == 118
 

@@ -1,5 +1,5 @@
 """The package face: ``storage_core.__all__`` holds every public exception, so that a user catches
-any of them as ``storage_core.<Name>`` (the README's Errors section lists them)."""
+any of them as ``storage_core.<Name>`` (docs/errors.md lists them)."""
 
 from __future__ import annotations
 

@@ -168,6 +168,9 @@ def committed_offsets(path: str | os.PathLike[str] | Sequence[str | os.PathLike[
                       group: str | None = None) -> pa.Table:
     """Committed offsets of every group (or of ``group``) in a log dir, as a ``pyarrow.Table``.
 
+    ``path`` is what :func:`storage_core.read_arrow` takes: a log dir, several (a list or
+    ``"dir1,dir2"``, like ``log.dirs``), or one partition dir.
+
     Columns: ``group``, ``topic``, ``partition``, ``committedOffset``, ``leaderEpoch`` (null when not
     recorded), ``metadata``, ``commitTimestamp`` (timestamp ms, UTC), ``logEndOffset`` and ``lag``
     (null when the partition is not in the same dirs). One row per (group, topic, partition), sorted;
@@ -175,7 +178,11 @@ def committed_offsets(path: str | os.PathLike[str] | Sequence[str | os.PathLike[
     """
     import pyarrow as pa
 
-    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    from storage_core.read.options import split_paths
+
+    given = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    paths: list[str | os.PathLike[str]] = [d for p in given
+                                           for d in (split_paths(p) if isinstance(p, str) else (p,))]
     found = group_offsets(paths)
     if group is not None:
         found = {group: found[group]} if group in found else {}

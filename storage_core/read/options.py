@@ -456,7 +456,7 @@ def value_formats(opts: Mapping[str, str]) -> ValueFormats:
     reg_path = opts.get("schemaregistrypath")
     reg_paths = None
     if reg_path is not None:
-        reg_paths = tuple(p.strip() for p in reg_path.split(",") if p.strip())
+        reg_paths = split_paths(reg_path)
         if not reg_paths:
             raise InvalidOptionError(f"option schemaRegistryPath={reg_path!r} names no directory; expected the log "
                                      "dir holding the _schemas topic")
@@ -470,6 +470,11 @@ def value_formats(opts: Mapping[str, str]) -> ValueFormats:
         subjects[k] = v.strip() if v is not None else None
     return ValueFormats(vf, kf, reg_paths, topic, strategy, record_name, subjects["keysubject"],
                         subjects["valuesubject"], mode == "PERMISSIVE")
+
+
+def split_paths(path: str) -> tuple[str, ...]:
+    """The log dirs of a ``path`` option: ``"dir1,dir2"`` as Kafka's ``log.dirs`` lists them."""
+    return tuple(p.strip() for p in path.split(",") if p.strip())
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -486,7 +491,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     path = opts.get("path")
     if not path or not path.strip():
         raise InvalidOptionError("no path: use spark.read.format('klog').load('/path/to/kafka-log-dir')")
-    paths = tuple(p.strip() for p in path.split(",") if p.strip())
+    paths = split_paths(path)
     if not paths:
         raise InvalidOptionError(f"path {path!r} names no directory; expected a log dir (or a comma-separated list)")
     for p in paths:

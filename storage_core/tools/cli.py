@@ -267,7 +267,9 @@ exit codes: 0 all good (warnings allowed), 1 data is corrupt or lost, 2 usage er
 
 
 def _log_dirs(arg: str) -> list[str]:
-    return [p for p in arg.split(",") if p]
+    from storage_core.read.options import split_paths
+
+    return list(split_paths(arg))
 
 
 def _dirs(args: argparse.Namespace) -> list[Path]:
@@ -586,7 +588,7 @@ COMPACT_EXAMPLES = """examples:
   klog compact data --memory 64M --json              a bigger offset map; the summary as JSON
   klog compact copy-of-broker-dir --roll             roll active segments first, so that all data is cleanable
 topic configs: Kafka's internal topics are compacted; other topics take cleanup.policy and the
-cleaner's configs from <log dir>/klog-topic-configs.json (see the README).
+cleaner's configs from <log dir>/klog-topic-configs.json (see docs/compaction.md).
 exit codes: 0 cleaned (or nothing to clean), 1 corrupt data or config file, 2 usage error
 """
 
