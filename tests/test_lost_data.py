@@ -285,3 +285,32 @@ def test_appends_after_the_open_are_no_loss(tmp_path: Path) -> None:
                 lg_w.append(build_batch([Record(j, T0 + j, b"k", b"new") for j in range(10)]))
         assert lost_data(pd, lg, evidence) == []
         assert lost_data(pd, lg, evidence, full=True) == []
+
+
+def test_verify_checks_the_intact_batches_after_damage(tmp_path: Path) -> None:
+    """One damaged batch in a middle segment: ``verify`` reports it (its CRC, its lost offsets) and
+    checks every batch and index entry after it, as every reader resumes there; before, it stopped at
+    the damage and called each later index entry "past the valid data" (dozens of false errors)."""
+    part = three_segments(tmp_path / "d")
+    seg = middle(part)
+    batches = list(FileRecords(seg).batches())
+    total = sum(len(list(FileRecords(s).batches())) for s in part.glob("*.log"))
+    target = batches[3]
+    raw = bytearray(seg.read_bytes())
+    raw[target.position + 30: target.position + 34] = bytes(4)
+    seg.write_bytes(bytes(raw))
+    rep = verify_partition(PartitionDir(TopicPartition("t", 0), part, part.parent))
+    assert rep.batches == total - 1
+    assert [(x.first, x.last) for x in rep.lost] == [(target.base_offset, target.last_offset)]
+    assert len(rep.errors) == 2, rep.errors  # the CRC error and the lost offsets, nothing about the indexes
+    assert "Record is corrupt" in rep.errors[0] and rep.errors[1].startswith("lost data: ")
+    # a damaged batch right under an index entry: that entry is one error naming the entries
+    entry = next(b for b in batches[5:] if b.position > 4096 + batches[0].position)
+    raw = bytearray(seg.read_bytes())
+    entries = [b for b in batches if b.position >= entry.position]
+    for b in entries[:1]:
+        raw[b.position + 30: b.position + 34] = bytes(4)
+    seg.write_bytes(bytes(raw))
+    rep = verify_partition(PartitionDir(TopicPartition("t", 0), part, part.parent))
+    assert rep.batches == total - 2
+    assert all("past the valid data" not in e for e in rep.errors), rep.errors

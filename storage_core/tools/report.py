@@ -50,27 +50,62 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
     for orphan in sorted(pd.path.glob("*" + INDEX_SUFFIX)) + sorted(pd.path.glob("*" + TIME_INDEX_SUFFIX)):
         if not orphan.with_suffix(LOG_SUFFIX).exists():
             rep.warnings.append(f"{orphan}: index without its .log (Kafka deletes it)")
+    lost = _find_lost(pd, rep, state)
     for i, log_path in enumerate(logs):
         last = i == len(logs) - 1
         scan = scan_segment(log_path, index_interval_bytes=index_interval_bytes)
         rep.batches += scan.batches
+        intact = [(0, scan.valid_bytes)]
         if scan.error is not None:
             rep.errors.append(str(scan.error))
+            # the intact batches after the damage are checked too: where every reader resumes
+            intact = _intact_spans(log_path, scan.valid_bytes, scan.size_in_bytes, lost)
+            rep.batches += sum(_count_batches(log_path, s, e) for s, e in intact[1:])
         elif scan.partial_tail is not None:
             msg = (f"{log_path}: {scan.partial_tail.size} bytes of a partial batch at position "
                    f"{scan.partial_tail.position} (Kafka's recovery truncates them)")
             (rep.warnings if last else rep.errors).append(msg)
-        _verify_record_counts(log_path, scan.valid_bytes, rep)
-        _verify_indexes(log_path, scan.valid_bytes, last, rep)
-    _verify_lost(pd, rep, state)
+        _verify_record_counts(log_path, intact, rep)
+        _verify_indexes(log_path, intact, last, rep)
+    rep.lost.extend(lost)
+    rep.errors.extend(f"lost data: {x}" for x in lost)
     return rep
 
 
-def _verify_record_counts(log_path: Path, valid_bytes: int, rep: VerifyReport) -> None:
+def _intact_spans(log_path: Path, valid_bytes: int, size: int, lost: list[LostData]) -> list[tuple[int, int]]:
+    """The byte spans of ``log_path`` that hold intact batches: before its first damage at
+    ``valid_bytes``, and between the damaged runs the lost-data rule found (it resynchronises at
+    the next intact batch, :mod:`storage_core.log.lost`)."""
+    damaged = sorted((x.position, x.position + x.nbytes) for x in lost
+                     if x.path == str(log_path) and x.position is not None and x.nbytes is not None
+                     and valid_bytes <= x.position < size)
+    spans = [(0, valid_bytes)]
+    at = valid_bytes
+    for start, end in damaged:
+        if start > at:
+            spans.append((at, start))
+        at = max(at, end)
+    if damaged and at < size:
+        spans.append((at, size))
+    return [(s, e) for s, e in spans if e > s]
+
+
+def _count_batches(log_path: Path, start: int, end: int) -> int:
+    n = 0
+    try:
+        for batch in FileRecords(log_path).batches(start, end):
+            batch.ensure_valid()
+            n += 1
+    except KlogError:
+        pass  # the span's end: its damage is reported by the lost-data rule
+    return n
+
+
+def _verify_record_counts(log_path: Path, intact: list[tuple[int, int]], rep: VerifyReport) -> None:
     """A v2 batch's record count, which its CRC covers but a CRC does not make right: it cannot be
     negative, above the offsets the batch spans (``lastOffsetDelta + 1``), or, uncompressed, above
     the bytes of its records (each takes at least one); every read refuses such a batch."""
-    for batch in FileRecords(log_path).batches(0, valid_bytes):
+    for batch in (b for s, e in intact for b in FileRecords(log_path).batches(s, e)):
         if not isinstance(batch, DefaultRecordBatch):
             continue
         count, spans = batch.records_count, batch.last_offset - batch.base_offset + 1
@@ -81,7 +116,7 @@ def _verify_record_counts(log_path: Path, valid_bytes: int, rep: VerifyReport) -
                               f"{room} bytes of records (every read refuses it)")
 
 
-def _verify_lost(pd: PartitionDir, rep: VerifyReport, state: LogDirState | None = None) -> None:
+def _find_lost(pd: PartitionDir, rep: VerifyReport, state: LogDirState | None = None) -> list[LostData]:
     """The lost offsets, by the rule every reader applies (:func:`~storage_core.log.lost.lost_data`)."""
     evidence = gather_evidence(pd, state)
     if not has_log_files(pd.path):
@@ -90,17 +125,18 @@ def _verify_lost(pd: PartitionDir, rep: VerifyReport, state: LogDirState | None 
         try:
             lg = open_log_read_only(pd, state)
         except PendingCommitError:
-            return
+            return []
         except KlogError as exc:
             rep.errors.append(f"{pd.path}: cannot be opened to find lost offsets: {exc}")
-            return
+            return []
         with lg:
             lost = lost_data(pd, lg, evidence, full=True)
-    rep.lost.extend(lost)
-    rep.errors.extend(f"lost data: {x}" for x in lost)
+    return lost
 
 
-def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyReport) -> None:
+def _verify_indexes(log_path: Path, intact: list[tuple[int, int]], active: bool, rep: VerifyReport) -> None:
+    """Each index entry against the log: an offset-index entry must be where an intact batch with
+    that last offset starts; entries into damaged bytes are one error per index."""
     base = base_offset_of(log_path)
     index_path = log_path.with_suffix(INDEX_SUFFIX)
     time_path = log_path.with_suffix(TIME_INDEX_SUFFIX)
@@ -108,7 +144,8 @@ def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyR
         rep.warnings.append(f"{index_path}: missing (Kafka rebuilds it)")
         return
     records = FileRecords(log_path)
-    if active and valid_bytes == 0 and _all_zero(index_path) and (not time_path.exists() or _all_zero(time_path)):
+    valid_bytes = intact[0][1] if intact else 0
+    if active and valid_bytes == 0 and len(intact) <= 1 and _all_zero(index_path) and (not time_path.exists() or _all_zero(time_path)):
         rep.warnings.append(f"{index_path}: preallocated ({index_path.stat().st_size} bytes) for an empty active "
                             "segment, as an unclean shutdown leaves it (Kafka's recovery rebuilds it)")
         return
@@ -121,16 +158,28 @@ def _verify_indexes(log_path: Path, valid_bytes: int, active: bool, rep: VerifyR
         except KlogError as exc:
             rep.errors.append(str(exc))
             return
+        into_damage = []
+        end = intact[-1][1] if intact else 0
         for e in oi.all_entries():
-            if e.position >= valid_bytes:
-                rep.errors.append(f"{index_path}: entry for offset {e.offset} points to position {e.position}, past "
-                                  f"the valid data ({valid_bytes} bytes)")
+            span = next(((s, x) for s, x in intact if s <= e.position < x), None)
+            if span is None:
+                if e.position < end:
+                    into_damage.append(e.offset)
+                else:
+                    rep.errors.append(f"{index_path}: entry for offset {e.offset} points to position {e.position}, "
+                                      f"past the valid data ({end} bytes)")
                 continue
-            batch = next(iter(records.batches(e.position, valid_bytes)), None)
+            try:
+                batch = next(iter(records.batches(e.position, span[1])), None)
+            except KlogError:
+                batch = None
             if batch is None or batch.last_offset != e.offset:
                 found = None if batch is None else batch.last_offset
                 rep.errors.append(f"{index_path}: entry for offset {e.offset} points to position {e.position}, where "
                                   f"the batch's last offset is {found}")
+        if into_damage:
+            rep.errors.append(f"{index_path}: {len(into_damage)} entries (offsets {into_damage[0]}.."
+                              f"{into_damage[-1]}) point into damaged bytes of the .log")
     if time_path.exists():
         with TimeIndex(time_path, base) as ti:
             try:
