@@ -122,7 +122,7 @@ def _env() -> dict[str, str]:
     bindir = str(Path(sys.executable).parent)
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     return dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""), PYTHONPATH=pythonpath,
-                PYSPARK_PYTHON=sys.executable, KLOG_PROGRESS="0")
+                PYSPARK_PYTHON=sys.executable)
 
 
 def _spark() -> Any:

@@ -33,12 +33,20 @@ def cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     parent = tmp_path / "parent"
     append(parent / "kafka-logs", "orders", 0, 3)
     append(parent / "kafka-logs", "orders", 1, 3)
+    # log dirs named as partitions would be (topic "data", partitions 1 and 2): once read as two
+    # empty partitions of a topic "data", silently empty
+    disks = tmp_path / "disks"
+    append(disks / "data-1", "orders", 0, 3)
+    append(disks / "data-2", "orders", 1, 3)
     return {
         "empty dir": (empty, rf"{re.escape(str(empty))} is empty: no topic-partition directories"),
         "non-Kafka files": (junk, rf"no topic-partition directories .* in {re.escape(str(junk))}: it holds hosts, "
                                   r"notes/; expected a Kafka log dir"),
         "parent of a log dir": (parent, rf"{re.escape(str(parent / 'kafka-logs'))} looks like a Kafka log dir \(it "
                                         r"holds orders-0, orders-1\): pass that path"),
+        "parent of log dirs named like partitions": (
+            disks, r"it holds Kafka log dirs \(data-1 holds orders-0; data-2 holds orders-1\): pass them as "
+                   + re.escape(f"'{disks / 'data-1'},{disks / 'data-2'}'")),
     }
 
 

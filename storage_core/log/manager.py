@@ -24,6 +24,7 @@ from storage_core.files import (
     LOG_START_OFFSET_CHECKPOINT,
     MARKED_DIR_SUFFIXES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+    STAGING_PREFIX,
     delete_dir_name,
     has_log_files,
 )
@@ -76,6 +77,7 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
             raise NotALogDirError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
         candidates = [root] if has_log_files(root) else sorted(p for p in root.iterdir() if p.is_dir())
         found = 0
+        here: list[TopicPartition] = []
         for d in candidates:
             if d.name.endswith(MARKED_DIR_SUFFIXES):
                 continue
@@ -88,7 +90,13 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
             if tp in out:
                 raise KlogError(f"partition {tp} is in two log dirs: {out[tp].path} and {d}")
             out[tp] = PartitionDir(tp, d, d.parent)
+            here.append(tp)
             found += 1
+        if 0 < found <= _NESTED_CHECK_MAX and candidates != [root]:
+            # the parent of log dirs named like partitions ("data-1", "data-2"): not a log dir
+            for tp in [tp for tp in here if _is_log_dir(out[tp].path)]:
+                del out[tp]
+                found -= 1
         if required and not found:
             _no_partitions(root, allow_empty)
     return [out[k] for k in sorted(out)]
@@ -138,11 +146,28 @@ def _no_partitions(root: Path, allow_empty: bool) -> None:
     else:
         children = [(p, _partition_dir_names(p)) for p in entries if p.is_dir()]
         looks = [(p, tps) for p, tps in children if tps]
-        if looks:
-            hint = "; " + "; ".join(f"{p} looks like a Kafka log dir (it holds {', '.join(tps[:3])}"
-                                    f"{', ...' if len(tps) > 3 else ''}): pass that path" for p, tps in looks[:3])
+        if len(looks) == 1:
+            p, tps = looks[0]
+            hint = f"; {p} looks like a Kafka log dir (it holds {', '.join(tps[:3])}{', ...' if len(tps) > 3 else ''}): pass that path"
+        elif looks:
+            held = "; ".join(f"{p.name} holds {', '.join(tps[:2])}{', ...' if len(tps) > 2 else ''}" for p, tps in looks)
+            hint = (f"; it holds Kafka log dirs ({held}): pass them as "
+                    f"'{','.join(str(p) for p, _ in looks)}', as a broker's log.dirs lists them")
     raise NotALogDirError(f"no topic-partition directories (<topic>-<partition>, e.g. orders-0) in {root}: it holds "
                           f"{shown}{hint}; expected a Kafka log dir (a broker's log.dirs entry) or a partition dir")
+
+
+#: Up to this many partition dirs in a path, each is checked for being a log dir itself (a path
+#: holding more log dirs than that is not met; a real log dir of many partitions pays nothing).
+_NESTED_CHECK_MAX = 64
+
+
+def _is_log_dir(d: Path) -> bool:
+    """Whether ``d``, named like a partition dir, is a log dir: it holds a log dir's own files
+    (checkpoints, ``meta.properties``, the lock) or partition dirs with segments, and no segment."""
+    if any((d / name).exists() for name in LOG_DIR_FILES):
+        return not has_log_files(d)
+    return not has_log_files(d) and bool(_partition_dir_names(d))
 
 
 def _partition_dir_names(d: Path) -> list[str]:
@@ -153,6 +178,8 @@ def _partition_dir_names(d: Path) -> list[str]:
         return []
     out = []
     for p in subdirs[:10_000]:
+        if p.name.startswith(STAGING_PREFIX) or p.name.endswith(MARKED_DIR_SUFFIXES):
+            continue  # a write's staged segments, or a partition marked for deletion: not a partition dir
         try:
             TopicPartition.parse_dir_name(p.name)
         except InvalidTopicError:

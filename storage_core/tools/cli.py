@@ -79,19 +79,36 @@ def _storage(args: argparse.Namespace) -> StorageOptions:
     return StorageOptions.from_options(opts)
 
 
+def _progress_wanted(args: argparse.Namespace, total: int | None, threshold: int = PROGRESS_MIN_BYTES) -> bool:
+    """The one rule for a progress bar on stderr: never with --quiet; KLOG_PROGRESS=1 forces it and
+    =0 hides it; otherwise only on a terminal, for a run of at least ``threshold`` (bytes, or the
+    bar's unit; ``total`` None: not known yet)."""
+    if getattr(args, "quiet", False):
+        return False
+    forced = os.environ.get("KLOG_PROGRESS")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return sys.stderr.isatty() and (total is None or total >= threshold)
+
+
+def _tqdm(**kwargs: Any) -> Any:
+    """A tqdm bar on stderr, or None where tqdm is not installed (``pip install 'klog[progress]'``)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(file=sys.stderr, leave=False, unit_scale=True, **kwargs)
+
+
 class _Bar:
-    """A tqdm bar on stderr, only on a terminal and without --quiet (KLOG_PROGRESS=1 forces it, =0 hides it)."""
+    """A bar of a known total (bytes or files), shown by :func:`_progress_wanted`."""
 
     def __init__(self, args: argparse.Namespace, total: int, desc: str, unit: str = "B",
                  threshold: int = PROGRESS_MIN_BYTES) -> None:
-        forced = os.environ.get("KLOG_PROGRESS")
-        show = forced == "1" or (forced != "0" and sys.stderr.isatty() and total >= threshold)
         self._bar: Any = None
-        if show and not getattr(args, "quiet", False):
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, unit_divisor=1024 if unit == "B"
-                             else 1000, file=sys.stderr, leave=False, dynamic_ncols=True)
+        if _progress_wanted(args, total, threshold):
+            self._bar = _tqdm(total=total, desc=desc, unit=unit, unit_divisor=1024 if unit == "B" else 1000,
+                              dynamic_ncols=True)
 
     def update(self, n: int) -> None:
         if self._bar is not None:
@@ -605,28 +622,32 @@ def _byte_size(text: str) -> int:
 
 
 class _Progress:
-    """A progress bar on stderr: tqdm when installed, else a line redrawn at most once a second."""
+    """``klog compact``'s bar, whose total grows as partitions are planned: shown by
+    :func:`_progress_wanted` once the total is known to be large enough; without tqdm, a line
+    redrawn at most once a second."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self.enabled = _progress_wanted(args, None)
         self.total = 0
         self.done = 0
-        self._bar = None
+        self._bar: Any = None
+        self._started = False
         self._last = 0.0
-        if enabled:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                tqdm = None
-            if tqdm is not None:
-                self._bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, desc="compact",
-                                 file=sys.stderr, leave=False)
 
     def __call__(self, done: int, added: int) -> None:
         if not self.enabled:
             return
         self.total += added
         self.done = min(self.done + done, self.total) if self.total else self.done + done
+        if not self._started:
+            if not _progress_wanted(self._args, self.total):
+                return
+            self._started = True
+            self._bar = _tqdm(total=self.total, unit="B", unit_divisor=1024, desc="compact")
+            if self._bar is not None:
+                self._bar.update(self.done)
+                return
         if self._bar is not None:
             if added:
                 self._bar.total = self.total
@@ -644,7 +665,7 @@ class _Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
-        elif self.enabled and self._last:
+        elif self._last:
             print(file=sys.stderr)
 
 
@@ -685,7 +706,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
     cleaner_results = []
     lm = LogManager(_log_dirs(args.dir), writable=True, close_each=True)  # files of one partition open at a time
-    progress = _Progress(not args.quiet)
+    progress = _Progress(args)
     try:
         if args.topic:
             missing = set(args.topic) - {tp.topic for tp in lm.logs}
