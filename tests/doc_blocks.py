@@ -122,7 +122,7 @@ def _env() -> dict[str, str]:
     bindir = str(Path(sys.executable).parent)
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     return dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""), PYTHONPATH=pythonpath,
-                PYSPARK_PYTHON=sys.executable)
+                PYSPARK_PYTHON=sys.executable, COLUMNS="100")
 
 
 def _spark() -> Any:
@@ -155,7 +155,7 @@ def _run_bash(block: Block) -> None:
 
 def _run_console(block: Block) -> None:
     for step in console_steps(block):
-        res = subprocess.run(["bash", "-o", "pipefail", "-c", step.command], env=dict(_env(), COLUMNS="200"),
+        res = subprocess.run(["bash", "-o", "pipefail", "-c", step.command], env=_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
         actual = res.stdout.rstrip("\n").split("\n") if res.stdout.strip() else []
         if res.returncode != 0:

@@ -105,6 +105,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     res = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py")], cwd=root, env=env,
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
+    (root / "quickstart.out").write_text(res.stdout)
     shutil.rmtree(root / "klog-data-checkpoints", ignore_errors=True)
     sys.path.insert(0, str(REPO / "notebooks"))
     try:
@@ -118,6 +119,17 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if flink:
         (root / "flink-copy").symlink_to(flink[0])
     return root
+
+
+@pytest.mark.spark
+def test_quickstart(samples: Path) -> None:
+    """``make quickstart`` (examples/quickstart.py), whose log dir the pages read: what it prints."""
+    out = (samples / "quickstart.out").read_text()
+    assert "clicks between minute 10 and 15: 300 (expected 300)" in out
+    assert "clicks  0" in out  # the klog describe table
+    # the stream tailed the appends, each in its own micro-batch(es): 10 + 20 + 30 new clicks
+    assert "appended 10 clicks -> the stream has seen 10" in out
+    assert "appended 30 clicks -> the stream has seen 60" in out
 
 
 @pytest.mark.spark

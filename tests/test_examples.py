@@ -23,19 +23,6 @@ def run(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None,
                           env=full, timeout=timeout, cwd=cwd)
 
 
-@pytest.mark.spark
-def test_quickstart(tmp_path: Path) -> None:
-    env = dict(os.environ, KLOG_QUICKSTART_DIR=str(tmp_path / "data"), PYSPARK_PYTHON=sys.executable)
-    res = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py")], capture_output=True, text=True,
-                         env=env, timeout=600, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "clicks between minute 10 and 15: 300 (expected 300)" in res.stdout
-    assert "clicks  0" in res.stdout  # the klog describe table
-    # the stream tailed the appends, each in its own micro-batch(es): 10 + 20 + 30 new clicks
-    assert "appended 10 clicks -> the stream has seen 10" in res.stdout
-    assert "appended 30 clicks -> the stream has seen 60" in res.stdout
-
-
 @pytest.mark.parametrize("example", HELP_EXAMPLES)
 def test_every_example_has_help(example: str, tmp_path: Path) -> None:
     res = run(example, "--help", cwd=tmp_path, timeout=120)
