@@ -1,20 +1,31 @@
-"""Scale benchmark: what a query costs as a log dir grows from 1 to 10,000 partitions.
+"""Scale benchmark: what a query costs as a log dir grows to 10,000 partitions, and a partition to
+100,000 segments.
 
-For each size it writes a log dir of that many partitions of 10 records each (one partition is
-written with storage_core's log manager, the others are copies of its dir; both checkpoints list
-every partition, as a broker's do) and times, in this process:
+**Partitions.** For each size it writes a log dir of that many partitions of 10 records each (one
+partition is written with storage_core's log manager, the others are copies of its dir; both
+checkpoints list every partition, as a broker's do) and times, in this process:
 
 * ``describe`` (:func:`storage_core.describe`) of the whole dir;
 * ``plan`` (:func:`storage_core.plan`): selection, evidence, opens, ranges and pieces;
 * ``read_arrow`` of every record;
 * an **idle streaming trigger**: :meth:`KlogStreamReader.latestOffset` from the end (no new data)
-  and :meth:`~KlogStreamReader.partitions` of the empty range it returns (no Spark needed).
+  and :meth:`~KlogStreamReader.partitions` of the empty range it returns (no Spark needed);
+* ``klog verify`` and ``klog compact --roll`` (the CLI's own entry point, in this process; compact
+  on a fresh copy each run, not timed);
+* with ``--spark``: ``spark.read.format("klog").load(dir).count()`` in a ``local[2]`` session.
 
-It prints a table of the times and, for each size after the first, the ratio
-``time(10n) / (10 × time(n))``: 1 when the cost grows linearly with the partitions, 10 when it
-grows as n². The peer of each ratio is the same step run at a tenth of the size, in the same run.
+**Segments.** With ``--segments`` (e.g. ``10000,100000``), one partition of that many closed
+segments of 10 records each (each ``.log``, an empty ``.index`` as Kafka leaves a segment under
+``index.interval.bytes``, and the ``.timeindex`` entry a roll writes): ``describe``, ``plan``,
+``read_arrow`` of everything, a **tail read** of the last 100 records and ``klog verify``.
 
-Run: ``python -m benchmarks.scale [--sizes 1,100,1000,10000] [--repeat 3]`` (about three minutes).
+Each step reports its median time and the process's peak resident memory during it (Linux's
+``VmHWM``, reset before the step). For each size after the first it prints the ratio
+``time(10n) / (10 × time(n))``: 1 when the cost grows linearly, 10 when it grows as n². The
+peer of each ratio is the same step run at a tenth of the size, in the same run.
+
+Run: ``python -m benchmarks.scale [--sizes 1,100,1000,10000] [--segments 10000,100000] [--spark]
+[--repeat 3]`` (about ten minutes with every option).
 """
 
 from __future__ import annotations
@@ -23,12 +34,14 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import _summary
+from benchmarks._memory import peak_rss_bytes, reset_peak_rss
 
 TOPIC = "t"
 RECORDS = 10
@@ -59,6 +72,42 @@ def write_dir(root: Path, partitions: int) -> Path:
     return d
 
 
+def write_segments_dir(root: Path, segments: int) -> Path:
+    """A log dir of one partition of ``segments`` closed segments of :data:`RECORDS` records each,
+    shut down cleanly (checkpoints and the clean-shutdown marker)."""
+    import struct
+
+    from storage_core.files import (
+        INDEX_SUFFIX,
+        LOG_START_OFFSET_CHECKPOINT,
+        LOG_SUFFIX,
+        RECOVERY_POINT_OFFSET_CHECKPOINT,
+        TIME_INDEX_SUFFIX,
+        segment_file,
+    )
+    from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.record.records import Record, build_batch
+
+    d = root / f"s{segments}"
+    tp = TopicPartition(TOPIC, 0)
+    part = d / tp.dir_name
+    part.mkdir(parents=True)
+    t0 = 1_700_000_000_000
+    for i in range(segments):
+        base = i * RECORDS
+        batch = build_batch([Record(base + j, t0 + base + j, f"k{base + j}".encode(), f"value {base + j}".encode())
+                             for j in range(RECORDS)], base_offset=base)
+        segment_file(part, base, LOG_SUFFIX).write_bytes(batch)
+        segment_file(part, base, INDEX_SUFFIX).write_bytes(b"")
+        segment_file(part, base, TIME_INDEX_SUFFIX).write_bytes(struct.pack(">qi", t0 + base + RECORDS - 1,
+                                                                            RECORDS - 1))
+    OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).write({tp: segments * RECORDS}, sync=False)
+    OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write({}, sync=False)
+    CleanShutdownFile.in_dir(d).write(None, sync=False)
+    return d
+
+
 def idle_trigger(d: Path, starting: str = "latest") -> Callable[[], object]:
     """One trigger of a stream of ``d`` that starts at ``starting`` (the end: no new data):
     latestOffset and partitions()."""
@@ -77,23 +126,108 @@ def idle_trigger(d: Path, starting: str = "latest") -> Callable[[], object]:
     return trigger
 
 
-def _time(fn: Callable[[], object], repeat: int) -> float:
+def _time(fn: Callable[[], object], repeat: int, fresh: Callable[[], object] | None = None) -> tuple[float, int]:
+    """The median time of ``repeat`` runs and the peak resident memory of the process during them;
+    ``fresh`` runs untimed before each run (a new copy for a step that writes)."""
     times = []
+    reset_peak_rss()
     for _ in range(repeat):
+        if fresh is not None:
+            fresh()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times), peak_rss_bytes()
+
+
+def _cli(*argv: str) -> Callable[[], object]:
+    from storage_core.tools.cli import main as klog_main
+
+    def run() -> object:
+        code = klog_main([*argv, "--quiet"])
+        if code != 0:
+            raise SystemExit(f"klog {' '.join(argv)} exited {code}")
+        return code
+    return run
+
+
+def _spark_count(d: Path) -> Callable[[], object]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("klog-bench-scale")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return lambda: spark.read.format("klog").load(str(d)).count()
+
+
+def _compact(d: Path) -> tuple[Callable[[], object], Callable[[], object]]:
+    """``klog compact --roll`` of a copy of ``d``, and the untimed step that makes the copy."""
+    copy = d.with_name(d.name + "-compact")
+
+    def fresh() -> None:
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(d, copy)
+    return _cli("compact", str(copy), "--topic", TOPIC, "--roll"), fresh
+
+
+def _run_series(title: str, unit: str, sizes: list[int], write: Callable[[Path, int], Path],
+                steps: dict[str, Callable[[Path], Callable[[], object]]], repeat: int) -> None:
+    results: dict[str, dict[int, tuple[float, int]]] = {name: {} for name in steps}
+    with tempfile.TemporaryDirectory(prefix="klog-bench-scale-") as tmp:
+        for n in sizes:
+            t0 = time.perf_counter()
+            d = write(Path(tmp), n)
+            print(f"wrote {n:,} {unit} in {time.perf_counter() - t0:.1f} s", flush=True)
+            os.utime(d, ns=(time.time_ns() - 10**9, time.time_ns() - 10**9))  # as a dir not written this second
+            for name, make in steps.items():
+                fresh = None
+                if name == "klog compact":
+                    fn, fresh = _compact(d)
+                else:
+                    fn = make(d)
+                if fresh is not None:
+                    fresh()
+                fn()  # warm: imports, the page cache
+                results[name][n] = _time(fn, repeat, fresh)
+                secs, rss = results[name][n]
+                print(f"  {name:>16} at {n:>7,} {unit}: {secs:.3f} s, peak RSS {rss >> 20} MiB", flush=True)
+            shutil.rmtree(Path(tmp), ignore_errors=True)
+            Path(tmp).mkdir(exist_ok=True)
+    print()
+    print(f"{title}: time (peak RSS)")
+    print()
+    print(f"| {unit} | {' | '.join(steps)} |")
+    print(f"|---|{'---|' * len(steps)}")
+    for n in sizes:
+        cells = [f"{results[s][n][0]:.3f} s ({results[s][n][1] >> 20} MiB)" for s in steps]
+        print(f"| {n:,} | {' | '.join(cells)} |")
+    print()
+    for a, b in zip(sizes, sizes[1:], strict=False):
+        for name in steps:
+            ta, tb = results[name][a][0], results[name][b][0]
+            ratio = tb / ((b / a) * ta) if ta > 0 else float("inf")
+            print(f"ratio {name} {b:,}/{a:,} {unit} time(n)/(n/m * time(m)): {ratio:.2f}")
+            if a >= 1000:
+                _summary.add(_summary.Row(
+                    what=f"scale: {name}, {a:,} → {b:,} {unit}", klog=f"{tb:.2f} s at {b:,}",
+                    peer=f"{b // a} × {ta:.2f} s at {a:,}", ratio=ratio, ratio_means="time", target=1.5,
+                    ratio_label=f"{ratio:.2f} = time(10n)/(10·time(n))"))
+    print()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1,100,1000,10000", help="partition counts, comma-separated")
+    ap.add_argument("--sizes", default="1,100,1000,10000", help="partition counts, comma-separated ('' for none)")
+    ap.add_argument("--segments", default="", help="segment counts of one partition, comma-separated "
+                    "(e.g. 10000,100000)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per step (median reported)")
-    ap.add_argument("--steps", default="describe,plan,read_arrow,idle trigger",
-                    help="what to time, comma-separated (idle trigger needs pyspark, not Spark)")
+    ap.add_argument("--steps", default="describe,plan,read_arrow,idle trigger,klog verify,klog compact",
+                    help="what to time over partitions, comma-separated (idle trigger needs pyspark, not Spark)")
+    ap.add_argument("--spark", action="store_true", help="also time Spark count() (a local[2] session)")
     args = ap.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    segments = [int(s) for s in args.segments.split(",") if s.strip()]
 
     import storage_core as klog
 
@@ -101,42 +235,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "describe": lambda d: lambda: klog.describe(d),
         "plan": lambda d: lambda: klog.plan(d),
         "read_arrow": lambda d: lambda: klog.read_arrow(d).read_all(),
+        "idle trigger": idle_trigger,
+        "klog verify": lambda d: _cli("verify", str(d)),
+        "klog compact": lambda d: _cli("compact", str(d)),  # replaced by _compact (a fresh copy each run)
     }
-    steps["idle trigger"] = idle_trigger
     wanted = [w.strip() for w in args.steps.split(",")]
     unknown = [w for w in wanted if w not in steps]
     if unknown:
         ap.error(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(steps)}")
     steps = {name: make for name, make in steps.items() if name in wanted}
-    results: dict[str, dict[int, float]] = {name: {} for name in steps}
-    with tempfile.TemporaryDirectory(prefix="klog-bench-scale-") as tmp:
-        for n in sizes:
-            t0 = time.perf_counter()
-            d = write_dir(Path(tmp), n)
-            print(f"wrote {n} partitions in {time.perf_counter() - t0:.1f} s", flush=True)
-            os.utime(d, ns=(time.time_ns() - 10**9, time.time_ns() - 10**9))  # as a dir not written this second
-            for name, make in steps.items():
-                fn = make(d)
-                fn()  # warm: imports, the page cache
-                results[name][n] = _time(fn, args.repeat)
-                print(f"  {name:>13} at {n:>6} partitions: {results[name][n]:.3f} s", flush=True)
-            shutil.rmtree(d)
-    print()
-    print(f"| partitions | {' | '.join(steps)} |")
-    print(f"|---|{'---|' * len(steps)}")
-    for n in sizes:
-        print(f"| {n:,} | {' | '.join(f'{results[s][n]:.3f} s' for s in steps)} |")
-    print()
-    for a, b in zip(sizes, sizes[1:], strict=False):
-        for name in steps:
-            ta, tb = results[name][a], results[name][b]
-            ratio = tb / ((b / a) * ta) if ta > 0 else float("inf")
-            print(f"ratio {name} {b}/{a} time(n)/(n/m * time(m)): {ratio:.2f}")
-            if a >= 1000:
-                _summary.add(_summary.Row(
-                    what=f"scale: {name}, {a:,} → {b:,} partitions", klog=f"{tb:.2f} s at {b:,}",
-                    peer=f"{b // a} × {ta:.2f} s at {a:,}", ratio=ratio, ratio_means="time", target=1.5,
-                    ratio_label=f"{ratio:.2f} = time(10n)/(10·time(n))"))
+    if args.spark:
+        steps["Spark count()"] = _spark_count
+    if sizes:
+        _run_series("Partitions of 10 records", "partitions", sizes, write_dir, steps, args.repeat)
+    if segments:
+        seg_steps: dict[str, Callable[[Path], Callable[[], object]]] = {
+            "describe": lambda d: lambda: klog.describe(d),
+            "plan": lambda d: lambda: klog.plan(d),
+            "read_arrow": lambda d: lambda: klog.read_arrow(d).read_all(),
+            "tail 100 records": lambda d: lambda: klog.read_arrow(
+                d, startingOffsets={TOPIC: {"0": int(d.name[1:]) * RECORDS - 100}}).read_all(),
+            "klog verify": lambda d: _cli("verify", str(d)),
+        }
+        _run_series("One partition of segments of 10 records", "segments", segments, write_segments_dir,
+                    seg_steps, args.repeat)
     return 0
 
 

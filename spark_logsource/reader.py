@@ -1,7 +1,7 @@
 """Executor side of a read: one input partition → Arrow record batches, one read-layer call per piece.
 
 All the work (chunks, CRC, the bulk kernel walk, damage skipping, transaction filtering,
-conforming to the schema) is :func:`storage_core.read.piece_reader.read_piece`'s.
+conforming to the schema) is :func:`storage_core.read.piece_reader.read_pieces`'s.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from storage_core.read.options import ReadOptions
-from storage_core.read.piece_reader import read_piece
+from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import select_partitions
 from storage_core.read.values import Decoding, prepare
 
@@ -33,6 +33,5 @@ def read_partition(partition: KlogInputPartition | None, schema: pa.Schema, *, i
                    decoding: Decoding | None = None) -> Iterator[pa.RecordBatch]:
     if partition is None or not getattr(partition, "pieces", None):
         return
-    for piece in partition.pieces:
-        yield from read_piece(piece, include_headers=include_headers, include_metadata=include_metadata,
-                              fail_on_data_loss=fail_on_data_loss, schema=schema, decoding=decoding)
+    yield from read_pieces(partition.pieces, include_headers=include_headers, include_metadata=include_metadata,
+                           fail_on_data_loss=fail_on_data_loss, schema=schema, decoding=decoding)

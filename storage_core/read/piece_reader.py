@@ -13,7 +13,7 @@ always in exactly the schema asked for (:func:`conform`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -217,10 +217,28 @@ def _decoded(batch: pa.RecordBatch, piece: Piece, decoding: BatchDecoding | None
 
 
 def read_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], *, include_headers: bool = False,
-                include_metadata: bool = False, fail_on_data_loss: bool = True,
-                decoding: BatchDecoding | None = None) -> Iterator[pa.RecordBatch]:
-    """:func:`read_piece` over several pieces in turn."""
-    schema = kafka_schema(include_headers, include_metadata)
+                include_metadata: bool = False, fail_on_data_loss: bool = True, schema: pa.Schema | None = None,
+                decoding: BatchDecoding | None = None,
+                done: Callable[[Piece], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`read_piece` over several pieces in turn, with the same rows in the same order.
+
+    Consecutive pieces of one partition share one decoder: a partition of many small segments
+    (each a piece) gives a few full batches, not one small batch (with its own buffers) per
+    segment, so memory follows the data rather than the piece count. ``done`` is called with each
+    piece once its records are decoded (some may still wait in the decoder for the next batch)."""
+    out_schema = schema if schema is not None else kafka_schema(include_headers, include_metadata)
+    dec: ArrowDecoder | None = None
+    current: Piece | None = None
     for piece in pieces:
-        yield from read_piece(piece, include_headers=include_headers, include_metadata=include_metadata,
-                              fail_on_data_loss=fail_on_data_loss, schema=schema, decoding=decoding)
+        if current is None or dec is None or (piece.topic, piece.partition) != (current.topic, current.partition):
+            if dec is not None and current is not None and dec.num_rows:
+                yield _decoded(conform(dec.finish(), out_schema), current, decoding)
+            dec = ArrowDecoder(piece.topic, piece.partition, include_headers=include_headers,
+                               include_metadata=include_metadata)
+        current = piece
+        for out in _bulk(piece, dec, fail_on_data_loss):
+            yield _decoded(conform(out, out_schema), piece, decoding)
+        if done is not None:
+            done(piece)
+    if dec is not None and current is not None and dec.num_rows:
+        yield _decoded(conform(dec.finish(), out_schema), current, decoding)

@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from storage_core.errors import InvalidOptionError
 from storage_core.fs import ObjectPath, StorageOptions, as_path
 from storage_core.read.options import DEFAULT_MAX_BYTES_PER_PARTITION, OffsetSpec, ReadOptions
-from storage_core.read.piece_reader import read_piece
+from storage_core.read.piece_reader import read_pieces
+from storage_core.read.pieces import Piece
 from storage_core.read.planner import ReadPlan, plan_read
 from storage_core.record.columnar import kafka_schema
 
@@ -161,14 +162,15 @@ def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike
     writer = pq.ParquetWriter(where, schema, compression=None if compression == "none" else compression,
                               filesystem=fs)
     try:
-        for piece in plan.pieces:
-            for batch in read_piece(piece, include_headers=req.include_headers,
-                                    include_metadata=req.include_metadata, schema=schema):
-                summary.records += batch.num_rows
-                writer.write_batch(batch)
+        def piece_done(piece: Piece) -> None:
             summary.bytes_read += piece.nbytes
             if progress is not None:
                 progress(piece.nbytes)
+
+        for batch in read_pieces(plan.pieces, include_headers=req.include_headers,
+                                 include_metadata=req.include_metadata, schema=schema, done=piece_done):
+            summary.records += batch.num_rows
+            writer.write_batch(batch)
         writer.close()
         if isinstance(out, ObjectPath) and isinstance(tmp, ObjectPath):
             out.store.fs().move(tmp.fs_key, out.fs_key)
