@@ -298,10 +298,15 @@ def test_writers_refuse_a_bucket_before_any_work(s3: S3Server) -> None:
 
 
 @pytest.mark.fault
-def test_server_killed_mid_scan_fails_clearly_and_the_rerun_is_right(tmp_path: Path) -> None:
+def test_server_killed_mid_scan_fails_clearly_and_the_rerun_is_right(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A private server (the shared one serves the other tests) is SIGKILLed between two batches of
     a scan: the scan fails with an ObjectStoreError naming the object; after a restart, the same
     read returns exactly the rows of the disk."""
+    from storage_core.read import piece_reader
+
+    # small output batches: consecutive pieces share a decoder, and 4,000 records would be one batch
+    monkeypatch.setattr(piece_reader, "FLUSH_ROWS", 200)
     try:
         server = S3Server(tmp_path / "s3")
         server.start()

@@ -115,8 +115,12 @@ __all__ = ["MANIFEST_VERSION", "PartitionCopy", "SnapshotSummary", "snapshot"]
 MANIFEST_VERSION = 1
 #: Bytes read from the source at a time.
 CHUNK_BYTES = 8 << 20
-#: Passes over a partition whose segments keep vanishing (retention, compaction) before giving up.
+#: Passes in a row over a partition whose segments keep vanishing (retention, compaction) while
+#: nothing new is copied, before giving up.
 MAX_ATTEMPTS = 5
+#: Passes over one partition in all: a pass that copied new segments before one vanished made
+#: progress (the next pass skips them), but a writer that always outruns the copy must end too.
+MAX_PASSES = 25
 
 #: KRaft metadata snapshots in ``__cluster_metadata-0``: ``<20-digit end offset>-<10-digit epoch>.checkpoint``.
 KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
@@ -622,11 +626,14 @@ class _Run:
 
     # -- a partition
     def copy_partition(self, pd: PartitionDir) -> PartitionCopy | None:
-        for _attempt in range(MAX_ATTEMPTS):
+        stalled = 0
+        for _pass in range(MAX_PASSES):
             counted = (self.summary.segments_copied, self.summary.segments_skipped)
+            uploaded = self.summary.bytes_copied
             try:
                 return self._copy_partition_once(pd)
             except _Vanished as gone:
+                stalled = 0 if self.summary.bytes_copied > uploaded else stalled + 1
                 # segments are counted by the pass that completes (files and bytes are work done)
                 self.summary.segments_copied, self.summary.segments_skipped = counted
                 if not pd.path.is_dir():  # the partition itself was deleted (renamed -delete)
@@ -636,8 +643,10 @@ class _Run:
                 self.summary.segments_vanished += 1
                 self.summary.notes.append(f"{pd.topic_partition}: {Path(str(gone)).name} was deleted or replaced "
                                           "while it was copied; the partition was listed again")
+                if stalled >= MAX_ATTEMPTS:
+                    break
         raise KlogError(f"{pd.path}: segments kept being deleted or replaced while they were copied "
-                        f"({MAX_ATTEMPTS} passes); rerun the snapshot")
+                        f"({_pass + 1} passes, the last {stalled} copying nothing new); rerun the snapshot")
 
     def _open(self, pd: PartitionDir) -> Log | None:
         state = self.states.of(pd.log_dir)
