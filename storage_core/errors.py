@@ -246,7 +246,9 @@ def storage_error(exc: OSError, doing: str, path: str | PathLike[str] | None = N
 
     why = {_errno.ENOSPC: "the file system is full (no space left on device)",
            _errno.EDQUOT: "the disk quota is exceeded",
-           _errno.EROFS: "the file system is read-only"}.get(exc.errno or 0, exc.strerror or str(exc))
+           _errno.EROFS: "the file system is read-only",
+           _errno.EMFILE: "too many open files (the OS limit of this process: ulimit -n)",
+           _errno.ENFILE: "too many open files (the system-wide limit: fs.file-max)"}.get(exc.errno or 0, exc.strerror or str(exc))
     return StorageError(f"{doing} failed: {why}; nothing of this write was kept", errno=exc.errno,
                         path=path if path is not None else exc.filename)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import storage_core
@@ -402,11 +403,13 @@ def test_writer(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
 
 # --- each fix on its own --------------------------------------------------------------------------
 
-def _klog(*args: str, env_limit: int | None = None) -> subprocess.CompletedProcess[str]:
+def _klog(*args: str, env_limit: int | None = None, hard_limit: bool = False) -> subprocess.CompletedProcess[str]:
+    """The CLI in a child process whose soft limit on open files is ``env_limit`` (and the hard one
+    too with ``hard_limit``)."""
     code = "import sys\n"
     if env_limit is not None:
         code += ("import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
-                 f"resource.setrlimit(resource.RLIMIT_NOFILE, ({env_limit}, hard))\n")
+                 f"resource.setrlimit(resource.RLIMIT_NOFILE, ({env_limit}, {env_limit} if {hard_limit} else hard))\n")
     code += "from storage_core.tools.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
 
@@ -419,17 +422,38 @@ def _many_partitions(root: Path, n: int) -> None:
 
 
 def test_recover_compact_and_retention_hold_the_files_of_one_partition_at_a_time(tmp_path: Path) -> None:
-    """400 partitions under a limit of 256 open files: a writable log holds about 4, so holding
-    them all at once failed with EMFILE half-way."""
+    """2,000 partitions under a limit of 256 open files: a writable log holds about 4, so holding
+    them all at once failed with EMFILE half-way. The reading commands hold few files too."""
     root = tmp_path / "logs"
-    _many_partitions(root, 400)
-    for cmd in (["recover", str(root), "--quiet"], ["compact", str(root), "--roll", "--quiet"],
-                ["retention", str(root), "--config", "retention.bytes=1000000000", "--quiet"]):
+    n = 2000
+    _many_partitions(root, n)
+    for cmd in (["recover", str(root), "--quiet"], ["compact", str(root), "--roll", "--quiet", "--json"],
+                ["retention", str(root), "--config", "retention.bytes=1000000000", "--quiet"],
+                ["verify", str(root), "--quiet"], ["describe", str(root), "--json"],
+                ["export", str(root), "--topic", "t", "-o", str(tmp_path / "t.parquet"), "--quiet"]):
         res = _klog(*cmd, env_limit=256)
         assert res.returncode == 0, (cmd, res.stderr[-2000:])
-    res = _klog("verify", str(root), "--quiet")
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert storage_core.read_arrow(root).read_all().num_rows == 400 * 5
+    assert storage_core.read_arrow(root).read_all().num_rows == n * 5
+    assert pq.read_metadata(tmp_path / "t.parquet").num_rows == n * 5
+
+
+def test_a_limit_of_open_files_below_klogs_minimum_is_raised_or_named(tmp_path: Path) -> None:
+    """Below MIN_OPEN_FILES, the soft limit is raised to it where the hard limit allows (as the JVM
+    does for a broker); where it does not, every command stops before any work with exit 2, naming
+    both limits."""
+    from storage_core.log.open_files import MIN_OPEN_FILES
+
+    root = tmp_path / "logs"
+    _many_partitions(root, 3)
+    assert _klog("recover", str(root), "--quiet", env_limit=MIN_OPEN_FILES // 4).returncode == 0
+    before = tree(root)
+    for cmd in (["recover", str(root)], ["describe", str(root)]):
+        res = _klog(*cmd, env_limit=MIN_OPEN_FILES // 4, hard_limit=True)
+        assert res.returncode == 2, res
+        assert res.stderr.startswith(f"klog: error: the OS allows this process {MIN_OPEN_FILES // 4} open files "
+                                     f"(ulimit -n; hard limit {MIN_OPEN_FILES // 4}), and klog needs at least "
+                                     f"{MIN_OPEN_FILES}"), res.stderr
+        assert tree(root) == before
 
 
 def test_a_failed_writable_open_leaves_the_dir_as_it_found_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ from storage_core.errors import (
 from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
 from storage_core.fs import OPTION_PREFIX, ObjectStoreError, StorageOptions, as_path
 from storage_core.limits import INT32_MAX, INT64_MAX
+from storage_core.log.open_files import ensure_open_files
 
 if TYPE_CHECKING:
     from storage_core.record.messages.decoders import Decoder
@@ -716,16 +717,17 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         else:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
         cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
-        for tp in chosen:
-            log = lm.reopen(tp)
-            try:
-                if args.roll and log.active_segment.size_in_bytes > 0:
-                    log.roll()  # as a broker does after segment.ms: the data becomes cleanable
-                result = cleaner.clean_log(log, force=True)
-            finally:
-                log.close()
-            assert result is not None
-            cleaner_results.append(result)
+        with cleaner.deferred_checkpoints():  # not a whole checkpoint written per partition: N² at 10,000
+            for tp in chosen:
+                log = lm.reopen(tp)
+                try:
+                    if args.roll and log.active_segment.size_in_bytes > 0:
+                        log.roll()  # as a broker does after segment.ms: the data becomes cleanable
+                    result = cleaner.clean_log(log, force=True)
+                finally:
+                    log.close()
+                assert result is not None
+                cleaner_results.append(result)
     finally:
         progress.close()
         lm.close()
@@ -1003,6 +1005,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(getattr(args, "debug", False))
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        ensure_open_files()
         return int(func(args))
     except KlogError as exc:
         if debug:
