@@ -63,6 +63,7 @@ from storage_core.read.planner import (
     check_lost_data,
     committed_for,
     latest_offset,
+    loss_window,
     offset_for,
     open_tail,
     pieces_of,
@@ -372,7 +373,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     # what the dir's evidence says this range held and cannot be read: the batch reads' rule
                     # (a range from the log start also answers for losses below it, as a batch read does)
                     check_lost_data(self.opts.read, pd, lg, evidence,
-                                    within=(first if first > lg.log_start_offset else 0, last))
+                                    within=loss_window(lg, first, last, to_the_end=False))
                     parts.append((lg, PartitionRange(tp, str(pd.path), first, last)))
             pieces = pieces_of(parts, self.opts.read)
         finally:

@@ -314,3 +314,33 @@ def test_verify_checks_the_intact_batches_after_damage(tmp_path: Path) -> None:
     rep = verify_partition(PartitionDir(TopicPartition("t", 0), part, part.parent))
     assert rep.batches == total - 2
     assert all("past the valid data" not in e for e in rep.errors), rep.errors
+
+
+@pytest.mark.parametrize("damage", ["truncated", "first .log gone"])
+def test_a_read_answers_for_the_losses_of_its_own_range(tmp_path: Path, damage: str) -> None:
+    """A read of offsets past a loss returns them without error (it reads no lost offset, and does
+    not look at the segments below it: a tail read of 10,000 segments opened them all); a read from
+    the log start, or one that reaches into the lost range, fails. Data lost below the first
+    segment is in the range of a read from the earliest offset."""
+    root = tmp_path / "logs"
+    part = three_segments(root)
+    segs = sorted(part.glob("*.log"))
+    if damage == "truncated":
+        os.truncate(middle(part), 20_000)
+    else:  # the first segment's .log is gone, its index is there: offsets below the first segment lost
+        segs[0].unlink()
+    past = int(segs[2].name[:20])
+    with pytest.raises(DataLossError) as info:
+        klog.read_arrow(str(root)).read_all()
+    first, last = _offsets(str(info.value))
+    assert last == past - 1 if damage == "truncated" else (first, last) == (0, int(segs[1].name[:20]) - 1)
+    tail = klog.read_arrow(str(root), startingOffsets=json.dumps({"t": {"0": past + 5}})).read_all()
+    assert tail.column("offset").to_pylist() == list(range(past + 5, N))
+    for start, end in ((last, "latest"), (past, "latest"), ("earliest", first + 1)):
+        ending = end if isinstance(end, str) else json.dumps({"t": {"0": end}})
+        starting = start if isinstance(start, str) else json.dumps({"t": {"0": start}})
+        if start == past:
+            assert klog.read_arrow(str(root), startingOffsets=starting).read_all().num_rows == N - past
+            continue
+        with pytest.raises(DataLossError, match=rf"offsets {first}\.\.{last}"):
+            klog.read_arrow(str(root), startingOffsets=starting, endingOffsets=ending).read_all()

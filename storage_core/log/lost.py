@@ -343,12 +343,15 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
     return out
 
 
-def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = False) -> list[LostData]:
+def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = False,
+              within: tuple[int, int] | None = None) -> list[LostData]:
     """What of ``pd`` its evidence ``ev`` (:func:`gather_evidence`, taken before the open) says
     should be there and ``lg`` (opened read-only; None: the dir has no ``.log`` files) cannot give,
     by offset. Reads index files and the last few KiB of each segment; a segment found damaged
     there is scanned in full for the intact batches after the damage. ``full`` (``klog verify``):
-    every segment is scanned, so damage anywhere is named by its offsets."""
+    every segment is scanned, so damage anywhere is named by its offsets. ``within=(lo, hi)``: a
+    segment (not the last) whose offsets all lie below ``lo`` or at ``hi`` and above is not looked
+    at (the caller counts only losses of ``lo..hi-1``)."""
     name = str(pd.topic_partition)
     if lg is None:
         # only the checkpoints and snapshots say how far a log with no segments reached: an index
@@ -374,7 +377,10 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
             out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, first_base - 1,
                                 f"the .log of the segment at {base} is gone (its index is there)"))
     for i, seg in enumerate(segs[:-1]):
-        out += _segment_losses(name, lg, seg, segs[i + 1].base_offset, full, gaps)
+        nxt = segs[i + 1].base_offset
+        if within is not None and (nxt <= within[0] or seg.base_offset >= within[1]):
+            continue
+        out += _segment_losses(name, lg, seg, nxt, full, gaps)
     for base in ev.orphan_indexes:
         if first_base < base < lg.log_end_offset and base not in bases and not any(x.first <= base <= x.last
                                                                                     for x in out):

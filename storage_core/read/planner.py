@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
 from storage_core.files import has_log_files
+from storage_core.limits import INT64_MAX
 from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
@@ -399,6 +400,17 @@ def _prune(rng: PartitionRange, lg: Log, pruning: Pruning) -> PartitionRange:
     return dataclasses.replace(rng, start=min(start, end), end=end)
 
 
+def loss_window(lg: Log, start: int, end: int, *, to_the_end: bool = True) -> tuple[int, int]:
+    """The offsets whose loss a read of ``[start, end)`` of ``lg`` answers for: its own, and all
+    below it when it starts at the log start offset (data lost before the first segment is what
+    such a read would have returned), and all above it when it reaches the log end offset and
+    ``to_the_end`` (what the checkpoints say the log held past its segments). A read of the last
+    100 records of 10,000 segments then checks the segments it reads, not every one."""
+    lo = start if start > lg.log_start_offset else 0
+    hi = INT64_MAX if to_the_end and end >= lg.log_end_offset else end
+    return lo, hi
+
+
 def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidence: Evidence, *,
                     within: tuple[int, int] | None = None) -> None:
     """What the dir's own evidence says should be there and the log cannot give
@@ -407,7 +419,7 @@ def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidenc
     intact records are read). Never a silently shorter read; a torn tail of the last segment beyond
     the recovery point is not a loss. ``within=(first, end)``: only losses of offsets in
     ``first..end-1`` count (a stream's micro-batch; each batch reports those of its own range)."""
-    lost = lost_data(pd, lg, evidence)
+    lost = lost_data(pd, lg, evidence, within=within)
     if within is not None:
         lost = [x for x in lost if x.last >= within[0] and x.first < within[1]]
     if not lost:
@@ -489,8 +501,12 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
             except PendingCommitError:
                 continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)
-            check_lost_data(opts, pd, lg, evidence)
-            rng = _prune(resolve(opts, pd, lg, committed=committed), lg, pruning)
+            try:
+                rng = _prune(resolve(opts, pd, lg, committed=committed), lg, pruning)
+            except OffsetOutOfRangeError:
+                check_lost_data(opts, pd, lg, evidence)  # offsets lost, not deleted: say so instead
+                raise
+            check_lost_data(opts, pd, lg, evidence, within=loss_window(lg, rng.start, rng.end))
             ranges.append(rng)
             parts.append((lg, rng))
         pieces = pieces_of(parts, opts)
