@@ -17,7 +17,8 @@ checkpoints list every partition, as a broker's do) and times, in this process:
 **Segments.** With ``--segments`` (e.g. ``10000,100000``), one partition of that many closed
 segments of 10 records each (each ``.log``, an empty ``.index`` as Kafka leaves a segment under
 ``index.interval.bytes``, and the ``.timeindex`` entry a roll writes): ``describe``, ``plan``,
-``read_arrow`` of everything, a **tail read** of the last 100 records and ``klog verify``.
+``read_arrow`` of everything, a **tail read** of the last 100 records, an idle trigger, ``klog verify``,
+``klog compact --roll`` and (``--spark``) Spark ``count()``.
 
 Each step reports its median time and the process's peak resident memory during it (Linux's
 ``VmHWM``, reset before the step). For each size after the first it prints the ratio
@@ -31,6 +32,8 @@ Run: ``python -m benchmarks.scale [--sizes 1,100,1000,10000] [--segments 10000,1
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import statistics
@@ -144,7 +147,8 @@ def _cli(*argv: str) -> Callable[[], object]:
     from storage_core.tools.cli import main as klog_main
 
     def run() -> object:
-        code = klog_main([*argv, "--quiet"])
+        with contextlib.redirect_stdout(io.StringIO()):  # compact's table: a line per partition
+            code = klog_main([*argv, "--quiet"])
         if code != 0:
             raise SystemExit(f"klog {' '.join(argv)} exited {code}")
         return code
@@ -255,8 +259,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "read_arrow": lambda d: lambda: klog.read_arrow(d).read_all(),
             "tail 100 records": lambda d: lambda: klog.read_arrow(
                 d, startingOffsets={TOPIC: {"0": int(d.name[1:]) * RECORDS - 100}}).read_all(),
+            "idle trigger": idle_trigger,
             "klog verify": lambda d: _cli("verify", str(d)),
+            "klog compact": lambda d: _cli("compact", str(d)),  # replaced by _compact (a fresh copy each run)
         }
+        seg_steps = {name: make for name, make in seg_steps.items() if name in wanted or name == "tail 100 records"}
+        if args.spark:
+            seg_steps["Spark count()"] = _spark_count
         _run_series("One partition of segments of 10 records", "segments", segments, write_segments_dir,
                     seg_steps, args.repeat)
     return 0
