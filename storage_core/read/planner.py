@@ -463,13 +463,16 @@ def pieces_of(parts: list[tuple[Log, PartitionRange]], opts: ReadOptions) -> lis
     raw = [(lg, p) for lg, rng in parts for p in slices(lg, rng.topic_partition, rng.start, rng.end)]
     total_records = sum(p.est_records for _, p in raw) or 1
     out: list[Piece] = []
+    segment_of: dict[str, LogSegment] = {}  # by .log path: a scan of lg.segments per piece was n² in segments
+    for lg, _rng in parts:
+        segment_of.update((str(s.log_path), s) for s in lg.segments)
     for lg, p in raw:
         n = math.ceil(p.nbytes / opts.max_bytes_per_partition)
         if opts.max_records_per_partition:
             n = max(n, math.ceil(p.est_records / opts.max_records_per_partition))
         if opts.min_partitions and opts.min_partitions > len(raw):
             n = max(n, round(p.est_records / total_records * opts.min_partitions))
-        seg = next(s for s in lg.segments if str(s.log_path) == p.log_path)
+        seg = segment_of[p.log_path]
         for q in _cut(seg, p, n):
             out.append(dataclasses.replace(q, aborted=aborted_for(lg, q)) if opts.read_committed else q)
     return out
