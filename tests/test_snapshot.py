@@ -505,3 +505,86 @@ def test_retention_past_everything_dst_holds_and_partitions_coming_and_going(tmp
     assert all(r["value"] == value_of(r["offset"]) for r in check)
     assert "new 0" in (dst / "recovery-point-offset-checkpoint").read_text()
     assert "old 0" not in (dst / "recovery-point-offset-checkpoint").read_text()
+
+
+@pytest.mark.parametrize("seed", [3, 17])
+def test_every_state_dst_passes_through_reads_without_a_gap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             seed: int) -> None:
+    """Each file an incremental snapshot writes or deletes leaves DST a consistent log: read after
+    every step (with the checkpoints of the last run, as a reader that read them before listing
+    sees them), it gives a contiguous run of the truth, never a loss. Retention at the source
+    (and a log start moved inside a segment, as DeleteRecords moves it) deletes some of DST's
+    segments, and the active segment grows and rolls."""
+    from storage_core.log.config import LogConfig
+    from storage_core.log.manager import LogManager
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.record.records import Record, build_batch
+    from storage_core.tools import snapshot as snap_mod
+
+    rng = random.Random(seed)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    cfg = LogConfig.from_properties({"segment.bytes": "1200", "retention.bytes": "4000", "retention.ms": "-1",
+                                     "index.interval.bytes": "200", "file.delete.delay.ms": "0"})
+    states: list[str] = []
+
+    before: dict[str, bytes] = {}  # DST's checkpoints as the run found them
+
+    def read_dst(step: str) -> None:
+        import shutil
+
+        # DST as it is, and as a reader sees it that read the checkpoints before this run wrote them
+        stale = tmp_path / "stale"
+        shutil.rmtree(stale, ignore_errors=True)
+        shutil.copytree(dst, stale)
+        for name, data in before.items():
+            (stale / name).write_bytes(data)
+        for where in (dst, stale):
+            read_one(where, f"{step}{' (checkpoints read before the run)' if where == stale else ''}")
+
+    def read_one(where: Path, step: str) -> None:
+        try:
+            rows = klog.read_arrow(str(where), topics="orders").read_all().select(["offset", "value"]).to_pylist()
+        except klog.KlogError as exc:
+            states.append(f"seed {seed}, after {step}: {type(exc).__name__}: {exc}")
+            return
+        offsets = [r["offset"] for r in rows]
+        if offsets != list(range(offsets[0], offsets[0] + len(offsets))) if offsets else False:
+            states.append(f"seed {seed}, after {step}: a gap in {offsets[0]}..{offsets[-1]}")
+        if any(r["value"] != value_of(r["offset"]) for r in rows):
+            states.append(f"seed {seed}, after {step}: a value differs from the truth")
+
+    with LogManager([src], writable=True, config=cfg) as lm:
+        log = lm.create_log(TopicPartition("orders", 0))
+        n = deleted = 0
+        for _round in range(4):
+            for _ in range(rng.randint(15, 40)):
+                log.append(build_batch([Record(0, 1_700_000_000_000 + n, b"k%d" % n, value_of(n))]))
+                n += 1
+            # a DeleteRecords-like log start inside a segment, then retention below it
+            log.log_start_offset = rng.randint(log.log_start_offset, (log.log_start_offset + n) // 2)
+            lm.retention()
+            lm.checkpoint()
+            if _round == 0:
+                snapshot(src, dst)
+                continue
+            before.clear()
+            before.update({p.name: p.read_bytes() for p in dst.glob("*-checkpoint")})
+            real_delete, real_commit = snap_mod._LocalDest.delete, snap_mod._LocalSink.commit
+
+            def delete(self: Any, rel: str, real: Any = real_delete) -> None:
+                real(self, rel)
+                read_dst(f"deleting {rel}")
+
+            def commit(self: Any, real: Any = real_commit) -> None:
+                real(self)
+                read_dst(f"writing {self._path.name}")
+
+            with monkeypatch.context() as m:
+                m.setattr(snap_mod._LocalDest, "delete", delete)
+                m.setattr(snap_mod._LocalSink, "commit", commit)
+                s = snapshot(src, dst)
+            deleted += s.segments_deleted
+    assert states == [], states[:5]
+    assert deleted > 0  # DST followed the source's retention
+    assert klog.read_arrow(str(dst)).read_all().num_rows == log.log_end_offset - log.log_start_offset

@@ -41,7 +41,7 @@ publishes an object when its upload completes), in an order of which every prefi
 consistent log: a partition's segments in offset order; a new segment's indexes before its
 ``.log``; a segment that DST has already (the active segment of the last run, now longer) its
 ``.log`` first, then its indexes (an index of a prefix stays valid); then segments below the
-new log start deleted from the front (``.log`` first); the checkpoints; partitions gone from the
+new log start deleted from the front (each segment's ``.log`` after its indexes); the checkpoints; partitions gone from the
 source; the manifest last. When retention at the source has passed everything DST holds, the
 new first segment is written unseen, ``log-start-offset-checkpoint`` moves to it, the old
 segments are deleted and the segment is committed: a reader may meet, for that moment, a
@@ -618,9 +618,12 @@ class _Run:
         return sorted(out)
 
     def delete_segment(self, prefix: str, base: int) -> None:
-        """A DST segment removed, ``.log`` first (its indexes alone are orphans every reader ignores)."""
+        """A DST segment removed, its indexes first and its ``.log`` last: a reader listing in between
+        meets a ``.log`` without (some of) its indexes, which it reads by scanning, never an
+        ``.index`` without its ``.log`` at or above the log start of a checkpoint it read before the
+        listing, which is evidence of lost data (:func:`storage_core.log.lost.lost_data`)."""
         name = filename_prefix(base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in (TXN_INDEX_SUFFIX, TIME_INDEX_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX):
             self.delete(f"{prefix}/{name}{suffix}")
         self.summary.segments_deleted += 1
 
