@@ -1,7 +1,8 @@
 """A benchmark's SparkSession and scratch directory: ``local[2]``, no UI or progress bars, UTC.
 
-Python workers get this interpreter and the repository on their path. A session someone else
-made (a test's) is used and left running; one made here is stopped at the end.
+Python workers get this interpreter and the repository on their path; ``jars`` go on
+``spark.jars``. A session someone else made (a test's) is used and left running; one made here is
+stopped at the end.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["bench_session"]
 
 
 @contextmanager
-def bench_session(app: str, *, cores: int = 2) -> Iterator[tuple[Any, Path]]:
+def bench_session(app: str, *, cores: int = 2, jars: list[str] | None = None) -> Iterator[tuple[Any, Path]]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     repo = str(Path(__file__).resolve().parent.parent)
     os.environ["PYTHONPATH"] = repo + os.pathsep + os.environ.get("PYTHONPATH", "")
@@ -29,7 +30,8 @@ def bench_session(app: str, *, cores: int = 2) -> Iterator[tuple[Any, Path]]:
     owned = SparkSession.getActiveSession() is None
     spark = (SparkSession.builder.master(f"local[{cores}]").appName(app)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
+             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g")
+             .config("spark.jars", ",".join(jars or [])).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark, work

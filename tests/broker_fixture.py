@@ -92,6 +92,37 @@ _libs: list[Path] | None = None
 _failure: str | None = None
 
 
+def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
+    """The runtime jars of ``pom``, copied by Maven into ``cache/libs`` on first use (under the
+    cache's file lock, so parallel pytest workers share one copy); ``wanted`` is a jar that must be
+    among them. Raises :class:`BrokerError` naming ``what`` could not be had, and why."""
+    try:
+        for tool in ("java", "javac", "mvn"):
+            if shutil.which(tool) is None:
+                raise BrokerError(f"{what} unavailable: no {tool} on PATH")
+        cache.mkdir(parents=True, exist_ok=True)
+        with _locked(cache / ".lock"):
+            target = cache / "libs"
+            if not target.is_dir():
+                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
+                try:
+                    cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                           f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+                    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+                    if proc.returncode != 0:
+                        tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+                        raise BrokerError(f"{what} unavailable: mvn could not fetch {wanted}: {tail}")
+                    tmp.rename(target)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+            jars = sorted(target.glob("*.jar"))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BrokerError(f"{what} unavailable: {e}") from e
+    if not any(j.name == wanted for j in jars):
+        raise BrokerError(f"{what} unavailable: {target} lacks {wanted}")
+    return jars
+
+
 def libs() -> list[Path]:
     """The broker's jars, fetched with Maven on first use (raises :class:`BrokerError`)."""
     global _libs, _failure
@@ -100,36 +131,11 @@ def libs() -> list[Path]:
     if _failure is not None:
         raise BrokerError(_failure)
     try:
-        for tool in ("java", "javac", "mvn"):
-            if shutil.which(tool) is None:
-                raise BrokerError(f"Kafka broker unavailable: no {tool} on PATH")
-        cache = cache_dir()
-        cache.mkdir(parents=True, exist_ok=True)
-        with _locked(cache / ".lock"):
-            target = cache / "libs"
-            if not target.is_dir():
-                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
-                try:
-                    cmd = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-                           f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
-                    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
-                    if proc.returncode != 0:
-                        tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-                        raise BrokerError(f"Kafka broker unavailable: mvn could not fetch Kafka {kafka_version()}: {tail}")
-                    tmp.rename(target)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
-            jars = sorted(target.glob("*.jar"))
-            if not any(j.name == f"kafka_2.13-{kafka_version()}.jar" for j in jars):
-                raise BrokerError(f"Kafka broker unavailable: {target} lacks kafka_2.13-{kafka_version()}.jar")
-    except (OSError, subprocess.TimeoutExpired) as e:
-        _failure = f"Kafka broker unavailable: {e}"
-        raise BrokerError(_failure) from e
+        _libs = maven_jars(POM, cache_dir(), f"kafka_2.13-{kafka_version()}.jar", "Kafka broker")
     except BrokerError as e:
         _failure = str(e)
         raise
-    _libs = jars
-    return jars
+    return _libs
 
 
 def classpath() -> str:

@@ -15,16 +15,20 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local[2] SparkSession per test process (about 10 s to start)."""
+    """One local[2] SparkSession per test process (about 10 s to start), with Spark's Kafka connector
+    on its ``spark.jars`` where it can be had (``tests/spark_kafka.py``)."""
     pyspark = pytest.importorskip("pyspark")
+    import spark_kafka
     from pyspark.sql import SparkSession
 
     del pyspark
-    session = (SparkSession.builder.master("local[2]").appName("klog-tests")
+    builder = (SparkSession.builder.master("local[2]").appName("klog-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
+               .config("spark.sql.session.timeZone", "UTC"))
+    if spark_kafka.unavailable() is None:  # Spark's own Kafka source, the peer of the parity tests
+        builder = builder.config("spark.jars", ",".join(map(str, spark_kafka.connector_jars())))
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

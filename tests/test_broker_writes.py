@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from broker_fixture import Broker, consumer_row
 from kafka_corpus import assert_same_rows, rows_of
+from sink_rows import sink_frame, sink_rows
 
 import storage_core
 from storage_core.files import CLEAN_SHUTDOWN_FILE
@@ -46,34 +47,6 @@ CTX = f"KLOG_BROKER_SEED={SEED}"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 ISOLATION = ("read_uncommitted", "read_committed")
 Row = dict[str, Any]
-
-
-def _rows(rnd: random.Random, n: int) -> list[dict[str, Any]]:
-    """Random rows for Spark's Kafka sink schema: keys (some null), values (some null), headers,
-    a timestamp on some."""
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    out = []
-    for _ in range(n):
-        out.append({
-            "key": None if rnd.random() < 0.2 else rnd.randbytes(rnd.randint(0, 20)),
-            "value": None if rnd.random() < 0.05 else rnd.randbytes(rnd.randint(0, 300)),
-            "headers": [{"key": f"h{rnd.randint(0, 3)}", "value": None if rnd.random() < 0.2 else rnd.randbytes(8)}
-                        for _ in range(rnd.choice((0, 0, 1, 2)))],
-            "timestamp": now - dt.timedelta(milliseconds=rnd.randint(0, 10_000_000)) if rnd.random() < 0.5 else None,
-        })
-    return out
-
-
-def _frame(spark, rows: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
-    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType, TimestampType
-
-    schema = StructType([
-        StructField("key", BinaryType()), StructField("value", BinaryType()),
-        StructField("headers", ArrayType(StructType([StructField("key", StringType()),
-                                                     StructField("value", BinaryType())]))),
-        StructField("timestamp", TimestampType()),
-    ])
-    return spark.createDataFrame([(r["key"], r["value"], r["headers"], r["timestamp"]) for r in rows], schema)
 
 
 def _payload(r: Row) -> tuple[Any, ...]:
@@ -160,15 +133,15 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
     # the Spark batch writer, every codec, after what the broker wrote
     given: dict[str, list[tuple[Any, ...]]] = {}
     for codec, t in zip(CODECS, spark_topics, strict=True):
-        rows = _rows(rnd, rnd.randint(500, 1500))
-        (_frame(spark, rows).write.format("klog").option("topic", t).option("compression", codec)
+        rows = sink_rows(rnd, rnd.randint(500, 1500))
+        (sink_frame(spark, rows).write.format("klog").option("topic", t).option("compression", codec)
          .mode("append").save(str(log_dir)))
         given[t] = [_payload(r) for r in rows]
 
     # the streaming sink: a klog dir of klog's own, streamed into the broker's dir
     src = tmp / "src"
-    rows = _rows(rnd, 700)
-    _frame(spark, rows).write.format("klog").option("topic", "in").option("numPartitions", "2") \
+    rows = sink_rows(rnd, 700)
+    sink_frame(spark, rows).write.format("klog").option("topic", "in").option("numPartitions", "2") \
         .mode("append").save(str(src))
     q = (spark.readStream.format("klog").option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200")
          .option("includeHeaders", "true").load(str(src)).select("key", "value", "headers", "timestamp")
@@ -228,7 +201,7 @@ def test_unknown_topic_refused_in_a_broker_dir(written: dict[str, Any], broker: 
     written (the broker is stopped, as for every klog write)."""
     assert not broker.running
     t = f"{written['prefix']}-unknown"
-    df = _frame(spark, _rows(random.Random(SEED), 3))
+    df = sink_frame(spark, sink_rows(random.Random(SEED), 3))
     with pytest.raises(Exception, match="not in the KRaft metadata") as e:
         df.write.format("klog").option("topic", t).mode("append").save(str(broker.log_dir))
     assert "stray" in str(e.value)

@@ -1,0 +1,352 @@
+"""Side by side with Spark's own Kafka source: the same DataFrame code, run once with
+``format("kafka")`` against the session's broker and once with ``format("klog")`` on that broker's
+log dir, gives the same rows in every column (key, value, topic, partition, offset, timestamp,
+timestampType, headers).
+
+The data are random broker workloads (``oracle/BrokerClient.java workload``: plain, transactional
+with aborts, retention deleting segments, a compacted topic, every codec, headers, nulls,
+LogAppendTime), settled. Every read option klog documents is drawn at random per workload:
+``subscribe``/``subscribePattern``/``assign``, ``startingOffsets``/``endingOffsets`` as
+earliest/latest and as JSON with -2/-1, ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``kafka.isolation.level``,
+``includeHeaders``, ``minPartitions``, ``maxRecordsPerPartition`` and ``failOnDataLoss``. Spark's
+Kafka source reads while the broker runs; klog reads the live dir, and again after the broker's
+clean shutdown, and both must equal what Spark's Kafka source returned.
+
+``KLOG_PARITY_WORKLOADS`` (default 4) sets the number of workloads, ``KLOG_PARITY_SEED`` the seed
+(default: new each run, printed in every failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import spark_kafka
+from broker_fixture import Broker, required, settle
+from kafka_corpus import assert_same_rows, env_int, rows_of
+
+import storage_core
+
+pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.spark]
+
+N_WORKLOADS = env_int("KLOG_PARITY_WORKLOADS", 4)
+SEED = int(os.environ.get("KLOG_PARITY_SEED") or random.SystemRandom().randrange(1, 1 << 31))
+Row = dict[str, Any]
+Options = dict[str, str]
+
+
+@dataclass
+class Workload:
+    """One settled workload's topics, and what Kafka's admin client says of their offsets."""
+
+    seed: int
+    prefix: str
+    topics: list[str]
+    partitions: list[tuple[str, int]]
+    earliest: dict[tuple[str, int], int]
+    latest: dict[tuple[str, int], int]
+    stamps: dict[tuple[str, int], list[int]]  # each partition's record timestamps, sorted
+
+    @property
+    def ctx(self) -> str:
+        return f"KLOG_PARITY_SEED={SEED} workload {self.prefix}"
+
+
+@pytest.fixture(scope="module")
+def kafka_source(spark):  # type: ignore[no-untyped-def]
+    """The session's SparkSession, which has Spark's Kafka connector on its ``spark.jars``."""
+    reason = spark_kafka.unavailable()
+    if reason is not None:
+        if required():
+            pytest.fail(f"KLOG_REQUIRE_BROKER=1 but {reason}")
+        pytest.skip(reason)
+    if "spark-sql-kafka" not in spark.conf.get("spark.jars", ""):
+        pytest.fail("the session's SparkSession was started without Spark's Kafka connector (tests/conftest.py)")
+    return spark
+
+
+@pytest.fixture(scope="module")
+def workloads(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> list[Workload]:
+    broker.start()
+    rnd = random.Random(SEED)
+    out = []
+    for i in range(N_WORKLOADS):
+        seed, prefix = rnd.randrange(1 << 62), f"p{SEED}w{i}"
+        topics = sorted(t["topic"] for t in broker.workload(seed, prefix, rnd.randint(2_000, 5_000)))
+        settle(broker, topics)
+        admin = broker.admin(topics)["offsets"]
+        parts = sorted((tp.rpartition("-")[0], int(tp.rpartition("-")[2])) for tp in admin)
+        table = storage_core.read_arrow(str(broker.log_dir), topics=topics).read_all()
+        stamps: dict[tuple[str, int], list[int]] = {}
+        for r in table.select(["topic", "partition", "timestamp"]).to_pylist():
+            stamps.setdefault((r["topic"], r["partition"]), []).append(int(r["timestamp"].timestamp() * 1000))
+        out.append(Workload(seed, prefix, topics, parts,
+                            {p: admin[f"{p[0]}-{p[1]}"]["earliest"][0] for p in parts},
+                            {p: admin[f"{p[0]}-{p[1]}"]["latest"][0] for p in parts},
+                            {p: sorted(v) for p, v in stamps.items()}))
+    return out
+
+
+def _offsets_json(spec: dict[tuple[str, int], int]) -> str:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), o in sorted(spec.items()):
+        out.setdefault(topic, {})[str(p)] = o
+    return json.dumps(out)
+
+
+def _assign(parts: list[tuple[str, int]]) -> str:
+    out: dict[str, list[int]] = {}
+    for topic, p in sorted(parts):
+        out.setdefault(topic, []).append(p)
+    return json.dumps(out)
+
+
+def batch_variants(w: Workload, rnd: random.Random) -> list[tuple[str, Options]]:
+    """Random read options, each a query both sources run; every option klog documents appears."""
+    iso = lambda: rnd.choice(["read_committed", "read_uncommitted"])  # noqa: E731
+    heads = lambda: rnd.choice(["true", "false"])  # noqa: E731
+    some = rnd.sample(w.partitions, rnd.randint(1, len(w.partitions)))
+    within = {p: (w.earliest[p], w.latest[p]) for p in some}
+
+    def offset_in(p: tuple[str, int], lo: int | None = None) -> int:
+        a, b = within[p]
+        return rnd.randint(lo if lo is not None else a, b) if b > a else a
+
+    starts = {p: rnd.choice([-2, offset_in(p)]) for p in some}
+    ends = {p: rnd.choice([-1, offset_in(p, max(starts[p], w.earliest[p]))]) for p in some}
+    stamped = [p for p in some if w.stamps.get(p)]
+    all_stamps = sorted(s for p in w.partitions for s in w.stamps.get(p, []))
+    out: list[tuple[str, Options]] = [
+        ("subscribe", {"subscribe": ",".join(w.topics), "includeHeaders": "true", "kafka.isolation.level": iso()}),
+        ("subscribePattern earliest..latest", {"subscribePattern": f"{w.prefix}-.*", "startingOffsets": "earliest",
+                                               "endingOffsets": "latest", "includeHeaders": heads(),
+                                               "kafka.isolation.level": iso()}),
+        ("assign, offsets as JSON", {"assign": _assign(some), "startingOffsets": _offsets_json(starts),
+                                     "endingOffsets": _offsets_json(ends), "includeHeaders": "true",
+                                     "kafka.isolation.level": iso()}),
+        ("minPartitions, maxRecordsPerPartition", {
+            "subscribePattern": f"{w.prefix}-.*", "minPartitions": str(rnd.randint(3, 9)),
+            "maxRecordsPerPartition": str(rnd.randint(150, 2_000)), "includeHeaders": heads(),
+            "kafka.isolation.level": iso()}),
+        ("failOnDataLoss=false", {"subscribe": ",".join(w.topics), "failOnDataLoss": "false",
+                                  "includeHeaders": "true"}),
+    ]
+    if all_stamps:
+        # before every record (an offset in each partition that has records), and a random one
+        # (past the last record of some partition: an error, by default, to both)
+        for t in (all_stamps[0] - 1, rnd.choice(all_stamps)):
+            out.append((f"startingTimestamp={t}", {"subscribe": ",".join(w.topics), "startingTimestamp": str(t),
+                                                   "includeHeaders": "true", "kafka.isolation.level": iso()}))
+    if stamped:
+        by_ts = {p: rnd.choice(w.stamps[p]) + rnd.choice([-1, 0, 1]) for p in stamped}
+        end_ts = {p: rnd.choice([s for s in w.stamps[p] if s >= by_ts[p]] or [by_ts[p]]) + 1 for p in stamped}
+        out.append(("startingOffsetsByTimestamp, endingOffsetsByTimestamp", {
+            "assign": _assign(stamped), "startingOffsetsByTimestamp": _offsets_json(by_ts),
+            "endingOffsetsByTimestamp": _offsets_json(end_ts), "includeHeaders": "true",
+            "kafka.isolation.level": iso()}))
+        past = {p: w.stamps[p][-1] + 1 + rnd.randint(0, 1000) for p in stamped}
+        out.append(("startingOffsetsByTimestampStrategy=latest past the end", {
+            "assign": _assign(stamped), "startingOffsetsByTimestamp": _offsets_json(past),
+            "startingOffsetsByTimestampStrategy": "latest", "includeHeaders": "true"}))
+    return out
+
+
+Outcome = tuple[str, Any]  # ("rows", the rows) or ("error", its message)
+
+
+def read_batch(spark: Any, fmt: str, opts: Options, where: str) -> Outcome:
+    """The same DataFrame code for both sources (only the format and where it reads from differ):
+    the rows, or the error the query failed with."""
+    try:
+        reader = spark.read.format(fmt).options(**opts)
+        df = reader.option("kafka.bootstrap.servers", where).load() if fmt == "kafka" else reader.load(where)
+        return "rows", rows_of(df.collect())
+    except Exception as exc:  # noqa: BLE001 - an error is an outcome both sources must agree on
+        return "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def assert_same_outcome(got: Outcome, want: Outcome, ctx: str) -> None:
+    """klog fails where Spark's Kafka source fails (its message naming the option), else returns
+    the same rows."""
+    assert got[0] == want[0], f"{ctx}: Spark's Kafka source gave {want[0]} ({str(want[1])[:300]}), klog " \
+                              f"{got[0]} ({str(got[1])[:300]})"
+    if want[0] == "rows":
+        assert_same_rows(got[1], want[1], ctx)
+    else:
+        ERRORS.append((ctx, want[1], got[1]))
+
+
+#: (context, Spark's Kafka source's error, klog's error) of the queries both refused
+ERRORS: list[tuple[str, str, str]] = []
+
+
+def _each_variant(workloads: list[Workload], fn: Callable[[Workload, str, Options], None]) -> int:
+    n = 0
+    for w in workloads:
+        rnd = random.Random(w.seed)
+        for name, opts in batch_variants(w, rnd):
+            fn(w, name, opts)
+            n += 1
+    return n
+
+
+def test_batch_reads_equal_sparks_kafka_source_live_and_after_shutdown(kafka_source, broker: Broker,  # type: ignore[no-untyped-def]
+                                                                       workloads: list[Workload]) -> None:
+    spark = kafka_source
+    broker.start()
+    kafka_out: dict[tuple[str, str], Outcome] = {}
+
+    def live(w: Workload, name: str, opts: Options) -> None:
+        want = read_batch(spark, "kafka", opts, broker.bootstrap)
+        kafka_out[w.prefix, name] = want
+        assert_same_outcome(read_batch(spark, "klog", opts, str(broker.log_dir)), want,
+                            f"{w.ctx} {name} (live) {opts}")
+
+    n = _each_variant(workloads, live)
+    assert n >= 6 * len(workloads)
+    assert sum(len(v) for kind, v in kafka_out.values() if kind == "rows") > 0
+    broker.stop()
+    try:
+        def stopped(w: Workload, name: str, opts: Options) -> None:
+            assert_same_outcome(read_batch(spark, "klog", opts, str(broker.log_dir)), kafka_out[w.prefix, name],
+                                f"{w.ctx} {name} (after shutdown) {opts}")
+
+        _each_variant(workloads, stopped)
+    finally:
+        broker.start()  # the session's broker serves the tests that follow
+    for ctx, spark_error, klog_error in ERRORS:  # both refused: klog's words are shown beside Spark's
+        print(f"{ctx}\n  Spark: {spark_error[:300]}\n  klog:  {klog_error[:300]}")
+
+
+def run_stream(spark: Any, fmt: str, opts: Options, where: str, checkpoint: Path, name: str) -> tuple[list[Row], list[tuple[Any, Any]]]:
+    """The same streaming code for both sources, ``Trigger.AvailableNow`` into a memory table: the
+    rows, and each micro-batch's (start, end) offsets as the query's progress reports them."""
+    reader = spark.readStream.format(fmt).options(**opts)
+    df = reader.option("kafka.bootstrap.servers", where).load() if fmt == "kafka" else reader.load(where)
+    q = (df.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+         .option("checkpointLocation", str(checkpoint)).start())
+    try:
+        q.awaitTermination(600)
+        assert q.exception() is None, q.exception()
+        bounds = [(json.loads(p["sources"][0]["startOffset"] or "null"), json.loads(p["sources"][0]["endOffset"]))
+                  for p in q.recentProgress if p["numInputRows"] or p["sources"][0]["startOffset"] !=
+                  p["sources"][0]["endOffset"]]
+    finally:
+        q.stop()
+    rows = rows_of(spark.sql(f"select * from {name}").collect())
+    spark.catalog.dropTempView(name)
+    return rows, bounds
+
+
+def test_available_now_streams_equal_sparks_kafka_source(kafka_source, broker: Broker,  # type: ignore[no-untyped-def]
+                                                         workloads: list[Workload], tmp_path: Path) -> None:
+    """The same rows, and with ``maxOffsetsPerTrigger`` the same micro-batch boundaries (Spark's
+    ``rateLimit`` shares the limit by backlog), both on the live dir."""
+    spark = kafka_source
+    broker.start()
+    for i, w in enumerate(workloads):
+        rnd = random.Random(w.seed + 1)
+        total = sum(w.latest[p] - w.earliest[p] for p in w.partitions)
+        opts: Options = {"subscribePattern": f"{w.prefix}-.*", "startingOffsets": "earliest",
+                         "includeHeaders": "true",
+                         "kafka.isolation.level": rnd.choice(["read_committed", "read_uncommitted"])}
+        if rnd.random() < 0.75:
+            opts["maxOffsetsPerTrigger"] = str(max(1, total // rnd.randint(2, 7)))
+        got = {}
+        for fmt in ("kafka", "klog"):
+            where = broker.bootstrap if fmt == "kafka" else str(broker.log_dir)
+            got[fmt] = run_stream(spark, fmt, opts, where, tmp_path / f"{fmt}-{i}", f"parity_{fmt}_{i}")
+        ctx = f"{w.ctx} stream {opts}"
+        assert_same_rows(got["klog"][0], got["kafka"][0], ctx)
+        assert got["klog"][1] == got["kafka"][1], (ctx, got["klog"][1], got["kafka"][1])
+        if "maxOffsetsPerTrigger" in opts:
+            assert len(got["kafka"][1]) > 1, ctx  # the limit did split the backlog
+
+
+def _by_partition(rows: list[Row]) -> tuple[dict[int, list[tuple[Any, ...]]], list[tuple[Any, ...]]]:
+    """A topic's records as a consumer sees them: keyed ones by partition (Kafka's default
+    partitioner puts a key in murmur2(key) % n, so both writers must agree), the null-keyed ones
+    by topic (the producer's sticky partitioner picks their partition at will)."""
+    keyed: dict[int, list[tuple[Any, ...]]] = {}
+    unkeyed = []
+    for r in rows:
+        payload = (r["key"] or b"", r["value"] or b"", r["value"] is None,
+                   tuple((k, v or b"", v is None) for k, v in r["headers"] or []))
+        if r["key"] is None:
+            unkeyed.append(payload)
+        else:
+            keyed.setdefault(r["partition"], []).append(payload)
+    return {p: sorted(v) for p, v in keyed.items()}, sorted(unkeyed)
+
+
+def test_sinks_write_what_sparks_kafka_sink_writes(kafka_source, broker: Broker,  # type: ignore[no-untyped-def]
+                                                   tmp_path: Path) -> None:
+    """The same frame written by ``df.write.format("kafka")`` into the broker and by
+    ``df.write.format("klog")`` into the broker's dir (stopped, then restarted on it), batch and
+    streaming: the broker's consumer reads the same records in the same partitions, with headers."""
+    from sink_rows import sink_frame, sink_rows
+
+    spark = kafka_source
+    rnd = random.Random(SEED + 7)
+    rounds = []
+    broker.start()
+    for i in range(N_WORKLOADS):
+        parts = rnd.randint(1, 4)
+        names = {how: f"s{SEED}r{i}-{how}" for how in ("kafka", "klog", "kafka-stream", "klog-stream")}
+        for t in names.values():
+            broker.create_topic(t, parts)
+        rows = sink_rows(rnd, rnd.randint(300, 1_500))
+        src = tmp_path / f"src-{i}"  # the streaming sinks' source: a klog dir of the same rows
+        sink_frame(spark, rows).drop("timestamp").write.format("klog").option("topic", "in") \
+            .option("numPartitions", str(rnd.randint(1, 3))).mode("append").save(str(src))
+        codec = rnd.choice(["none", "gzip", "snappy", "lz4", "zstd"])
+        rounds.append((names, rows, src, codec, str(rnd.randint(50, 400))))
+
+    def stream(fmt: str, src: Path, topic: str, codec: str, limit: str, ck: Path) -> None:
+        df = (spark.readStream.format("klog").option("startingOffsets", "earliest").option("includeHeaders", "true")
+              .option("maxOffsetsPerTrigger", limit).load(str(src)).select("key", "value", "headers"))
+        w = df.writeStream.format(fmt).option("topic", topic).option("checkpointLocation", str(ck))
+        w = (w.option("kafka.bootstrap.servers", broker.bootstrap).option("kafka.compression.type", codec)
+             if fmt == "kafka" else w.option("compression", codec))
+        q = w.trigger(availableNow=True).start() if fmt == "kafka" else w.trigger(availableNow=True).start(
+            str(broker.log_dir))
+        try:
+            q.awaitTermination(600)
+            assert q.exception() is None, q.exception()
+        finally:
+            q.stop()
+
+    for i, (names, rows, src, codec, limit) in enumerate(rounds):
+        (sink_frame(spark, rows).drop("timestamp").write.format("kafka")
+         .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", names["kafka"])
+         .option("kafka.compression.type", codec).save())
+        stream("kafka", src, names["kafka-stream"], codec, limit, tmp_path / f"ck-kafka-{i}")
+    broker.stop()
+    try:
+        for i, (names, rows, src, codec, limit) in enumerate(rounds):
+            (sink_frame(spark, rows).drop("timestamp").write.format("klog").option("topic", names["klog"])
+             .option("compression", codec).mode("append").save(str(broker.log_dir)))
+            stream("klog", src, names["klog-stream"], codec, limit, tmp_path / f"ck-klog-{i}")
+    finally:
+        broker.start()
+    for i, (names, rows, _src, codec, _limit) in enumerate(rounds):
+        got = {how: rows_of_consumer(broker, t, tmp_path / f"c-{i}-{how}.jsonl")
+               for how, t in names.items()}
+        for kind in ("", "-stream"):
+            ctx = f"KLOG_PARITY_SEED={SEED} round {i}{kind or ' batch'} codec {codec}"
+            kafka, klog = got[f"kafka{kind}"], got[f"klog{kind}"]
+            assert len(kafka) == len(klog) == len(rows), (ctx, len(kafka), len(klog), len(rows))
+            assert _by_partition(klog) == _by_partition(kafka), ctx
+
+
+def rows_of_consumer(broker: Broker, topic: str, out: Path) -> list[Row]:
+    from broker_fixture import consumer_row
+
+    return [consumer_row(d) for d in broker.consume("read_uncommitted", [topic], out)]
