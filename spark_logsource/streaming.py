@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -229,7 +230,9 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.decoding = decoding_for(_with_start(opts), streaming=True)
         self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
         self._latest: Offsets | None = None  # for reportLatestOffset
-        self._last_admitted = time.monotonic()
+        # minOffsetsPerTrigger: when the last trigger was let through (Spark's lastTriggerMillis,
+        # which starts at 0: the first trigger never waits)
+        self._last_trigger = -math.inf
         self._warned = False  # the driver's reader warns of ignored options at its first trigger
         self._tails: TailCache = {}  # what each partition's files were at the last trigger (scan)
 
@@ -306,16 +309,23 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = {tp: max(until[tp], states[tp].end if tp in states else 0) for tp in until}
         backlog = sum(until[tp] - begin[tp] for tp in until)
         min_rows = self.opts.min_offsets_per_trigger
-        if min_rows is not None and self._target is None and not isinstance(limit, ReadAllAvailable) and backlog:
-            waited_ms = (time.monotonic() - self._last_admitted) * 1000
-            if backlog < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
+        if min_rows is not None and self._target is None and not isinstance(limit, ReadAllAvailable):
+            if self._delay_batch(min_rows, backlog):
                 return start  # not enough yet: no batch this trigger
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if max_rows is not None:
             until = rate_limit(max_rows, begin, until)
-        if until != begin:
-            self._last_admitted = time.monotonic()
         return offsets_to_json(until)
+
+    def _delay_batch(self, min_rows: int, backlog: int) -> bool:
+        """Spark's Kafka source ``delayBatch``: a trigger goes through once ``maxTriggerDelay`` has
+        passed since the last one that went through (whatever its backlog, none included), or when
+        the backlog reaches ``minOffsetsPerTrigger``; otherwise it waits."""
+        now = time.monotonic()
+        if (now - self._last_trigger) * 1000 >= self.opts.max_trigger_delay_ms or backlog >= min_rows:
+            self._last_trigger = now
+            return False
+        return True
 
     @spark_entry
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:

@@ -350,3 +350,71 @@ def rows_of_consumer(broker: Broker, topic: str, out: Path) -> list[Row]:
     from broker_fixture import consumer_row
 
     return [consumer_row(d) for d in broker.consume("read_uncommitted", [topic], out)]
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay_as_sparks_kafka_source(  # type: ignore[no-untyped-def]
+        kafka_source, broker: Broker, tmp_path: Path) -> None:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay`` under a processing-time trigger, on a
+    topic a producer appends to while both queries run: the same micro-batches, admitted after the
+    same waits. The first trigger does not wait (Spark's Kafka source counts the delay from its last
+    admitted batch, and before the first there is none); a backlog below the minimum waits until
+    ``maxTriggerDelay`` has passed since the last batch, then goes in whole."""
+    import datetime as dt
+
+    spark = kafka_source
+    broker.start()
+    rnd = random.Random(SEED + 11)
+    topic = f"m{SEED}"
+    broker.create_topic(topic, rnd.randint(1, 3))
+    broker.produce(topic, rnd.randint(100, 400), rnd.randrange(1 << 40), "idempotent")
+    delay_s = 6
+    opts = {"subscribe": topic, "startingOffsets": "earliest", "minOffsetsPerTrigger": "100000",
+            "maxTriggerDelay": f"{delay_s}s", "includeHeaders": "true"}
+    queries = {}
+    began = dt.datetime.now(dt.timezone.utc)
+    for fmt in ("kafka", "klog"):
+        reader = spark.readStream.format(fmt).options(**opts)
+        df = reader.option("kafka.bootstrap.servers", broker.bootstrap).load() if fmt == "kafka" \
+            else reader.load(str(broker.log_dir))
+        queries[fmt] = (df.writeStream.format("memory").queryName(f"delay_{fmt}_{SEED}")
+                        .trigger(processingTime="500 milliseconds")
+                        .option("checkpointLocation", str(tmp_path / fmt)).start())
+
+    def batches(fmt: str) -> list[dict[str, Any]]:
+        return [p for p in queries[fmt].recentProgress if p["numInputRows"]]
+
+    def wait_for(n: int, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not all(len(batches(f)) >= n for f in queries):
+            assert time.monotonic() < deadline, {f: len(batches(f)) for f in queries}
+            for q in queries.values():
+                assert q.exception() is None, q.exception()
+            time.sleep(0.2)
+
+    try:
+        wait_for(1)
+        broker.produce(topic, rnd.randint(20, 200), rnd.randrange(1 << 40), "idempotent")
+        wait_for(2)
+    finally:
+        for q in queries.values():
+            q.stop()
+
+    def stamp(p: dict[str, Any]) -> dt.datetime:
+        return dt.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
+
+    got = {}
+    for fmt in queries:
+        bs = batches(fmt)
+        got[fmt] = [(json.loads(b["sources"][0]["startOffset"] or "null"), json.loads(b["sources"][0]["endOffset"]))
+                    for b in bs]
+        first = (stamp(bs[0]) - began).total_seconds()
+        assert first < delay_s - 1, f"{fmt}: the first batch came {first:.1f} s after the query started"
+        waited = (stamp(bs[1]) - stamp(bs[0])).total_seconds()
+        assert waited >= delay_s - 1, f"{fmt}: the second batch came {waited:.1f} s after the first"
+        rows = rows_of(spark.sql(f"select * from delay_{fmt}_{SEED}").collect())
+        got[f"{fmt} rows"] = rows
+    ctx = f"KLOG_PARITY_SEED={SEED} {opts}"
+    assert got["klog"] == got["kafka"], (ctx, got["klog"], got["kafka"])
+    assert_same_rows(got["klog rows"], got["kafka rows"], ctx)
