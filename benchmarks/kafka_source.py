@@ -8,7 +8,13 @@ partitions, lz4, 100-byte values (4M records by default):
     ``df.write.format("klog")`` into a fresh dir, the same frame;
 (2) full scan (count and sum of value lengths): ``format("kafka")`` from the broker and
     ``format("klog")`` on the broker's live log dir;
-(3) the last 10,000 records of each partition, both ways.
+(3) the last 10,000 records of each partition, both ways;
+(4) a stream tailing a topic a producer (kafka-python) writes at a fixed rate: the time from each
+    record's send to its row in a micro-batch at the driver, p50 and p99, each side in turn.
+
+Beside (2), the Python Data Source API's own ceiling: a source yielding the same number of rows
+from Arrow batches already in memory. The Kafka source's time over the ceiling's bounds the ratio
+any Python data source can reach.
 
 Both sides get the same ``local[2]`` session; the broker runs throughout (klog reads its live
 dir), so each query's figures include the broker's CPU seconds during it (from ``/proc``): Spark's
@@ -75,8 +81,13 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
         out = fn()
         return time.perf_counter() - t, _cpu_seconds(pid) - cpu, out
 
-    # (1) writes: the broker's topic is written once (it is what the reads read); klog's dir anew
-    # each round
+    # (1) writes, after one small untimed write each (JVM, connector, Python workers warm): the
+    # broker's topic is written once (it is what the reads read); klog's dir anew each round
+    broker.create_topic("warm", PARTITIONS)
+    small = _frame(spark, 10_000)
+    small.write.format("kafka").options(**producer).option("topic", "warm").save()
+    small.write.format("klog").option("topic", TOPIC).option("numPartitions", str(PARTITIONS)).mode("append") \
+        .save(str(work / "warm"))
     t_kafka_write, cpu_kafka_write, _ = timed(lambda: df.write.format("kafka").options(**producer)
                                               .option("topic", TOPIC).save())
     t_klog_write = float("inf")
@@ -102,7 +113,16 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
             .groupBy("partition").agg(F.max("offset").alias("last")).collect():
         ends[r.partition] = r.last + 1
     start = json.dumps({TOPIC: {str(p): max(0, e - 10_000) for p, e in ends.items()}})
+    from benchmarks.spark_read import _memory_source
+
+    spark.dataSource.register(_memory_source())
+
+    def ceiling() -> list[Any]:  # the same count and sum, from rows already in memory as Arrow
+        d = spark.read.format("klogbenchmem").option("per", records // 2).load()
+        return d.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()
+
     queries: dict[str, Callable[[], list[Any]]] = {
+        "ceiling scan": ceiling,
         "kafka scan": lambda: scan("kafka"),
         "klog scan": lambda: scan("klog"),
         "kafka tail": lambda: scan("kafka", startingOffsets=start),
@@ -129,11 +149,14 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     print(f"{'query':<52} {'best s':>8} {'broker CPU s':>13}")
     rows = [("(1) df.write.format('kafka') into the broker", t_kafka_write, cpu_kafka_write),
             ("(1) df.write.format('klog') into a dir", t_klog_write, 0.0)]
-    rows += [(f"({2 if 'scan' in q else 3}) {q}", best[q], broker_cpu[q]) for q in queries]
+    rows += [(f"({2 if 'scan' in q else 3}) {q}" + (" (in-memory Arrow: the API's ceiling)" if q == "ceiling scan"
+                                                     else ""), best[q], broker_cpu[q]) for q in queries]
     for what, t, cpu in rows:
         print(f"{what:<52} {t:>8.2f} {cpu:>13.2f}")
     print()
     scan_ratio = best["kafka scan"] / best["klog scan"]
+    bound = best["kafka scan"] / best["ceiling scan"]
+    print(f"ratio full scan API-ceiling/kafka-source throughput: {bound:.2f}x (no Python data source can do better)")
     tail_ratio = best["kafka tail"] / best["klog tail"]
     write_ratio = t_kafka_write / t_klog_write
     print(f"ratio full scan klog/kafka-source throughput: {scan_ratio:.2f}x")
@@ -144,6 +167,9 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
                             "value lengths)", f'`format("klog")` on the broker\'s live dir, {best["klog scan"]:.2f} s',
                             f'`format("kafka")` from the same broker, {best["kafka scan"]:.2f} s (broker '
                             f'{broker_cpu["kafka scan"]:.1f} CPU s)', scan_ratio, "throughput", 5.0))
+    summary.add(summary.Row("same", f"a Python data source yielding the rows from in-memory Arrow (the API's "
+                            f'ceiling), {best["ceiling scan"]:.2f} s', f'the Kafka source, {best["kafka scan"]:.2f} s',
+                            bound, "throughput", None))
     summary.add(summary.Row("the last 10,000 records of each partition", f'{best["klog tail"]:.2f} s',
                             f'Kafka source, {best["kafka tail"]:.2f} s', tail_ratio, "throughput", 5.0))
     summary.add(summary.Row(f"batch write of {n / 1e6:g}M rows, lz4", f'`df.write.format("klog")`, {t_klog_write:.2f} s',
@@ -152,10 +178,75 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     return {"scan": scan_ratio, "tail": tail_ratio, "write": write_ratio}
 
 
+def _produce_at(bootstrap: str, topic: str, rate: int, seconds: float) -> int:
+    """Records of 100 B, each carrying its send time, at ``rate`` a second for ``seconds``
+    (kafka-python's producer, acks=1, no linger: each tick's records leave at once)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    tick, sent = 0.01, 0
+    start = time.monotonic()
+    try:
+        while (now := time.monotonic()) - start < seconds:
+            due = int((now - start) * rate)
+            while sent < due:
+                producer.send(topic, f"{time.time():.6f}:".encode().ljust(100, b"x"))
+                sent += 1
+            producer.flush()
+            time.sleep(tick)
+    finally:
+        producer.close()
+    return sent
+
+
+def latency(spark: Any, broker: Any, work: Path, rate: int, seconds: float) -> dict[str, list[float]]:
+    """(4) A topic a producer writes at a fixed rate, tailed by each side's stream in turn (default
+    trigger: as soon as the last batch is done): for each record, the time from its send to its
+    row reaching the driver in a micro-batch."""
+    import threading
+
+    from pyspark.sql import functions as F
+
+    out: dict[str, list[float]] = {}
+    for fmt in ("kafka", "klog"):
+        topic = f"lat-{fmt}"
+        broker.create_topic(topic, 2)
+        lat: list[float] = []
+
+        def on_batch(batch_df: Any, _batch_id: int, lat: list[float] = lat) -> None:
+            rows = batch_df.select(F.substring_index(F.col("value").cast("string"), ":", 1).alias("t")).collect()
+            now = time.time()
+            lat.extend(now - float(r.t) for r in rows)
+
+        reader = spark.readStream.format(fmt).option("subscribe", topic).option("startingOffsets", "latest")
+        df = reader.option("kafka.bootstrap.servers", broker.bootstrap).load() if fmt == "kafka" \
+            else reader.load(str(broker.log_dir))
+        q = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(work / f"lat-{fmt}")).start()
+        try:
+            deadline = time.monotonic() + 120
+            while q.lastProgress is None and time.monotonic() < deadline:  # started, at the end of the topic
+                time.sleep(0.2)
+            producer = threading.Thread(target=_produce_at, args=(broker.bootstrap, topic, rate, seconds))
+            producer.start()
+            producer.join()
+            time.sleep(5)  # the last records reach a batch
+            assert q.exception() is None, q.exception()
+        finally:
+            q.stop()
+        out[fmt] = sorted(lat)
+    return out
+
+
+def _pct(xs: list[float], p: float) -> float:
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.kafka_source", description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=4_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rate", type=int, default=2_000, help="records/s of the tailing row (default %(default)s)")
+    ap.add_argument("--seconds", type=float, default=30, help="how long each stream tails (default %(default)s)")
     args = ap.parse_args(argv)
     broker_fixture, spark_kafka = _helpers()
     for reason in (broker_fixture.unavailable(), spark_kafka.unavailable()):
@@ -169,6 +260,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker.start()
         try:
             run(spark, broker, work, args.records, args.repeat)
+            lat = latency(spark, broker, work, args.rate, args.seconds)
+            print(f"(4) tailing a topic written at {args.rate:,} records/s for {args.seconds:g} s: send -> row "
+                  "in a micro-batch at the driver")
+            for fmt, xs in lat.items():
+                print(f"    {fmt:<6} {len(xs):>7,} records  p50 {_pct(xs, 50) * 1000:7.0f} ms  "
+                      f"p99 {_pct(xs, 99) * 1000:7.0f} ms")
+            p99 = _pct(lat["klog"], 99) / _pct(lat["kafka"], 99)
+            print(f"ratio stream p99 latency klog/kafka-source time: {p99:.2f}x")
+            summary.add(summary.Row(
+                f"stream tailing a topic a producer writes at {args.rate:,} records/s: send to row, p50 / p99",
+                f"klog on the live dir, {_pct(lat['klog'], 50) * 1000:.0f} / {_pct(lat['klog'], 99) * 1000:.0f} ms",
+                f"Kafka-source stream, {_pct(lat['kafka'], 50) * 1000:.0f} / {_pct(lat['kafka'], 99) * 1000:.0f} ms",
+                p99, "time", 2.0, ratio_label=f"p99 {p99:.2f}× its p99"))
         finally:
             broker.stop()
     return 0

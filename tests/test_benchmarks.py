@@ -153,3 +153,22 @@ def test_object_store_snapshot_benchmark_runs(capsys: pytest.CaptureFixture[str]
     object_store.main(["--mb", "4", "--repeat", "1", "--no-s3"])
     out = capsys.readouterr().out
     assert "local plain copy:" in out and "ratio snapshot/copy local throughput:" in out
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_kafka_source_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    import spark_kafka
+    from broker_fixture import required, unavailable
+
+    from benchmarks import kafka_source
+
+    for reason in (unavailable(), spark_kafka.unavailable()):
+        if reason is not None:
+            if required():
+                pytest.fail(f"KLOG_REQUIRE_BROKER=1 but {reason}")
+            pytest.skip(reason)
+    kafka_source.main(["--records", "20000", "--repeat", "1", "--seconds", "3", "--rate", "300"])
+    out = capsys.readouterr().out
+    assert "ratio full scan klog/kafka-source throughput:" in out and "ratio tail klog/kafka-source" in out
+    assert "ratio batch write klog/kafka-sink throughput:" in out and "ratio stream p99 latency" in out

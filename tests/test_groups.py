@@ -133,8 +133,12 @@ def test_committed_offsets_outside_the_log_follow_fail_on_data_loss(tmp_path: Pa
         klog.plan(gen.root, topics="orders", startingOffsetsFromGroup="far")
     ranges = _ranges(gen.root, topics="orders", startingOffsetsFromGroup="far", failOnDataLoss=False)
     assert ranges[TopicPartition("orders", 0)] == (40, 40) and ranges[TopicPartition("orders", 1)] == (5, 40)
-    # an ending offset past the end reads to the end
-    assert _ranges(gen.root, topics="orders", endingOffsetsFromGroup="far")[TopicPartition("orders", 0)] == (0, 40)
+    # an ending offset past the end fails too (as endingOffsets does, and Spark's Kafka source);
+    # with failOnDataLoss=false it reads to the end
+    with pytest.raises(OffsetOutOfRangeError, match="ending offset 1000000 is past the end"):
+        klog.plan(gen.root, topics="orders", endingOffsetsFromGroup="far")
+    assert _ranges(gen.root, topics="orders", endingOffsetsFromGroup="far",
+                   failOnDataLoss=False)[TopicPartition("orders", 0)] == (0, 40)
 
 
 # --- real brokers' __consumer_offsets ---------------------------------------------------------------

@@ -47,6 +47,7 @@ from kafka_corpus import (
 )
 
 import storage_core
+from storage_core.errors import OffsetOutOfRangeError
 from storage_core.read.piece_reader import batches_of, read_piece
 from storage_core.record.columnar import kafka_schema
 from storage_core.record.txn_filter import filter_read_committed
@@ -137,6 +138,11 @@ def _engine_check(c: Corpus, root: Path, iso: str, rnd: random.Random) -> None:
         opts["maxRecordsPerPartition"] = rnd.randint(1, 40)
     else:
         opts["minPartitions"] = rnd.randint(1, 12)
+    past = [k for k, (_s, e) in ranges.items() if e > _latest(c.partitions[k], rc)]
+    if past:  # an end past the end fails, as Spark's Kafka source does; failOnDataLoss=false reads to the end
+        with pytest.raises(OffsetOutOfRangeError, match="ending offset .* is past the end of the log"):
+            storage_core.plan(root, **opts)
+        opts["failOnDataLoss"] = False
     want = _want(c, rc, ranges)
     the_plan = storage_core.plan(root, **opts)
     schema = kafka_schema(include_headers=True)

@@ -124,8 +124,13 @@ def test_compaction_gaps_and_empty_ranges(spark, log_dir: Path) -> None:  # type
     assert [r.offset for r in df.collect()] == [5]
     df = read(spark, log_dir, startingOffsets='{"clicks": {"0": 11}}')
     assert df.count() == 0  # at the end
-    df = read(spark, log_dir, startingOffsets='{"clicks": {"0": 0}}', endingOffsets='{"clicks": {"0": 500}}')
-    assert df.count() == 3  # past the end: up to the end
+    # an end past the end fails, as Spark's Kafka source does (test_kafka_source_parity), unless
+    # failOnDataLoss=false: then up to the end
+    with pytest.raises(Exception, match="ending offset 500 is past the end of the log"):
+        read(spark, log_dir, startingOffsets='{"clicks": {"0": 0}}', endingOffsets='{"clicks": {"0": 500}}').count()
+    df = read(spark, log_dir, startingOffsets='{"clicks": {"0": 0}}', endingOffsets='{"clicks": {"0": 500}}',
+              failOnDataLoss="false")
+    assert df.count() == 3
 
 
 def test_read_committed(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]

@@ -174,6 +174,10 @@ class ReadOptions:
     ignored: tuple[str, ...] = ()
     #: the ``fs.*`` options: how to reach URI paths (``s3://...``); secrets hidden from repr
     storage: StorageOptions = StorageOptions()
+    #: an ending offset past a partition's end reads to its end, whatever ``fail_on_data_loss`` says
+    #: (the CLI's ``--end-offset``: one end for every partition, "up to here or the end"); Spark's
+    #: rule, the default, fails such a read unless failOnDataLoss=false
+    clamp_ending: bool = False
     #: (Spark's option name, the face's own) where the face is not Spark's: the CLI's ``--partition``
     #: for ``assign``; an empty name: the face has no such option (see :meth:`setting`)
     spelling: tuple[tuple[str, str], ...] = ()

@@ -355,7 +355,8 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
             ) -> PartitionRange:
     """``[start, end)`` of one partition for a bounded read, by the Kafka source's rules: a start
     below the log start offset or past the end is data loss (an error, or with failOnDataLoss=false
-    moved to the nearest offset that exists, with a warning); an end past the end reads to the end.
+    moved to the nearest offset that exists, with a warning); so is an end past the end (with
+    failOnDataLoss=false, or ``opts.clamp_ending``, it reads to the end).
     A group's committed offset follows the same rules. ``committed``: the starting and ending
     groups' offsets (:func:`committed_for`)."""
     tp = pd.topic_partition
@@ -383,6 +384,14 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
                                         f"an offset in [{lg.log_start_offset}, {latest}]")
         start = latest
     if end > latest:
+        # Spark's Kafka source waits for records that are not there and fails (failOnDataLoss=true)
+        # or reads what there is
+        if opts.fail_on_data_loss and not opts.clamp_ending:
+            hint = opts.setting("failOnDataLoss", "false")
+            raise OffsetOutOfRangeError(f"{tp}: ending offset {end} is past the end of the log ({latest}"
+                                        f"{', its last stable offset' if opts.read_committed else ''}); expected "
+                                        f"an offset in [{lg.log_start_offset}, {latest}] or -1 (latest)"
+                                        + (f"; set {hint} to read up to {latest}" if hint else ""))
         log.warning("%s: ending offset %d is past the end of the log; reading up to %d", tp, end, latest)
         end = latest
     return PartitionRange(tp, str(pd.path), start, max(start, end), tuple(lg.recovery_notes))

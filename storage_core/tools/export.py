@@ -112,6 +112,7 @@ class ExportRequest:
             include_metadata=self.include_metadata,
             read_committed=self.read_committed,
             fail_on_data_loss=True,
+            clamp_ending=True,  # --end-offset: up to there, or each partition's end if it ends before
             min_partitions=None,
             max_records_per_partition=None,
             max_bytes_per_partition=DEFAULT_MAX_BYTES_PER_PARTITION,
