@@ -7,7 +7,7 @@ The data are random broker workloads (``oracle/BrokerClient.java workload``: pla
 with aborts, retention deleting segments, a compacted topic, every codec, headers, nulls,
 LogAppendTime), settled. Every read option klog documents is drawn at random per workload:
 ``subscribe``/``subscribePattern``/``assign``, ``startingOffsets``/``endingOffsets`` as
-earliest/latest and as JSON with -2/-1, ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+earliest/latest and as JSON with -2/-1, ``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
 ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``kafka.isolation.level``,
 ``includeHeaders``, ``minPartitions``, ``maxRecordsPerPartition`` and ``failOnDataLoss``. Spark's
 Kafka source reads while the broker runs; klog reads the live dir, and again (a random half of the
@@ -164,6 +164,10 @@ def batch_variants(w: Workload, rnd: random.Random) -> list[tuple[str, Options]]
         for t in (all_stamps[0] - 1, rnd.choice(all_stamps)):
             out.append((f"startingTimestamp={t}", {"subscribe": ",".join(w.topics), "startingTimestamp": str(t),
                                                    "includeHeaders": "true", "kafka.isolation.level": iso()}))
+        # an end by timestamp (exclusive; after a partition's last record: its end)
+        t = rnd.choice(all_stamps) + rnd.choice([0, 1])
+        out.append((f"endingTimestamp={t}", {"subscribePattern": f"{w.prefix}-.*", "endingTimestamp": str(t),
+                                             "includeHeaders": "true", "kafka.isolation.level": iso()}))
     if stamped:
         by_ts = {p: rnd.choice(w.stamps[p]) + rnd.choice([-1, 0, 1]) for p in stamped}
         end_ts = {p: rnd.choice([s for s in w.stamps[p] if s >= by_ts[p]] or [by_ts[p]]) + 1 for p in stamped}
