@@ -77,15 +77,25 @@ class BrokerError(RuntimeError):
     """The broker (or Kafka's client harness) could not be set up or did not do what was asked."""
 
 
-def kafka_version() -> str:
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    assert m, f"{POM} names no kafka.version"
+def pom_property(pom: Path, name: str) -> str:
+    """The value of ``<name>`` in ``pom``'s properties (the release it pins)."""
+    m = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", pom.read_text())
+    assert m, f"{pom} names no {name}"
     return m.group(1)
 
 
+def maven_cache(env: str, name: str, version: str) -> Path:
+    """Where Maven's copies of one pinned release live: ``$env`` or ``~/.cache/<name>``, then the version."""
+    root = os.environ.get(env)
+    return (Path(root) if root else Path.home() / ".cache" / name) / version
+
+
+def kafka_version() -> str:
+    return pom_property(POM, "kafka.version")
+
+
 def cache_dir() -> Path:
-    env = os.environ.get("KLOG_KAFKA_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "klog-kafka") / kafka_version()
+    return maven_cache("KLOG_KAFKA_CACHE", "klog-kafka", kafka_version())
 
 
 _libs: list[Path] | None = None

@@ -11,11 +11,10 @@ are left out of ``spark.jars``: two copies of a class on one classpath is a bug 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-from broker_fixture import BrokerError, maven_jars
+from broker_fixture import BrokerError, maven_cache, maven_jars, pom_property
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "spark_kafka" / "pom.xml"
@@ -26,14 +25,11 @@ _failure: str | None = None
 
 
 def spark_version() -> str:
-    m = re.search(r"<spark\.version>([^<]+)</spark\.version>", POM.read_text())
-    assert m, f"{POM} names no spark.version"
-    return m.group(1)
+    return pom_property(POM, "spark.version")
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("KLOG_SPARK_KAFKA_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "klog-spark-kafka") / spark_version()
+    return maven_cache("KLOG_SPARK_KAFKA_CACHE", "klog-spark-kafka", spark_version())
 
 
 def _artifact(jar: str) -> str:
