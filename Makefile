@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # what the install depends on: a change reinstalls (and rebuilds the native kernel)
-SOURCES := pyproject.toml setup.py storage_core/record/_kernel.c
+SOURCES := pyproject.toml setup.py $(wildcard storage_core/record/_kernel_src/*.[ch])
 RUN_STAMP := $(VENV)/.klog-installed
 DEV_STAMP := $(VENV)/.klog-dev-installed
 

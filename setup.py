@@ -31,6 +31,10 @@ class OptionalBuildExt(build_ext):
             print(f"klog: native kernel not built ({exc}); the pure-Python path will be used", file=sys.stderr)
 
 
+#: The kernel's units (kernel.h says what each owns), compiled into one extension module.
+KERNEL_SRC = "storage_core/record/_kernel_src"
+KERNEL_UNITS = ["module", "buf", "crc32c", "lz4", "decode", "txn_filter", "encode", "md5", "cleaner"]
+
 cflags = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 if os.environ.get("KLOG_ASAN"):
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
@@ -39,7 +43,8 @@ setup(
     ext_modules=[
         Extension(
             "storage_core.record._kernel",
-            sources=["storage_core/record/_kernel.c"],
+            sources=[f"{KERNEL_SRC}/{unit}.c" for unit in KERNEL_UNITS],
+            depends=[f"{KERNEL_SRC}/kernel.h", f"{KERNEL_SRC}/record.h"],
             extra_compile_args=cflags,
             extra_link_args=["-fsanitize=address,undefined"] if os.environ.get("KLOG_ASAN") else [],
         )

@@ -13,7 +13,7 @@ What one cleaning of a partition does (:meth:`LogCleaner.clean_log`)
 2. **Offset map.** Kafka's ``SkimpyOffsetMap`` maps the MD5 digest of each key (16 bytes) to
    the key's latest offset in the dirty range, in a bounded number of slots: ``memory_bytes / 24``
    slots (digest + offset), filled to a 0.9 load factor. With the native kernel it is Kafka's
-   own layout (``OffsetMap`` in ``_kernel.c``: one flat array of 24-byte slots, Kafka's probe
+   own layout (``OffsetMap`` in ``_kernel_src/cleaner.c``: one flat array of 24-byte slots, Kafka's probe
    sequence, MD5 in C); without it, :class:`SkimpyOffsetMap`, a dict of ``hashlib`` digests with
    the same number of keys (:func:`new_offset_map` picks). Batches of aborted transactions
    (``.txnindex``) are not mapped. When the map fills, it covers a prefix of the dirty range: the

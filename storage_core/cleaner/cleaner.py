@@ -684,7 +684,7 @@ class LogCleaner:
 def should_retain_record(offset: int, key: bytes | None, tombstone: bool, key_offset: int, latest_offset: int,
                          deletes_retained: bool) -> bool:
     """``shouldRetainRecord`` (the cleaner's ``RecordFilter``; the C twin is ``should_retain`` in
-    ``_kernel.c``): a record past the map's latest offset is kept; one without a key is dropped; a
+    ``_kernel_src/cleaner.c``): a record past the map's latest offset is kept; one without a key is dropped; a
     keyed record is kept if no later offset of its key was mapped (``key_offset``: the map's
     offset for it, -1 if none), and a tombstone only while its batch's delete horizon allows."""
     if offset > latest_offset:

@@ -1,4 +1,4 @@
-"""Type stubs of the native kernel (storage_core/_kernel.c); see each function's C comment.
+"""Type stubs of the native kernel (storage_core/record/_kernel_src/*.c); see each function's C comment.
 
 Binary columns are passed as ``(validity or None, offsets, data, array offset)`` of Arrow buffers
 (:func:`storage_core.columnar._bincol`). The pure-Python twins are in storage_core/columnar.py
@@ -62,9 +62,6 @@ class RecordsBuilder:
                    headers: Sequence[tuple[str, Buffer | None]] | None, /) -> None: ...
     def finish(self) -> dict[str, Any]: ...
 
-def encode_v2(keys: _BinCol | None, values: _BinCol, timestamps: Buffer, header_counts: Buffer | None,
-              header_keys: _BinCol | None, header_values: _BinCol | None, start: int, stop: int, max_bytes: int, /
-              ) -> tuple[bytes, int, int, int]: ...
 def encode_v2_batches(keys: _BinCol | None, values: _BinCol, timestamps: Buffer, header_counts: Buffer | None,
                       header_keys: _BinCol | None, header_values: _BinCol | None, start: int, stop: int,
                       max_bytes: int, header: tuple[int, int, int] | None, /) -> tuple[list[bytes], OwnedBuffer]: ...

@@ -254,7 +254,7 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
 _MAX_MS = _I64_MAX // 1000
 
 
-#: One row per batch that added records (the kernel's ``BatchInfo``, storage_core/record/_kernel.c).
+#: One row per batch that added records (the kernel's ``BatchInfo``, storage_core/record/_kernel_src/decode.c).
 BATCH_INFO_DTYPE = np.dtype([
     ("base_offset", "<i8"),
     ("last_offset", "<i8"),
@@ -559,7 +559,8 @@ def _bincol(arr: pa.Array) -> tuple[Any, Any, Any, int]:
 
 
 def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) -> tuple[bytes, int, int, int]:
-    """Reference twin of ``_kernel.encode_v2``: same bytes, one Python object per row."""
+    """One records area of rows from ``start`` (the reference the kernel's ``encode_v2_batches`` is
+    compared with, batch by batch): one Python object per row."""
     base_ts = int(cols.timestamps[start]) if start < stop else -1
     max_ts = base_ts
     out = bytearray()

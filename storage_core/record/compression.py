@@ -344,7 +344,7 @@ def v2_decompressors() -> tuple[Callable[[memoryview], bytes] | None, ...]:
 
     Each raises what :func:`decompress` raises for a bad payload; the kernel's bulk decoder
     (``RecordsBuilder.add_v2_run``) calls them for every codec but lz4, whose frames it decodes
-    itself, and for an lz4 frame it declines (see ``lz4_frame`` in ``_kernel.c``).
+    itself, and for an lz4 frame it declines (see ``lz4_frame`` in ``_kernel_src/lz4.c``).
     """
     def general(codec: CompressionType) -> Callable[[memoryview], bytes]:
         return lambda data: decompress(codec, data)

@@ -1,4 +1,4 @@
-"""Loading the native kernel (``storage_core.record._kernel``, built from ``_kernel.c``) or saying why not.
+"""Loading the native kernel (``storage_core.record._kernel``, built from ``_kernel_src/``) or saying why not.
 
 One place decides whether klog runs its C kernel or the pure-Python twins: the columnar
 builders and encoders (:mod:`storage_core.record.columnar`), the read_committed filter
