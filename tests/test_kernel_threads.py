@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 from storage_core.record import columnar
-from storage_core.record.compression import CompressionType, v2_decompressors
+from storage_core.record.compression import CompressionType, compress, decompress, v2_decompressors
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.kernel import native_kernel
 from storage_core.record.records import Record, build_batch
@@ -168,15 +168,12 @@ def test_cleaner_runs_on_8_threads_equal_one_thread() -> None:
         assert on_threads([lambda d=d: clean(d) for d in runs]) == alone, f"KLOG_THREADS_SEED={SEED}"
 
 
-def test_the_decode_walk_lets_other_threads_run() -> None:
-    """While one thread decodes a large run, another runs Python code: the walk released the GIL.
+def ran_beside(call: Callable[[], object], rounds: int = 3) -> int:
+    """How often another thread ran Python while ``call`` ran on this one.
 
     The switch interval is made huge so that the interpreter never takes the GIL from a thread: the
     other thread (which gives it back at each step) can only run while this one is in a call that
-    let it go."""
-    assert kernel is not None
-    recs = [Record(i, 1_700_000_000_000, b"k", b"v" * 100, ()) for i in range(2000)]
-    data = build_batch(recs) * 200  # offsets repeat: fine for the walk, which checks batches, not their order
+    let it go. A call that keeps the GIL gives 0 (``bytes.count`` over 200 MB does)."""
     progress: list[float] = []
     stop = threading.Event()
 
@@ -189,20 +186,40 @@ def test_the_decode_walk_lets_other_threads_run() -> None:
     spinner = threading.Thread(target=spin)
     sys.setswitchinterval(1000.0)
     spinner.start()
+    during = 0
     try:
         time.sleep(0.05)
-        during = 0
-        for _ in range(5):
-            builder = kernel.RecordsBuilder()
+        for _ in range(rounds):
             t0 = time.perf_counter()
-            builder.add_v2_run(data, 0, 1 << 62, True, None)
+            call()
             t1 = time.perf_counter()
             during += sum(1 for t in progress[-100_000:] if t0 < t < t1)
     finally:
         stop.set()
         spinner.join()
         sys.setswitchinterval(interval)
-    assert during > 0, "no Python ran on another thread while the kernel decoded: the GIL was held"
+    return during
+
+
+def test_the_decode_walk_lets_other_threads_run() -> None:
+    assert kernel is not None
+    recs = [Record(i, 1_700_000_000_000, b"k", b"v" * 100, ()) for i in range(2000)]
+    data = build_batch(recs) * 200  # offsets repeat: fine for the walk, which checks batches, not their order
+    assert ran_beside(lambda: kernel.RecordsBuilder().add_v2_run(data, 0, 1 << 62, True, None)) > 0, (
+        "no Python ran on another thread while the kernel decoded: the GIL was held")
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE], ids=lambda c: c.label)
+def test_the_codecs_klog_calls_let_other_threads_run(codec: CompressionType) -> None:
+    """Compression and decompression are the bindings' (python-lz4, zstandard, zlib, cramjam), and
+    each lets the GIL go for its work: klog calls them on whole records areas, so a writer or a
+    reader on another thread is not held back by them."""
+    rng = random.Random(SEED)
+    words = [rng.randbytes(rng.randrange(3, 12)) for _ in range(2000)]
+    data = b"".join(rng.choice(words) for _ in range(1_000_000))[:6_000_000]
+    packed = compress(codec, data)
+    assert ran_beside(lambda: compress(codec, data)) > 0, f"{codec.label} compression held the GIL"
+    assert ran_beside(lambda: decompress(codec, packed)) > 0, f"{codec.label} decompression held the GIL"
 
 
 def test_a_builder_used_from_its_own_walk_says_so() -> None:
