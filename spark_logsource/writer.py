@@ -17,7 +17,9 @@ import hashlib
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +57,8 @@ DEFAULT_MAX_BATCH_BYTES = 1 << 20
 STALE_STAGING_S = 24 * 3600
 #: A task stages each partition's rows in runs of about this many bytes of Arrow data (see KlogWriter.write).
 STAGE_BYTES = 4 << 20
+#: Runs cut but not yet staged, at most (each about STAGE_BYTES of rows).
+STAGES_IN_FLIGHT = 2
 
 
 @dataclass(frozen=True)
@@ -246,31 +250,46 @@ class KlogWriter(DataSourceArrowWriter):
         # a few hundred KB per Kafka partition: each partition's rows are collected (zero-copy
         # slices) and staged in runs of about STAGE_BYTES, so that batches reach maxBatchBytes and
         # the encoder, codec and segment are called per run rather than per Spark batch.
+        # The runs are encoded, compressed and written on one staging thread (in the order they were
+        # cut, so each partition's rows stay in order) while this one takes the next batches from
+        # Spark: the encoder and the codecs let the GIL go, so the two overlap. At most
+        # STAGES_IN_FLIGHT runs wait for it.
         pending: dict[str, list[pa.RecordBatch]] = {}
         pending_bytes: dict[str, int] = {}
+        in_flight: deque[Future[int]] = deque()
 
-        def stage(pdir: str) -> None:
-            groups = pending.pop(pdir)
-            pending_bytes.pop(pdir)
-            writers[pdir].append(groups[0] if len(groups) == 1 else pa.Table.from_batches(groups), now)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="klog-stage") as stager:
+            def stage(pdir: str) -> None:
+                groups = pending.pop(pdir)
+                pending_bytes.pop(pdir)
+                run = groups[0] if len(groups) == 1 else pa.Table.from_batches(groups)
+                in_flight.append(stager.submit(writers[pdir].append, run, now))
+                while len(in_flight) > STAGES_IN_FLIGHT or (in_flight and in_flight[0].done()):
+                    in_flight.popleft().result()  # raises the staging thread's error here
 
-        for batch in iterator:
-            if batch.num_rows == 0:
-                continue
-            topics = self._topics_of(batch)
-            parts, rr = self._partitions_of(batch, topics, rr)
-            row_bytes = batch.nbytes / batch.num_rows  # a slice's buffers are the whole batch's: estimate
-            for topic, p, rows in self._groups(batch, topics, parts):
-                pdir = self.topics[topic][p]
-                if pdir not in writers:
-                    writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic), self.opts.compression,
-                                                  self.opts.max_batch_bytes)
-                pending.setdefault(pdir, []).append(rows)
-                pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(rows.num_rows * row_bytes)
-                if pending_bytes[pdir] >= STAGE_BYTES:
+            try:
+                for batch in iterator:
+                    if batch.num_rows == 0:
+                        continue
+                    topics = self._topics_of(batch)
+                    parts, rr = self._partitions_of(batch, topics, rr)
+                    row_bytes = batch.nbytes / batch.num_rows  # a slice's buffers are the whole batch's: estimate
+                    for topic, p, rows in self._groups(batch, topics, parts):
+                        pdir = self.topics[topic][p]
+                        if pdir not in writers:
+                            writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
+                                                          self.opts.compression, self.opts.max_batch_bytes)
+                        pending.setdefault(pdir, []).append(rows)
+                        pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(rows.num_rows * row_bytes)
+                        if pending_bytes[pdir] >= STAGE_BYTES:
+                            stage(pdir)
+                for pdir in list(pending):
                     stage(pdir)
-        for pdir in list(pending):
-            stage(pdir)
+                while in_flight:
+                    in_flight.popleft().result()
+            finally:
+                for f in in_flight:
+                    f.cancel()
         staged = tuple(w.finish() for w in writers.values())
         from storage_core.faults import maybe_crash
 
