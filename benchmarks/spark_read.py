@@ -65,7 +65,7 @@ def build(root: Path, records: int, codec: str = "lz4") -> Path:
 
 # --- (b) the API's ceiling: rows already in memory as Arrow ------------------------------------------
 
-_CACHE: dict[int, list[pa.RecordBatch]] = {}
+_CACHE: dict[tuple[int, int], list[pa.RecordBatch]] = {}
 
 
 def _memory_source():  # type: ignore[no-untyped-def]
@@ -82,9 +82,9 @@ def _memory_source():  # type: ignore[no-untyped-def]
             from benchmarks.spark_read import _CACHE, _mem_batches
 
             p = partition.value
-            if p not in _CACHE:
-                _CACHE[p] = _mem_batches(self.per, p)
-            return iter(_CACHE[p])
+            if (self.per, p) not in _CACHE:
+                _CACHE[self.per, p] = _mem_batches(self.per, p)
+            return iter(_CACHE[self.per, p])
 
     class MemSource(DataSource):
         @classmethod
