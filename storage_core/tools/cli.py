@@ -503,7 +503,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
         end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
         if_past_end=args.if_past_end,
-        read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata)
+        read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata,
+        threads=args.threads)
     plan = plan_export(req)
     for r in plan.ranges:
         for note in r.notes:
@@ -695,6 +696,7 @@ def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
 
 
 _epoch_ms = _bounded_int("a time in epoch milliseconds", 0, INT64_MAX)
+_thread_count = _bounded_int("a number of threads", 1, 1024)
 _partition_number = _bounded_int("a partition number", 0, INT32_MAX)
 
 
@@ -928,6 +930,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compression", default="zstd", metavar="CODEC",
                    help="Parquet compression: none, snappy, gzip, zstd (default), lz4, brotli")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--threads", type=_thread_count, default=None, metavar="N",
+                   help="decode up to N pieces at once (default: the CPUs, at most 8, or $KLOG_THREADS; 1: no threads)")
     p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
     p.set_defaults(func=_cmd_export)
 
