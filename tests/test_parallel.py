@@ -13,6 +13,7 @@ bytes in every file and print the same report.
 from __future__ import annotations
 
 import gc
+import hashlib
 import random
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from storage_core.errors import DataLossError, InvalidOptionError, KlogError
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.log.topic_configs import update_topic_configs
 from storage_core.read.piece_reader import read_pieces
 from storage_core.record.compression import CompressionType
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
@@ -283,3 +285,108 @@ def test_damage_in_a_middle_piece_fails_at_the_same_row(tmp_path: Path, seed: in
     # failOnDataLoss=false: every intact record, the same with threads
     tolerant = _table(root, failOnDataLoss="false", maxThreads=1)
     assert _table(root, failOnDataLoss="false", maxThreads=8).equals(tolerant), f"seed {seed}"
+
+
+# --- compact, verify, recover --------------------------------------------------------------------
+
+
+def files_of(root: Path) -> dict[str, str]:
+    """Every file under ``root`` by its relative path: the digest of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _copies(root: Path, tmp_path: Path, n: int) -> list[Path]:
+    import shutil
+
+    out = []
+    for i in range(n):
+        dst = tmp_path / f"copy{i}"
+        shutil.copytree(root, dst)
+        out.append(dst)
+    return out
+
+
+def _same_run(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str], pa_: Path, pb: Path,
+              context: str) -> None:
+    assert a.returncode == b.returncode, f"{context}: {a.stderr} / {b.stderr}"
+    assert a.stdout.replace(str(pa_), "DIR") == b.stdout.replace(str(pb), "DIR"), context
+    assert a.stderr.replace(str(pa_), "DIR") == b.stderr.replace(str(pb), "DIR"), context
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_compact_with_workers_same_bytes_and_report(logs: tuple[int, Path], tmp_path: Path, json_out: bool) -> None:
+    seed, root = logs
+    one, four = _copies(root, tmp_path, 2)
+    args = ["--topic", "topic0", "--topic", "topic1", "--roll", "--now", str(T0 + 10**9), "--memory", "4096"]
+    args += ["--json"] if json_out else []
+    a = klog("compact", str(one), *args, "--workers", "1")
+    b = klog("compact", str(four), *args, "--workers", "4")
+    assert a.returncode == 0, a.stderr
+    _same_run(a, b, one, four, f"seed {seed}")
+    assert files_of(one) == files_of(four), f"seed {seed}"
+    assert files_of(one) != files_of(root)  # it did compact
+
+
+def test_cleaner_clean_logs_workers(logs: tuple[int, Path], tmp_path: Path) -> None:
+    """The Python API's automatic round: the same results and bytes with 1 and 3 workers."""
+    from storage_core.cleaner import LogCleaner
+
+    seed, root = logs
+    results = []
+    for copy, workers in zip(_copies(root, tmp_path, 2), (1, 3), strict=True):
+        update_topic_configs(copy, "topic1", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+        with LogManager([copy], writable=True) as lm:
+            for log in lm.logs.values():
+                log.roll()
+            got = LogCleaner(8192, now_ms=T0 + 10**9).clean_logs(lm.logs.values(), workers=workers)
+        results.append(([r.summary() | {"path": Path(r.path).name} for r in got], files_of(copy)))
+    assert results[0][0], f"seed {seed}: nothing cleaned"
+    assert results[0] == results[1], f"seed {seed}"
+
+
+def _damage(root: Path, seed: int) -> None:
+    """A torn tail on some partitions' last segments, a corrupt batch in the middle of another."""
+    rng = random.Random(seed)
+    parts = sorted(p for p in root.iterdir() if p.is_dir())
+    for part in rng.sample(parts, 4):
+        last = sorted(part.glob("*.log"))[-1]
+        size = last.stat().st_size
+        if size > 40:
+            with last.open("r+b") as f:
+                f.truncate(size - rng.randint(1, 30))
+    _corrupt_middle(root, rng)
+
+
+def test_verify_with_workers_same_report(logs: tuple[int, Path], tmp_path: Path) -> None:
+    seed, root = logs
+    (damaged,) = _copies(root, tmp_path, 1)
+    _damage(damaged, seed)
+    for extra in ([], ["--quiet"]):
+        a = klog("verify", str(damaged), *extra, "--workers", "1")
+        b = klog("verify", str(damaged), *extra, "--workers", "4")
+        assert a.returncode == 1, a.stdout + a.stderr
+        _same_run(a, b, damaged, damaged, f"seed {seed} {extra}")
+    clean = [klog("verify", str(root), "--workers", w) for w in ("1", "3")]
+    assert clean[0].returncode == 0
+    _same_run(clean[0], clean[1], root, root, f"seed {seed}")
+
+
+def test_recover_with_workers_same_bytes_and_report(logs: tuple[int, Path], tmp_path: Path) -> None:
+    seed, root = logs
+    one, four = _copies(root, tmp_path, 2)
+    for d in (one, four):
+        _damage(d, seed)
+        (d / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    a = klog("recover", str(one), "--workers", "1")
+    b = klog("recover", str(four), "--workers", "4")
+    assert a.returncode == 1, a.stdout + a.stderr  # bytes were cut
+    _same_run(a, b, one, four, f"seed {seed}")
+    assert files_of(one) == files_of(four), f"seed {seed}"
+
+
+def test_workers_flag_is_checked(logs: tuple[int, Path]) -> None:
+    _, root = logs
+    for cmd in ("verify", "recover", "compact"):
+        res = klog(cmd, str(root), "--workers", "0")
+        assert res.returncode == 2 and "--workers" in res.stderr, (cmd, res.stderr)

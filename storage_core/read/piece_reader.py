@@ -287,14 +287,16 @@ def parallel_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], t
     held_piece: Piece | None = None
     rows = nbytes = 0
     for piece, batch in stream_in_order(pieces, produce, threads, depth=PARALLEL_DEPTH, done=done):
-        if held_piece is not None and (piece.topic, piece.partition) != (held_piece.topic, held_piece.partition):
+        if held and held_piece is not None and (piece.topic, piece.partition) != (held_piece.topic,
+                                                                                 held_piece.partition):
             yield _decoded(_merged(held, out_schema), held_piece, decoding)
             held, rows, nbytes = [], 0, 0
-        held.append(batch)
+        if batch.num_rows:
+            held.append(batch)
         held_piece = piece
         rows += batch.num_rows
         nbytes += batch.nbytes
-        if nbytes >= FLUSH_BYTES or rows >= FLUSH_ROWS:
+        if held and (nbytes >= FLUSH_BYTES or rows >= FLUSH_ROWS):
             yield _decoded(_merged(held, out_schema), held_piece, decoding)
             held, rows, nbytes = [], 0, 0
     if held and held_piece is not None:
@@ -302,7 +304,10 @@ def parallel_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], t
 
 
 def _merged(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
-    """One batch of ``batches`` (copied only when there are several)."""
+    """One batch of the (non-empty) ``batches``, copied only when there are several."""
     if len(batches) == 1:
         return batches[0]
+    concat = getattr(pa, "concat_batches", None)  # pyarrow >= 19
+    if concat is not None:
+        return concat(batches)
     return pa.Table.from_batches(batches, schema=schema).combine_chunks().to_batches()[0]
