@@ -175,3 +175,14 @@ def test_kafka_source_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "ratio full scan klog/kafka-source throughput:" in out and "ratio tail klog/kafka-source" in out
     assert "ratio batch write klog/kafka-sink throughput:" in out and "ratio stream p99 latency" in out
+
+
+def test_threads_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import _summary, threads
+
+    threads.main(["--records", "16000", "--compact-mb", "2", "--repeat", "1"])
+    out = capsys.readouterr().out
+    for what in ("read 2 threads/1 thread", "export 2 threads/1 thread", "compact 2 workers/1 worker"):
+        assert f"ratio {what} throughput:" in out, out
+    rows = _summary.rows()[-3:]
+    assert [r.target for r in rows] == [threads.TARGET_READ, threads.TARGET_READ, threads.TARGET_COMPACT]

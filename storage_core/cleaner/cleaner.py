@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,6 +38,7 @@ from storage_core.log.txn_index import AbortedTxn
 from storage_core.record.file_records import AnyBatch
 from storage_core.record.kernel import native_kernel
 from storage_core.record.records import DefaultRecordBatch, Record, TimestampType
+from storage_core.workers import ordered_map, pool_size
 
 MAX_TIMESTAMP_OFFSET = 35  # maxTimestamp in the v2 batch header (records.BATCH_HEADER)
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -175,9 +177,13 @@ class _CleanerCheckpoints:
     (parsed again only if another writer replaced it: a stat per use tells), and an update is
     written at once, or, while deferred, when due (:data:`CHECKPOINT_COST_RATIO`) and at the end.
     An update lost to a crash only makes the next run clean that partition again, which leaves it
-    as it is (what Kafka's cleaner does after a crash between a swap and its checkpoint)."""
+    as it is (what Kafka's cleaner does after a crash between a swap and its checkpoint).
+
+    Shared by the cleaners of one run's threads (:meth:`LogCleaner.for_thread`): one lock guards
+    the offsets and the writes (each dir's file is written whole, sorted, through one temp name)."""
 
     def __init__(self) -> None:
+        self.lock = threading.RLock()
         #: dir -> (the file's identity when read or written by us, its offsets)
         self._dirs: dict[Path, tuple[tuple[int, int, int] | None, dict[TopicPartition, int]]] = {}
         self._pending: dict[Path, dict[TopicPartition, int]] = {}
@@ -193,6 +199,10 @@ class _CleanerCheckpoints:
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def offsets(self, log_dir: Path) -> dict[TopicPartition, int]:
+        with self.lock:
+            return self._offsets(log_dir)
+
+    def _offsets(self, log_dir: Path) -> dict[TopicPartition, int]:
         path = log_dir / CLEANER_OFFSET_CHECKPOINT
         identity = self._identity(path)
         known = self._dirs.get(log_dir)
@@ -204,21 +214,29 @@ class _CleanerCheckpoints:
 
     def get(self, log: Log) -> int | None:
         tp = topic_partition_of(log)
-        return None if tp is None else self.offsets(log.dir.parent).get(tp)
+        if tp is None:
+            return None
+        with self.lock:
+            return self._offsets(log.dir.parent).get(tp)
 
     def put(self, log: Log, offset: int) -> None:
         tp = topic_partition_of(log)
         if tp is None:
             return
         log_dir = log.dir.parent
-        self.offsets(log_dir)[tp] = offset
-        self._pending.setdefault(log_dir, {})[tp] = offset
-        last = self._written.get(log_dir)
-        if not self.deferred or last is None or time.monotonic() - last[0] >= CHECKPOINT_COST_RATIO * last[1]:
-            self.flush(log_dir)
+        with self.lock:
+            self._offsets(log_dir)[tp] = offset
+            self._pending.setdefault(log_dir, {})[tp] = offset
+            last = self._written.get(log_dir)
+            if not self.deferred or last is None or time.monotonic() - last[0] >= CHECKPOINT_COST_RATIO * last[1]:
+                self.flush(log_dir)
 
     def flush(self, log_dir: Path | None = None) -> None:
         """Write the pending updates of ``log_dir`` (default: every dir)."""
+        with self.lock:
+            self._flush(log_dir)
+
+    def _flush(self, log_dir: Path | None) -> None:
         for d in [log_dir] if log_dir is not None else list(self._pending):
             if not self._pending.pop(d, None):
                 continue
@@ -318,6 +336,25 @@ class LogCleaner:
         self.now_ms = now_ms
         self.progress = progress
         self._checkpoints = _CleanerCheckpoints()
+        self._memory_bytes = memory_bytes
+        self._native_wanted = native
+        self._owner = threading.get_ident()
+        self._threads = threading.local()
+
+    def for_thread(self) -> LogCleaner:
+        """This cleaner for the calling thread: itself on the thread that made it; on any other, one
+        cleaner per thread with its own offset map of the same size (a map is one thread's working
+        memory) and this one's clock, progress and cleaner-offset checkpoints (shared, under their
+        lock). So N threads cleaning N partitions use N maps: N times ``memory_bytes``."""
+        if threading.get_ident() == self._owner:
+            return self
+        mine: LogCleaner | None = getattr(self._threads, "cleaner", None)
+        if mine is None:
+            mine = LogCleaner(self._memory_bytes, now_ms=self.now_ms, progress=self.progress,
+                              native=self._native_wanted)
+            mine._checkpoints = self._checkpoints
+            self._threads.cleaner = mine
+        return mine
 
     def _now(self) -> int:
         return int(time.time() * 1000) if self.now_ms is None else self.now_ms
@@ -339,7 +376,8 @@ class LogCleaner:
 
     def _progress(self, done: int, added: int = 0) -> None:
         if self.progress is not None:
-            self.progress(done, added)
+            with self._checkpoints.lock:  # one report at a time, from whichever thread cleans
+                self.progress(done, added)
 
     # -- public
     def clean_log(self, log: Log, *, force: bool = True) -> CleanResult | None:
@@ -395,9 +433,11 @@ class LogCleaner:
         return CleanResult(topic_partition_of(log), str(log.dir), first_dirty, end, bytes_before, log.size_in_bytes,
                            segments_before, len(log.segments), stats)
 
-    def clean_logs(self, logs: Iterable[Log]) -> list[CleanResult]:
+    def clean_logs(self, logs: Iterable[Log], *, workers: int | None = 1) -> list[CleanResult]:
         """An automatic round over many logs (``grabFilthiestCompactedLog`` until none is left):
-        the compacted logs that :func:`needs_cleaning`, dirtiest first."""
+        the compacted logs that :func:`needs_cleaning`, dirtiest first; ``workers`` cleans that many
+        at once (None: :func:`~storage_core.workers.pool_size`'s default), each thread with its own
+        offset map (:meth:`for_thread`), the results in the same order."""
         now = self._now()
         candidates = []
         for log in logs:
@@ -408,9 +448,10 @@ class LogCleaner:
                 candidates.append((rng.dirty_ratio, log))
         candidates.sort(key=lambda c: -c[0])
         out = []
+        n = 1 if workers == 1 else pool_size(workers, len(candidates))
         with self.deferred_checkpoints():
-            for _ratio, log in candidates:
-                result = self.clean_log(log, force=False)
+            for result in ordered_map(lambda c: self.for_thread().clean_log(c[1], force=False), candidates, n,
+                                      window=n):
                 if result is not None:
                     out.append(result)
         return out

@@ -38,6 +38,7 @@ from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
 from storage_core.log.topic_configs import ResolvedConfig, load_topic_configs, resolve_topic_config
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
+from storage_core.workers import ordered_map, pool_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +207,7 @@ class LogManager:
                  config: LogConfig | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  overrides: Mapping[str, object] | None = None,
                  full_recovery: bool = False, on_loaded: Callable[[PartitionDir], None] | None = None,
-                 close_each: bool = False) -> None:
+                 close_each: bool = False, workers: int | None = 1) -> None:
         """``config`` is the default config (below everything stored, see
         :mod:`storage_core.log.topic_configs`), ``overrides`` Kafka-named configs applied to every
         topic above everything stored, ``topic_configs`` whole configs of topics that replace the
@@ -217,7 +218,15 @@ class LogManager:
         closed and its indexes trimmed, so that the open files do not grow with the number of
         partitions (a writable log holds about 4); :meth:`reopen` opens one again. A failed open
         closes what it loaded and puts back the clean-shutdown markers it deleted: the dirs are
-        left as they were found (less what recovery repaired), never with a preallocated index."""
+        left as they were found (less what recovery repaired), never with a preallocated index.
+
+        ``workers`` loads (recovers) that many partitions of a dir at once (None:
+        :func:`~storage_core.workers.pool_size`'s default; 1, the default, one after the other on
+        the caller's thread). The dirs' locks are taken once, here, on the caller's thread, before
+        any partition is loaded; the logs, ``on_loaded`` calls and errors come in the same order
+        as with one worker. A failed load is raised once every worker stopped; the partitions
+        after it that other workers had loaded meanwhile are closed with the rest (recovered, as a
+        broker would have recovered them)."""
         self.log_dirs = [writable_dir(d) if writable else as_path(d) for d in log_dirs]
         self.writable = writable
         self.default_config = config or LogConfig()
@@ -240,6 +249,7 @@ class LogManager:
         # the KRaft metadata of the dirs (cluster_metadata.py): in one of them, if any
         self.kraft = find_cluster_metadata(self.log_dirs)
         deleted_markers: list[CleanShutdownFile] = []
+        loaded: list[Log] = []  # every log a worker opened, handed over or not: all closed if the open fails
         try:
             if writable:
                 for d in self.log_dirs:
@@ -253,16 +263,24 @@ class LogManager:
                 clean = marker.exists() and not full_recovery
                 if full_recovery:
                     recovery = {}
-                for pd in find_partitions([d]):
-                    if not has_log_files(pd.path) and not writable:
-                        continue
+                pds = [pd for pd in find_partitions([d]) if writable or has_log_files(pd.path)]
+                configs = {t: self.config_for(t) for t in sorted({pd.topic_partition.topic for pd in pds})}
+
+                def load(pd: PartitionDir, recovery: Mapping[TopicPartition, int] = recovery,
+                         starts: Mapping[TopicPartition, int] = starts, clean: bool = clean,
+                         configs: Mapping[str, LogConfig] = configs) -> Log:
                     tp = pd.topic_partition
-                    self.logs[tp] = Log(pd.path, self.config_for(tp.topic), writable=writable,
-                                        recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
-                                        had_clean_shutdown=clean)
-                    self._dir_of[tp] = d
+                    log = Log(pd.path, configs[tp.topic], writable=writable, recovery_point=recovery.get(tp, 0),
+                              log_start_offset=starts.get(tp), had_clean_shutdown=clean)
+                    loaded.append(log)
                     if close_each:
-                        self.logs[tp].close()
+                        log.close()
+                    return log
+
+                n = 1 if workers == 1 else pool_size(workers, len(pds))
+                for pd, log in zip(pds, ordered_map(load, pds, n, window=n), strict=False):
+                    self.logs[pd.topic_partition] = log
+                    self._dir_of[pd.topic_partition] = d
                     if on_loaded is not None:
                         on_loaded(pd)
                 if writable and marker.exists():
@@ -270,7 +288,8 @@ class LogManager:
                     deleted_markers.append(marker)
         except BaseException as exc:
             undone = True
-            for log in self.logs.values():  # release the files, trim the preallocated indexes
+            for log in {id(x): x for x in [*self.logs.values(), *loaded]}.values():  # release the files, trim
+                # the preallocated indexes
                 try:
                     log.close()
                 except (OSError, KlogError):

@@ -66,6 +66,11 @@ def read_arrow(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
 
     With ``valueFormat``/``keyFormat`` ``confluent-avro`` the ``value``/``key`` column is the decoded
     value (:mod:`storage_core.read.values`), typed from the subject's latest schema.
+
+    Pieces are decoded on up to ``maxThreads`` threads at once (default: the CPUs, at most 8, or
+    ``KLOG_THREADS``; ``maxThreads=1`` reads on the caller's thread alone), the rows always in the
+    serial order (:func:`~storage_core.read.piece_reader.parallel_pieces`). The threads start when
+    the reader is first read and are joined when it is exhausted, fails or is closed or dropped.
     """
     opts = read_options(path, **options)
     the_plan = plan_read(opts)
@@ -73,5 +78,5 @@ def read_arrow(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     schema = decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
     batches = read_pieces(the_plan.pieces, include_headers=opts.include_headers,
                           include_metadata=opts.include_metadata, fail_on_data_loss=opts.fail_on_data_loss,
-                          decoding=decoding)
+                          decoding=decoding, threads=opts.max_threads)
     return pa.RecordBatchReader.from_batches(schema, batches)

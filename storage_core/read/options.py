@@ -46,6 +46,10 @@ option                                 default                     meaning
 ``keySubject`` / ``valueSubject``                                  the subject, whatever the strategy
 ``mode``                               ``FAILFAST``                ``PERMISSIVE``: a record that does not decode is
                                                                    null
+``maxThreads``                         CPUs, at most 8             Python API only: at most this many threads
+                                                                   decode pieces at once (1: no thread);
+                                                                   ``KLOG_THREADS`` sets the default; Spark
+                                                                   ignores it (its tasks are its parallelism)
 =====================================  ==========================  =============================================
 
 The group options read every ``__consumer_offsets`` partition of the same log dirs
@@ -84,6 +88,7 @@ READ_OPTIONS = {
     "startingoffsetsfromgroup", "endingoffsetsfromgroup",
     "valueformat", "keyformat", "schemaregistrypath", "schemastopic", "subjectnamestrategy", "recordname",
     "keysubject", "valuesubject", "mode",
+    "maxthreads",  # klog's Python API (read_arrow): accepted and ignored by Spark, whose tasks read in parallel
 }
 #: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
 STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -100,7 +105,7 @@ _CANONICAL = {
     "startingoffsetsfromgroup": "startingOffsetsFromGroup", "endingoffsetsfromgroup": "endingOffsetsFromGroup",
     "valueformat": "valueFormat", "keyformat": "keyFormat", "schemaregistrypath": "schemaRegistryPath",
     "schemastopic": "schemasTopic", "subjectnamestrategy": "subjectNameStrategy", "recordname": "recordName",
-    "keysubject": "keySubject", "valuesubject": "valueSubject",
+    "keysubject": "keySubject", "valuesubject": "valueSubject", "maxthreads": "maxThreads",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
     "txnappid": "txnAppId", "txnversion": "txnVersion",
@@ -200,6 +205,9 @@ class ReadOptions:
         """The paths as :class:`~pathlib.Path` objects: local, or in object storage through ``storage``."""
         return tuple(as_path(p, self.storage) for p in self.paths)
     formats: ValueFormats = ValueFormats()
+    #: ``maxThreads``: how many threads decode pieces at once in :func:`~storage_core.read.api.read_arrow`
+    #: (None: :func:`~storage_core.workers.pool_size`'s default); Spark does not use it
+    max_threads: int | None = None
 
 
 def option_name(key: str) -> str:
@@ -558,6 +566,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         ignored=ignored,
         storage=storage,
         formats=value_formats(opts),
+        max_threads=option_long(opts, "maxthreads", minimum=1),
     )
 
 

@@ -28,8 +28,10 @@ from storage_core.record.file_records import AnyBatch, FileRecords
 from storage_core.record.resync import next_valid_batch
 from storage_core.record.scan import decode_file_range
 from storage_core.record.txn_filter import filter_read_committed, new_txn_filter
+from storage_core.workers import pool_size, sized, stream_in_order
 
-__all__ = ["FLUSH_BYTES", "FLUSH_ROWS", "BatchDecoding", "conform", "read_piece", "read_pieces"]
+__all__ = ["FLUSH_BYTES", "FLUSH_ROWS", "PARALLEL_DEPTH", "BatchDecoding", "conform", "parallel_pieces", "read_piece",
+           "read_pieces"]
 
 log = logging.getLogger("klog")
 
@@ -219,14 +221,24 @@ def _decoded(batch: pa.RecordBatch, piece: Piece, decoding: BatchDecoding | None
 def read_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], *, include_headers: bool = False,
                 include_metadata: bool = False, fail_on_data_loss: bool = True, schema: pa.Schema | None = None,
                 decoding: BatchDecoding | None = None,
-                done: Callable[[Piece], None] | None = None) -> Iterator[pa.RecordBatch]:
+                done: Callable[[Piece], None] | None = None, threads: int | None = 1) -> Iterator[pa.RecordBatch]:
     """:func:`read_piece` over several pieces in turn, with the same rows in the same order.
+
+    ``threads`` (None: :func:`~storage_core.workers.pool_size`'s default, the CPUs up to 8 or
+    ``KLOG_THREADS``) decodes up to that many pieces at once (:func:`parallel_pieces`); 1, the
+    default, reads them one after the other on the caller's thread, as below.
 
     Consecutive pieces of one partition share one decoder: a partition of many small segments
     (each a piece) gives a few full batches, not one small batch (with its own buffers) per
     segment, so memory follows the data rather than the piece count. ``done`` is called with each
     piece once its records are decoded (some may still wait in the decoder for the next batch)."""
     out_schema = schema if schema is not None else kafka_schema(include_headers, include_metadata)
+    workers = 1 if threads == 1 else pool_size(threads, sized(pieces))
+    if workers > 1:
+        yield from parallel_pieces(pieces, workers, include_headers=include_headers,
+                                   include_metadata=include_metadata, fail_on_data_loss=fail_on_data_loss,
+                                   schema=out_schema, decoding=decoding, done=done)
+        return
     dec: ArrowDecoder | None = None
     current: Piece | None = None
     for piece in pieces:
@@ -242,3 +254,60 @@ def read_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], *, in
             done(piece)
     if dec is not None and current is not None and dec.num_rows:
         yield _decoded(conform(dec.finish(), out_schema), current, decoding)
+
+
+#: Decoded batches waiting per piece in :func:`parallel_pieces` (each at most about FLUSH_BYTES).
+PARALLEL_DEPTH = 2
+
+
+def parallel_pieces(pieces: Iterator[Piece] | tuple[Piece, ...] | list[Piece], threads: int, *,
+                    include_headers: bool = False, include_metadata: bool = False, fail_on_data_loss: bool = True,
+                    schema: pa.Schema | None = None, decoding: BatchDecoding | None = None,
+                    done: Callable[[Piece], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of :func:`read_pieces`, in the same order, with up to ``threads`` pieces decoded at
+    once (:func:`~storage_core.workers.stream_in_order`): a window of ``threads`` pieces in
+    progress, each at most :data:`PARALLEL_DEPTH` batches ahead of the consumer, so memory is
+    about ``(threads * (PARALLEL_DEPTH + 1) + 1) * FLUSH_BYTES`` at most. Each piece has its own
+    decoder; the consumer merges a partition's small batches up to :data:`FLUSH_BYTES` or
+    :data:`FLUSH_ROWS` as the serial path's shared decoder does (a Parquet export writes a row
+    group per batch), so batch boundaries may differ from the serial path's; the rows do not. A piece's error (a :class:`DataLossError`, ...) is
+    raised after the batches before it, as the serial path raises it; ``done(piece)`` is called
+    in plan order once a piece's batches were all consumed; closing the generator stops and joins
+    the threads. ``decoding`` (valueFormat/keyFormat) runs on the consumer's thread: its decoders
+    are not shared between threads. The kernel's decode walk releases the GIL (where the kernel
+    does), which is what lets the threads run at once."""
+    out_schema = schema if schema is not None else kafka_schema(include_headers, include_metadata)
+
+    def produce(piece: Piece) -> Iterator[tuple[Piece, pa.RecordBatch]]:
+        for batch in read_piece(piece, include_headers=include_headers, include_metadata=include_metadata,
+                                fail_on_data_loss=fail_on_data_loss, schema=out_schema):
+            yield piece, batch
+
+    held: list[pa.RecordBatch] = []  # small batches of one partition, merged as the serial path's decoder merges them
+    held_piece: Piece | None = None
+    rows = nbytes = 0
+    for piece, batch in stream_in_order(pieces, produce, threads, depth=PARALLEL_DEPTH, done=done):
+        if held and held_piece is not None and (piece.topic, piece.partition) != (held_piece.topic,
+                                                                                 held_piece.partition):
+            yield _decoded(_merged(held, out_schema), held_piece, decoding)
+            held, rows, nbytes = [], 0, 0
+        if batch.num_rows:
+            held.append(batch)
+        held_piece = piece
+        rows += batch.num_rows
+        nbytes += batch.nbytes
+        if held and (nbytes >= FLUSH_BYTES or rows >= FLUSH_ROWS):
+            yield _decoded(_merged(held, out_schema), held_piece, decoding)
+            held, rows, nbytes = [], 0, 0
+    if held and held_piece is not None:
+        yield _decoded(_merged(held, out_schema), held_piece, decoding)
+
+
+def _merged(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    """One batch of the (non-empty) ``batches``, copied only when there are several."""
+    if len(batches) == 1:
+        return batches[0]
+    concat = getattr(pa, "concat_batches", None)  # pyarrow >= 19
+    if concat is not None:
+        return concat(batches)
+    return pa.Table.from_batches(batches, schema=schema).combine_chunks().to_batches()[0]

@@ -31,6 +31,7 @@ from storage_core.files import INDEX_SUFFIXES, LOG_SUFFIX
 from storage_core.fs import OPTION_PREFIX, ObjectStoreError, StorageOptions, as_path
 from storage_core.limits import INT32_MAX, INT64_MAX
 from storage_core.log.open_files import ensure_open_files
+from storage_core.workers import ordered_map, pool_size
 
 if TYPE_CHECKING:
     from storage_core.record.messages.decoders import Decoder
@@ -451,16 +452,26 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    import threading
+
     from storage_core.log.dir_state import LogDirStates
     from storage_core.tools.report import verify_partition
 
-    states = LogDirStates()  # each dir's checkpoints and journals read once, not once per partition
+    local = threading.local()  # each thread's LogDirStates: a dir's files read once per thread, not per partition
     status = EXIT_OK
     parts = _partitions(args)
     sizes = [_dir_bytes(p.path) for p in parts]
+
+    def verify(p: Any) -> Any:
+        states = getattr(local, "states", None)
+        if states is None:
+            states = local.states = LogDirStates()
+        return verify_partition(p, state=states.of(p.log_dir))
+
     with _Bar(args, sum(sizes), "verify") as bar:
-        for p, size in zip(parts, sizes, strict=True):
-            rep = verify_partition(p, state=states.of(p.log_dir))
+        # partitions verified at once, reported in partition order as one thread reports them
+        for p, size, rep in zip(parts, sizes, ordered_map(verify, parts, pool_size(args.workers, len(parts))),
+                                strict=True):
             bar.update(size)
             for w in rep.warnings:
                 if not args.quiet:
@@ -503,7 +514,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         start_time_ms=None if args.start_time is None else parse_time(args.start_time, "--start-time"),
         end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
         if_past_end=args.if_past_end,
-        read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata)
+        read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata,
+        threads=args.threads)
     plan = plan_export(req)
     for r in plan.ranges:
         for note in r.notes:
@@ -552,10 +564,12 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager, find_partitions
 
     dirs = _log_dirs(args.dir)
-    total = sum(_dir_bytes(p.path) for p in find_partitions(dirs))
+    parts = find_partitions(dirs)
+    total = sum(_dir_bytes(p.path) for p in parts)
     with _Bar(args, total, "recover") as bar:
         lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)),
-                        close_each=True)  # one partition's files open at a time, whatever the count
+                        close_each=True,  # one partition's files open at a time per worker, whatever the count
+                        workers=pool_size(args.workers, len(parts)))
     status = EXIT_OK
     try:
         for what in lm.recovered_commits:
@@ -695,14 +709,22 @@ def _bounded_int(what: str, low: int, high: int) -> Callable[[str], int]:
 
 
 _epoch_ms = _bounded_int("a time in epoch milliseconds", 0, INT64_MAX)
+_thread_count = _bounded_int("a number of threads", 1, 1024)
+
+
+def _workers_flag(p: argparse.ArgumentParser, each: str = "") -> None:
+    p.add_argument("--workers", type=_thread_count, default=None, metavar="N",
+                   help=f"work on up to N partitions at once{each} (default: the CPUs, at most 8, or $KLOG_THREADS; "
+                        "1: one after the other); the output is the same whatever N")
 _partition_number = _bounded_int("a partition number", 0, INT32_MAX)
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
     import json
 
-    from storage_core.cleaner import LogCleaner
+    from storage_core.cleaner import CleanResult, LogCleaner
     from storage_core.log.manager import LogManager
+    from storage_core.log.topic_partition import TopicPartition
     from storage_core.read.planner import no_such_topics
 
     cleaner_results = []
@@ -717,15 +739,21 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         else:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
         cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
+
+        def clean(tp: TopicPartition) -> CleanResult | None:
+            log = lm.reopen(tp)
+            try:
+                if args.roll and log.active_segment.size_in_bytes > 0:
+                    log.roll()  # as a broker does after segment.ms: the data becomes cleanable
+                return cleaner.for_thread().clean_log(log, force=True)
+            finally:
+                log.close()
+
+        workers = pool_size(args.workers, len(chosen))
         with cleaner.deferred_checkpoints():  # not a whole checkpoint written per partition: N² at 10,000
-            for tp in chosen:
-                log = lm.reopen(tp)
-                try:
-                    if args.roll and log.active_segment.size_in_bytes > 0:
-                        log.roll()  # as a broker does after segment.ms: the data becomes cleanable
-                    result = cleaner.clean_log(log, force=True)
-                finally:
-                    log.close()
+            # partitions at once, each thread with its own offset map; results in partition order, and
+            # the first error (in that order) raised once every thread stopped
+            for result in ordered_map(clean, chosen, workers, window=workers):
                 assert result is not None
                 cleaner_results.append(result)
     finally:
@@ -903,6 +931,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--quiet", action="store_true", help="print errors only (no warnings, no progress bar)")
+    _workers_flag(p)
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("export", help="a topic or a range of it to Parquet (pyarrow, no Spark)",
@@ -928,6 +957,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compression", default="zstd", metavar="CODEC",
                    help="Parquet compression: none, snappy, gzip, zstd (default), lz4, brotli")
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--threads", type=_thread_count, default=None, metavar="N",
+                   help="decode up to N pieces at once (default: the CPUs, at most 8, or $KLOG_THREADS; 1: no threads)")
     p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
     p.set_defaults(func=_cmd_export)
 
@@ -937,6 +968,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=RECOVER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
     p.add_argument("--quiet", action="store_true", help="print only what was cut")
+    _workers_flag(p)
     p.set_defaults(func=_cmd_recover)
 
     p = sub.add_parser("retention", help="apply retention.ms / retention.bytes now (writes)",
@@ -970,6 +1002,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="roll each partition's active segment first (Kafka never cleans the active segment)")
     p.add_argument("--json", action="store_true", help="the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _workers_flag(p, " (each with its own --memory offset map)")
     p.set_defaults(func=_cmd_compact)
 
     p = sub.add_parser("snapshot", help="a consistent, incremental copy of a log dir being written (local or URI)",

@@ -11,6 +11,10 @@ piece is read by the bulk piece reader (CRC checked, control records dropped, an
 
 The file is written next to its destination as ``.<name>.tmp-<pid>`` and renamed when complete,
 so a failed export (a corrupt batch, a full disk) never leaves a partial Parquet file behind.
+
+Pieces are decoded on up to ``threads`` threads at once (``--threads``; default the CPUs, at most
+8, or ``KLOG_THREADS``) and written in plan order: the file holds the same rows in the same order
+whatever the count (:func:`~storage_core.read.piece_reader.parallel_pieces`).
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class ExportRequest:
     include_metadata: bool = False
     #: the fs.* settings of URI log dirs and of a URI output
     storage: StorageOptions = StorageOptions()
+    #: threads decoding pieces at once (None: :func:`~storage_core.workers.pool_size`'s default; 1: none)
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.start_offset is not None and self.start_time_ms is not None:
@@ -169,7 +175,8 @@ def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike
                 progress(piece.nbytes)
 
         for batch in read_pieces(plan.pieces, include_headers=req.include_headers,
-                                 include_metadata=req.include_metadata, schema=schema, done=piece_done):
+                                 include_metadata=req.include_metadata, schema=schema, done=piece_done,
+                                 threads=req.threads):
             summary.records += batch.num_rows
             writer.write_batch(batch)
         writer.close()
