@@ -174,6 +174,17 @@ def test_read_arrow_same_table_with_any_thread_count(logs: tuple[int, Path], iso
                   includeMetadata=True).equals(with_meta), f"seed {seed}"
 
 
+def test_read_arrow_on_8_threads_again_and_again(logs: tuple[int, Path]) -> None:
+    """The thread-safety check of issue 29 (also run under ASan+UBSan, docs/testing.md): every
+    partition's pieces decoded by 8 threads at once, read_committed with headers, five times over,
+    each time the single-threaded table."""
+    seed, root = logs
+    options = {"isolationLevel": "read_committed", "includeHeaders": True}
+    serial = _table(root, maxThreads=1, **options)
+    for round_ in range(5):
+        assert _table(root, maxThreads=8, **options).equals(serial), f"seed {seed}: round {round_}"
+
+
 def test_read_pieces_threads_one_starts_no_thread(logs: tuple[int, Path]) -> None:
     _, root = logs
     pieces = storage_core.plan(root).pieces
