@@ -401,3 +401,45 @@ def test_workers_flag_is_checked(logs: tuple[int, Path]) -> None:
     for cmd in ("verify", "recover", "compact"):
         res = klog(cmd, str(root), "--workers", "0")
         assert res.returncode == 2 and "--workers" in res.stderr, (cmd, res.stderr)
+
+
+# --- snapshot ------------------------------------------------------------------------------------
+
+
+def test_snapshot_with_workers_same_copy_and_summary(logs: tuple[int, Path], tmp_path: Path) -> None:
+    """``klog snapshot`` of one source with 1 and with 4 workers: the same files in DST, byte for
+    byte (manifest included), the same summary; again for the incremental rerun after the source
+    grew, retention moved a partition's log start past DST's first segment (the mid-copy checkpoint
+    move) and a segment was replaced."""
+    import dataclasses
+    import shutil
+
+    from storage_core.log.manager import LogManager
+    from storage_core.tools.snapshot import snapshot
+
+    seed, root = logs
+    src = tmp_path / "src"
+    shutil.copytree(root, src)
+    rng = random.Random(seed)
+    dsts = {w: tmp_path / f"dst{w}" for w in (1, 4)}
+
+    def both(what: str) -> None:
+        summaries = {w: dataclasses.asdict(snapshot(src, d, workers=w)) for w, d in dsts.items()}
+        for s in summaries.values():
+            s.pop("destination")
+        assert summaries[1] == summaries[4], f"seed {seed}: {what}: summaries differ"
+        assert files_of(dsts[1]) == files_of(dsts[4]), f"seed {seed}: {what}: DST differs"
+
+    both("first copy")
+    with LogManager([src], writable=True) as lm:  # more data, rolled segments, retention at the front
+        for i, tp in enumerate(sorted(lm.logs)):
+            log = lm.logs[tp]
+            if i % 3 == 0 or i % 4 == 1:
+                log.roll()
+            log.append(build_batch([Record(log.log_end_offset + j, T0 + 10**6, b"k", rng.randbytes(30))
+                                    for j in range(5)]), now_ms=T0 + 10**6)
+            if i % 4 == 1:  # retention past everything DST has: its first segment is new to DST
+                log.log_start_offset = log.segments[-1].base_offset
+                assert log.delete_old_segments(now_ms=T0 + 10**6)
+    both("incremental copy")
+    both("nothing new")

@@ -817,7 +817,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         bar.update(n)
 
     try:  # errors of the object store name the URI and operation, never a secret (storage_core.fs)
-        summary = snapshot(args.src, args.dst, storage=storage, progress=progress, checksum=args.checksum)
+        summary = snapshot(args.src, args.dst, storage=storage, progress=progress, checksum=args.checksum,
+                           workers=args.workers)
     finally:
         if bar is not None:
             bar.close()
@@ -1018,6 +1019,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the summary as JSON (bytes, segments, partitions copied "
                    "and skipped)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    _workers_flag(p)
     p.set_defaults(func=_cmd_snapshot)
     return parser
 

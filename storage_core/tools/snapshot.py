@@ -66,12 +66,14 @@ or writer is refused).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import struct
+import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -109,6 +111,7 @@ from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import ABORTED_TXN
 from storage_core.record.file_records import iter_batches
 from storage_core.record.records import crc32c
+from storage_core.workers import ordered_map, pool_size
 
 __all__ = ["MANIFEST_VERSION", "PartitionCopy", "SnapshotSummary", "snapshot"]
 
@@ -561,6 +564,14 @@ def _checkpoint_text(offsets: dict[TopicPartition, int]) -> bytes:
 # --- a run ---------------------------------------------------------------------------------------
 
 class _Run:
+    """A snapshot run: what DST holds (``listing``), what the manifest will say (``files``), the summary.
+
+    Partitions are copied by :meth:`for_partition` runs, on several threads at once: each works on
+    its own partition's files with its own listing, manifest entries and counts, which
+    :meth:`absorb` adds to this run in partition order. What they share is the destination, the
+    previous manifest (read only), the progress callback and the log-start checkpoint a partition
+    may have to move mid-copy (:meth:`move_log_start`), those two under ``lock``."""
+
     def __init__(self, src: Path, dest: _Dest, summary: SnapshotSummary, progress: Progress | None,
                  checksum: bool) -> None:
         self.src = src
@@ -576,10 +587,50 @@ class _Run:
         self.dst_starts = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
         self.jump: tuple[str, TopicPartition, int, int] | None = None  # (dir, tp, new log start, first base)
         self.states = LogDirStates()  # SRC's checkpoints and journals read once per version, not per partition
+        self.root: _Run = self
+        self.lock = threading.RLock()
+        self._thread_states = threading.local()
+
+    def for_partition(self, prefix: str) -> _Run:
+        """A run for the partition dir ``prefix`` (see the class doc), on any thread."""
+        child = copy.copy(self)
+        child.summary = SnapshotSummary(source=self.summary.source, destination=self.summary.destination)
+        child.listing = {rel: size for rel, size in list(self.listing.items()) if rel.startswith(prefix + "/")}
+        child.files = {}
+        child.jump = None
+        states = getattr(self._thread_states, "states", None)
+        if states is None:  # LogDirStates caches per thread: one per worker, shared by its partitions
+            states = self._thread_states.states = self.states if threading.current_thread() is threading.main_thread() \
+                else LogDirStates()
+        child.states = states
+        return child
+
+    def absorb(self, child: _Run, prefix: str) -> None:
+        """Add a partition run's listing, manifest entries and counts to this one."""
+        with self.lock:
+            for rel in [r for r in self.listing if r.startswith(prefix + "/")]:
+                del self.listing[rel]
+            self.listing.update(child.listing)
+            self.files.update(child.files)
+            for f in fields(SnapshotSummary):
+                mine, theirs = getattr(self.summary, f.name), getattr(child.summary, f.name)
+                if isinstance(mine, int):
+                    setattr(self.summary, f.name, mine + theirs)
+                elif isinstance(mine, list):
+                    mine.extend(theirs)
 
     def progress(self, n: int) -> None:
         if self.progress_cb is not None and n:
-            self.progress_cb(n, self.total)
+            with self.root.lock:
+                self.progress_cb(n, self.root.total)
+
+    def move_log_start(self, tp: TopicPartition, start: int) -> None:
+        """DST's log-start-offset-checkpoint with ``tp`` at ``start`` (the other partitions' as
+        they are): written now, mid-copy (see the jump in :meth:`_copy_partition_once`)."""
+        root = self.root
+        with root.lock:
+            root.dst_starts[tp] = start
+            root.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(root.dst_starts), None)
 
     # -- single files
     def _unchanged(self, rel: str, size: int, crc: int) -> bool:
@@ -855,8 +906,7 @@ class _Run:
             self._put_indexes(rels, indexes, part)
         if self.jump is not None and self.jump[0] == rel_log.split("/", 1)[0] and self.jump[3] == seg.base_offset:
             prefix, tp, start, first = self.jump
-            self.dst_starts[tp] = start
-            self.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(self.dst_starts), None)
+            self.move_log_start(tp, start)
             for b in self.dst_bases(prefix):
                 if b < first:
                     self.delete_segment(prefix, b)
@@ -971,13 +1021,15 @@ def _source_name(src: Path) -> str:
 
 
 def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storage: StorageOptions | None = None,
-             progress: Progress | None = None, checksum: bool = False) -> SnapshotSummary:
+             progress: Progress | None = None, checksum: bool = False, workers: int | None = 1) -> SnapshotSummary:
     """Copy the log dir ``src`` to ``dst`` (see the module doc); returns what was copied and skipped.
 
     ``src`` and ``dst`` are local paths or URIs (``s3://bucket/prefix``) read and written through
     ``storage`` (the ``fs.*`` options; default: each SDK's environment). ``progress(n, total)`` is
     called as bytes of ``.log`` files are copied or found up to date. ``checksum`` compares every
-    closed segment's CRC-32C with DST's, not only its identity and size."""
+    closed segment's CRC-32C with DST's, not only its identity and size. ``workers`` copies that
+    many partitions at once (None: :func:`~storage_core.workers.pool_size`'s default; 1, the default,
+    one after the other); DST ends the same whatever it is."""
     src_path = as_path(src, storage)
     dst_path = as_path(dst, storage)
     parts = find_partitions([src_path], required=True, storage=storage)  # SRC may be one partition dir
@@ -989,14 +1041,14 @@ def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storag
 
         lock = LogDirLock(dest.root)  # LogDirLockedError: a broker, a writer or another snapshot has it
     try:
-        return _snapshot(src_path, dest, parts, progress, checksum)
+        return _snapshot(src_path, dest, parts, progress, checksum, workers)
     finally:
         if lock is not None:
             lock.release()
 
 
 def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progress | None,
-              checksum: bool) -> SnapshotSummary:
+              checksum: bool, workers: int | None) -> SnapshotSummary:
     summary = SnapshotSummary(source=str(src), destination=dest.uri)
     listing = dest.listing()
     _check_destination(dest, listing, src)
@@ -1006,8 +1058,15 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
             run.delete(rel)
     run.total = sum(seg.size_in_bytes for seg in _segments_for_total(parts))
     copied: dict[TopicPartition, PartitionCopy] = {}
-    for pd in parts:
-        result = run.copy_partition(pd)
+
+    def copy_one(pd: PartitionDir) -> tuple[PartitionDir, _Run, PartitionCopy | None]:
+        part_run = run.for_partition(pd.path.name)
+        return pd, part_run, part_run.copy_partition(pd)
+
+    # partitions on up to `workers` threads; each one's run is absorbed in partition order, and the
+    # first error (in that order) is raised once every thread stopped
+    for pd, part_run, result in ordered_map(copy_one, parts, pool_size(workers, len(parts))):
+        run.absorb(part_run, pd.path.name)
         if result is None:
             continue
         copied[pd.topic_partition] = result
