@@ -41,6 +41,7 @@ The rules, in this one place:
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,7 +60,7 @@ from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 
-__all__ = ["MTIME_MARGIN_NS", "LogDirState", "LogDirStates"]
+__all__ = ["MTIME_MARGIN_NS", "LogDirState", "LogDirStates", "ThreadLogDirStates"]
 
 #: How old the log dir's last change must be for an unchanged mtime to prove that no journal came
 #: or went since (local file systems stamp with a clock that ticks every 1-10 ms).
@@ -189,3 +190,20 @@ class LogDirStates:
         if state is None:
             state = self._by_dir[d] = LogDirState(d)
         return state
+
+
+class ThreadLogDirStates:
+    """A :class:`LogDirStates` for each thread that asks (one is not shared between threads): the
+    workers of a command over many partitions each read a dir's files once, not once per partition."""
+
+    __slots__ = ("_local",)
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def get(self) -> LogDirStates:
+        """The calling thread's :class:`LogDirStates`, made on its first call."""
+        states: LogDirStates | None = getattr(self._local, "states", None)
+        if states is None:
+            states = self._local.states = LogDirStates()
+        return states

@@ -452,21 +452,16 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    import threading
-
-    from storage_core.log.dir_state import LogDirStates
+    from storage_core.log.dir_state import ThreadLogDirStates
     from storage_core.tools.report import verify_partition
 
-    local = threading.local()  # each thread's LogDirStates: a dir's files read once per thread, not per partition
+    states = ThreadLogDirStates()  # a dir's files read once per thread, not per partition
     status = EXIT_OK
     parts = _partitions(args)
     sizes = [_dir_bytes(p.path) for p in parts]
 
     def verify(p: Any) -> Any:
-        states = getattr(local, "states", None)
-        if states is None:
-            states = local.states = LogDirStates()
-        return verify_partition(p, state=states.of(p.log_dir))
+        return verify_partition(p, state=states.get().of(p.log_dir))
 
     with _Bar(args, sum(sizes), "verify") as bar:
         # partitions verified at once, reported in partition order as one thread reports them
