@@ -24,21 +24,25 @@ static _Thread_local struct {
     char msg[KERR_MSG_BYTES];
 } kerr;
 
+static int kerr_vformat(KerrKind kind, const char *fmt, va_list ap) {
+    vsnprintf(kerr.msg, sizeof kerr.msg, fmt, ap);
+    kerr.kind = kind;
+    return -1;
+}
+
 int kerr_invalid(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(kerr.msg, sizeof kerr.msg, fmt, ap);
+    kerr_vformat(KERR_INVALID, fmt, ap);
     va_end(ap);
-    kerr.kind = KERR_INVALID;
     return -1;
 }
 
 int kerr_klog(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(kerr.msg, sizeof kerr.msg, fmt, ap);
+    kerr_vformat(KERR_KLOG, fmt, ap);
     va_end(ap);
-    kerr.kind = KERR_KLOG;
     return -1;
 }
 

@@ -682,41 +682,20 @@ static PyObject *OffsetMap_clean_run(OffsetMap *m, PyObject *args) {
     return result;
 }
 
-static PyObject *OffsetMap_get_memory_bytes(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyLong_FromSsize_t(m->memory_bytes);
-}
-static PyObject *OffsetMap_get_slots(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyLong_FromLong(m->slots);
-}
-static PyObject *OffsetMap_get_max_entries(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyLong_FromLong(m->max_entries);
-}
-static PyObject *OffsetMap_get_size(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyLong_FromLong(m->entries);
-}
-static PyObject *OffsetMap_get_latest_offset(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyLong_FromLongLong(m->latest_offset);
-}
-static PyObject *OffsetMap_get_is_full(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyBool_FromLong(m->entries >= m->max_entries);
-}
-static PyObject *OffsetMap_get_utilization(OffsetMap *m, void *c) {
-    (void)c;
-    if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;
-    return PyFloat_FromDouble(m->slots ? (double)m->entries / (double)m->slots : 0.0);
-}
+/* A read-only attribute of the map, refused while a call works on it without the GIL. */
+#define OM_GETTER(name, value)                                                 \
+    static PyObject *OffsetMap_get_##name(OffsetMap *m, void *c) {             \
+        (void)c;                                                               \
+        if (kobj_idle(m->busy, "OffsetMap") < 0) return NULL;                  \
+        return value;                                                          \
+    }
+OM_GETTER(memory_bytes, PyLong_FromSsize_t(m->memory_bytes))
+OM_GETTER(slots, PyLong_FromLong(m->slots))
+OM_GETTER(max_entries, PyLong_FromLong(m->max_entries))
+OM_GETTER(size, PyLong_FromLong(m->entries))
+OM_GETTER(latest_offset, PyLong_FromLongLong(m->latest_offset))
+OM_GETTER(is_full, PyBool_FromLong(m->entries >= m->max_entries))
+OM_GETTER(utilization, PyFloat_FromDouble(m->slots ? (double)m->entries / (double)m->slots : 0.0))
 
 static PyMethodDef OffsetMap_methods[] = {
     {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS, "clear(): no entries, latest offset -1"},
