@@ -474,13 +474,16 @@ class Log:
         sets the file's ctime; its mtime is the segment's last write, which may be long before);
         returns how many. Until then a read-only open that was using them keeps reading them."""
         now = _now_ms() if now_ms is None else now_ms
+        delay = self.config.file_delete_delay_ms
         n = 0
         for p in self.dir.glob("*" + DELETED_SUFFIX):
             try:
-                renamed_ms = p.stat().st_ctime * 1000
+                renamed_ms = p.stat().st_ctime_ns // 1_000_000
             except FileNotFoundError:
                 continue
-            if now - renamed_ms >= self.config.file_delete_delay_ms:
+            # a zero delay removes at once: the file system's clock for ctime is not time.time() and
+            # may stand a tick ahead of it, which once left files of a retention run behind
+            if delay <= 0 or now - renamed_ms >= delay:
                 p.unlink(missing_ok=True)
                 n += 1
         return n
