@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Callable, Generator, Iterable, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -99,7 +99,7 @@ def _put(q: queue.Queue[object], item: object, stop: threading.Event) -> bool:
 
 
 def stream_in_order(items: Iterable[T], produce: Callable[[T], Iterable[R]], workers: int, *, depth: int = 2,
-                    window: int | None = None, done: Callable[[T], None] | None = None) -> Iterator[R]:
+                    window: int | None = None, done: Callable[[T], None] | None = None) -> Generator[R, None, None]:
     """Every result of ``produce(item)`` for each of ``items`` in turn: what
     ``for item in items: yield from produce(item); done(item)`` gives, in that order, with up to
     ``workers`` items produced at once on threads.
@@ -167,7 +167,8 @@ def stream_in_order(items: Iterable[T], produce: Callable[[T], Iterable[R]], wor
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int, *, window: int | None = None) -> Iterator[R]:
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int, *,
+                window: int | None = None) -> Generator[R, None, None]:
     """``fn(item)`` for each of ``items``, in order, up to ``workers`` at once (see
     :func:`stream_in_order`; ``window`` defaults to four items per worker, so that one slow item
     does not leave the others idle)."""

@@ -32,6 +32,7 @@ from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
 from storage_core.log.topic_configs import update_topic_configs
 from storage_core.read.piece_reader import read_pieces
+from storage_core.read.planner import ReadPlan
 from storage_core.record.compression import CompressionType
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.records import Record, build_batch, build_end_txn_marker
@@ -193,6 +194,40 @@ def test_read_pieces_threads_one_starts_no_thread(logs: tuple[int, Path]) -> Non
     for _ in read_pieces(pieces, threads=1):
         seen.extend(t for t in threading.enumerate() if t not in before)
     assert seen == []
+
+
+def _as_live(root: Path, dst: Path) -> Path:
+    """A copy of ``root`` as a running broker's dir looks: no clean-shutdown marker, and recovery
+    points at 0, so that opening any partition is a read-only recovery of all of it."""
+    import shutil
+
+    shutil.copytree(root, dst)
+    (dst / ".kafka_cleanshutdown").unlink()
+    lines = (dst / "recovery-point-offset-checkpoint").read_text().splitlines()
+    (dst / "recovery-point-offset-checkpoint").write_text(
+        "\n".join(lines[:2] + [" ".join(line.split()[:2] + ["0"]) for line in lines[2:]]) + "\n")
+    return dst
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_plan_opens_partitions_on_threads_same_plan(logs: tuple[int, Path], tmp_path: Path, isolation: str) -> None:
+    """The planner opens partitions on threads: a live-looking dir (each open recovers the whole
+    partition in memory, its transactions replayed when read_committed asks) planned with 1 and 4
+    threads gives the same ranges and pieces, aborted transactions included, and the same rows as
+    the cleanly shut down original."""
+    seed, root = logs
+    live = _as_live(root, tmp_path / "live")
+    one = storage_core.plan(live, isolationLevel=isolation, maxThreads=1)
+    four = storage_core.plan(live, isolationLevel=isolation, maxThreads=4)
+    assert one.ranges == four.ranges and one.pieces == four.pieces, f"seed {seed}"
+    def spans(plan: ReadPlan) -> list[tuple[object, int, int]]:
+        return [(r.topic_partition, r.start, r.end) for r in plan.ranges]
+
+    assert spans(storage_core.plan(root, isolationLevel=isolation)) == spans(one), f"seed {seed}"
+    if isolation == "read_committed":
+        assert any(p.aborted for p in one.pieces), f"seed {seed}: the dir should hold aborted transactions"
+    assert _table(live, isolationLevel=isolation, maxThreads=4).equals(
+        _table(root, isolationLevel=isolation, maxThreads=1)), f"seed {seed}"
 
 
 def test_max_threads_option_is_checked(logs: tuple[int, Path]) -> None:

@@ -71,10 +71,11 @@ _COARSE_MARGIN_NS = 2_000_000_000  # a dir whose mtime is a whole second: a file
 class LogDirState:
     """One log dir's checkpoints, clean-shutdown marker and pending commits, as one query sees
     them (see the module): each checkpoint is parsed once per version (a stat tells whether it
-    changed), the journals are globbed again only when the dir changed."""
+    changed), the journals are globbed again only when the dir changed. Threads may share one
+    (its caches are under a lock)."""
 
     __slots__ = ("_checkpoints", "_config_key", "_configs", "_journal_checked_ns", "_journal_token", "_journals",
-                 "_stored_configs", "log_dir")
+                 "_lock", "_stored_configs", "log_dir")
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.log_dir: Path = as_path(log_dir)
@@ -86,17 +87,20 @@ class LogDirState:
         self._journals: dict[str, int] | None = None
         self._journal_token: tuple[int, int, int] | None = None
         self._journal_checked_ns = 0
+        #: the query's partitions may be opened on threads (the planner's): one lock over the caches
+        self._lock = threading.Lock()
 
     def _offsets(self, name: str) -> Mapping[TopicPartition, int]:
         path = self.log_dir / name
-        identity = _identity(path)
-        cached = self._checkpoints.get(name)
-        if cached is not None and cached[0] == identity:
-            return cached[1]
-        # replaced between the stat and the read: the next use sees a new identity and reads again
-        offsets = OffsetCheckpointFile(path).read()
-        self._checkpoints[name] = (identity, offsets)
-        return offsets
+        with self._lock:
+            identity = _identity(path)
+            cached = self._checkpoints.get(name)
+            if cached is not None and cached[0] == identity:
+                return cached[1]
+            # replaced between the stat and the read: the next use sees a new identity and reads again
+            offsets = OffsetCheckpointFile(path).read()
+            self._checkpoints[name] = (identity, offsets)
+            return offsets
 
     @property
     def recovery_points(self) -> Mapping[TopicPartition, int]:
@@ -118,15 +122,16 @@ class LogDirState:
         :class:`~storage_core.log.log.Log` resolves without one: Kafka's defaults, the KRaft metadata,
         the dir's ``klog-topic-configs.json``), resolved once per topic while neither file changed."""
         kraft = cluster_metadata(self.log_dir)  # cached in the process while its files are unchanged
-        identity = _identity(self.log_dir / TOPIC_CONFIGS_FILE)
-        if self._config_key is None or identity != self._config_key[0] or kraft is not self._config_key[1]:
-            self._stored_configs = load_topic_configs(self.log_dir)
-            self._configs = {}
-            self._config_key = (identity, kraft)
-        config = self._configs.get(topic)
-        if config is None:
-            config = self._configs[topic] = config_for_topic(topic, self._stored_configs, kraft=kraft)
-        return config
+        with self._lock:
+            identity = _identity(self.log_dir / TOPIC_CONFIGS_FILE)
+            if self._config_key is None or identity != self._config_key[0] or kraft is not self._config_key[1]:
+                self._stored_configs = load_topic_configs(self.log_dir)
+                self._configs = {}
+                self._config_key = (identity, kraft)
+            config = self._configs.get(topic)
+            if config is None:
+                config = self._configs[topic] = config_for_topic(topic, self._stored_configs, kraft=kraft)
+            return config
 
     @property
     def clean_shutdown(self) -> bool:
@@ -143,16 +148,17 @@ class LogDirState:
         """The first offset an unfinished commit is adding to the partition dir of that name (the
         loader hides its segments from there), as a glob of the journals made now would say: call
         it after listing the partition dir (see the module)."""
-        if self._journals is not None and isinstance(self.log_dir, ObjectPath):
+        with self._lock:
+            if self._journals is not None and isinstance(self.log_dir, ObjectPath):
+                return self._journals.get(partition_dir_name)
+            token = self._token()
+            if self._journals is None or token != self._journal_token or self._ambiguous():
+                checked = time.time_ns()
+                token = self._token()  # the dir as the glob below finds it (or newer: then globbed again next time)
+                self._journals = pending_journal_offsets(self.log_dir)
+                self._journal_token = token
+                self._journal_checked_ns = checked
             return self._journals.get(partition_dir_name)
-        token = self._token()
-        if self._journals is None or token != self._journal_token or self._ambiguous():
-            checked = time.time_ns()
-            token = self._token()  # the dir as the glob below finds it (or newer: then globbed again next time)
-            self._journals = pending_journal_offsets(self.log_dir)
-            self._journal_token = token
-            self._journal_checked_ns = checked
-        return self._journals.get(partition_dir_name)
 
     def _ambiguous(self) -> bool:
         """Whether the last glob came within a timestamp tick of the dir's last change: a change

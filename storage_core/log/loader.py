@@ -152,6 +152,10 @@ class LoadedLog:
     #: read-only: the first segment found without its .index, whose .txnindex cannot be trusted either
     #: (a broker's recovery rebuilds both); the log rebuilds its aborted transactions when first asked
     unindexed_from: int | None = None
+    #: read-only recovery: the base offset of the first recovered segment, from which the aborted
+    #: transactions and the producer state are replayed when first asked (a read_uncommitted read of
+    #: a live broker's dir never needs them, and the replay walks every unflushed batch)
+    replay_from: int | None = None
 
 
 class LogLoader:
@@ -301,7 +305,7 @@ class LogLoader:
                     seg.on_become_inactive_segment()
                     seg.close()
                     self.segments[i] = self._segment(seg.base_offset, False)
-            self._rebuild_transaction_state(start, write=True)
+            self._rebuild_transaction_state(start)
             self.loaded.recovery_point = self.segments[-1].read_next_offset()
         else:
             last = len(self.segments) - 1
@@ -322,7 +326,8 @@ class LogLoader:
                 cut = seg.recover_in_memory(scan)  # indexes rebuilt in memory too, as recovery does
                 if cut:
                     self._note(seg, cut, f"{STOPS_READING_NOTE} ({scan.error or 'torn tail'})")
-            self._rebuild_transaction_state(start, write=False)
+            if start < len(self.segments):
+                self.loaded.replay_from = self.segments[start].base_offset
 
     def _bound_active_in_memory(self) -> None:
         """After a clean shutdown Kafka trusts the files; a copy may still be torn by the copy
@@ -343,22 +348,19 @@ class LogLoader:
             cut = seg.recover_in_memory(scan)
             self._note(seg, cut, f"{STOPS_READING_NOTE} ({scan.error or 'torn tail'})")
 
-    def _rebuild_transaction_state(self, first_segment: int, *, write: bool) -> None:
-        """Replay the recovered segments: their aborted transactions (``.txnindex``, or in memory
-        when read-only) and the producer state at the log end."""
+    def _rebuild_transaction_state(self, first_segment: int) -> None:
+        """Replay the recovered segments: their aborted transactions (``.txnindex``) and the
+        producer state at the log end. (A read-only recovery leaves this to the log, as
+        :attr:`LoadedLog.replay_from`.)"""
         if first_segment >= len(self.segments):
             return
         found, state = replay_aborted(self.segments, first_segment, notes=self.loaded.recovery_notes)
         for seg in self.segments[first_segment:]:
-            if write:
-                seg.txn_index.path.unlink(missing_ok=True)
-                for t in found[seg.base_offset]:
-                    seg.txn_index.append(t)
-            else:
-                self.loaded.memory_aborted[seg.base_offset] = found[seg.base_offset]
+            seg.txn_index.path.unlink(missing_ok=True)
+            for t in found[seg.base_offset]:
+                seg.txn_index.append(t)
         self.loaded.producer_state = state
-        if write:
-            log_end = self.segments[-1].read_next_offset()
-            for snap_offset, path in snapshot_files(self.dir):
-                if snap_offset > log_end:
-                    path.unlink()  # describes data recovery removed
+        log_end = self.segments[-1].read_next_offset()
+        for snap_offset, path in snapshot_files(self.dir):
+            if snap_offset > log_end:
+                path.unlink()  # describes data recovery removed

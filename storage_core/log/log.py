@@ -152,6 +152,7 @@ class Log:
         self._memory_aborted: dict[int, list[AbortedTxn]] = loaded.memory_aborted
         self._producer_state: ProducerStateManager | None = loaded.producer_state
         self._unindexed_from = loaded.unindexed_from
+        self._replay_from = loaded.replay_from
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
         #: whether the open made sure the last segment ends with a whole batch (False: a reader
@@ -165,8 +166,26 @@ class Log:
         return open_segment(self.dir, base, self.config, writable)
 
     # -- producer state and transactions
+    def _replay_pending(self) -> None:
+        """Run the transaction replay a read-only open left for when it is first needed (from the
+        first segment it recovered, or the first it found without an ``.index``): the aborted
+        transactions of those segments, which override their ``.txnindex``, and the producer state
+        at the log end."""
+        froms = [b for b in (self._replay_from, self._unindexed_from) if b is not None]
+        if not froms:
+            return
+        self._replay_from = self._unindexed_from = None
+        first = next((i for i, s in enumerate(self.segments) if s.base_offset >= min(froms)), None)
+        if first is None:
+            return
+        found, state = replay_aborted(self.segments, first, notes=self.recovery_notes)
+        self._memory_aborted.update(found)
+        if self._producer_state is None:
+            self._producer_state = state
+
     @property
     def producer_state(self) -> ProducerStateManager:
+        self._replay_pending()
         if self._producer_state is None:
             self._producer_state = producer_state_at(self.segments, self.log_end_offset, notes=self.recovery_notes)
         return self._producer_state
@@ -180,12 +199,7 @@ class Log:
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start_offset, end_offset)`` (``collectAbortedTxns``)."""
-        if self._unindexed_from is not None:  # segments opened without an .index: replayed once, now
-            first = next(i for i, s in enumerate(self.segments) if s.base_offset == self._unindexed_from)
-            self._unindexed_from = None
-            if self.segments[first].base_offset not in self._memory_aborted:
-                found, _ = replay_aborted(self.segments, first, notes=self.recovery_notes)
-                self._memory_aborted.update(found)
+        self._replay_pending()
         out: list[AbortedTxn] = []
         for seg in self.segments[self._segment_for(start_offset):]:
             entries = self._memory_aborted.get(seg.base_offset)

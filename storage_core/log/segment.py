@@ -102,13 +102,17 @@ class SegmentScan:
         return self.base_offset if self.last_offset is None else self.last_offset + 1
 
 
+#: The recovery scan's read size: a chunk that stays in the CPU's cache while its CRCs are checked.
+SCAN_CHUNK_BYTES = 1 << 20
+
+
 def scan_segment(log_path: str | os.PathLike[str], *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
                  base_offset: int | None = None) -> SegmentScan:
     """Validate every batch of a ``.log`` and compute its index entries; reads only."""
     base = base_offset_of(log_path) if base_offset is None else base_offset
     fr = FileRecords(log_path)
     scan = SegmentScan(base, fr.size_in_bytes)
-    walk = fr.batches()
+    walk = fr.batches(transient=True, chunk_bytes=SCAN_CHUNK_BYTES)  # no batch is kept
     last_index_entry = 0
     max_ts, max_ts_offset = NO_TIMESTAMP, base
     try:

@@ -47,7 +47,8 @@ option                                 default                     meaning
 ``mode``                               ``FAILFAST``                ``PERMISSIVE``: a record that does not decode is
                                                                    null
 ``maxThreads``                         CPUs, at most 8             Python API only: at most this many threads
-                                                                   decode pieces at once (1: no thread);
+                                                                   open partitions and decode pieces at
+                                                                   once (1: no thread);
                                                                    ``KLOG_THREADS`` sets the default; Spark
                                                                    ignores it (its tasks are its parallelism)
 =====================================  ==========================  =============================================
@@ -205,7 +206,8 @@ class ReadOptions:
         """The paths as :class:`~pathlib.Path` objects: local, or in object storage through ``storage``."""
         return tuple(as_path(p, self.storage) for p in self.paths)
     formats: ValueFormats = ValueFormats()
-    #: ``maxThreads``: how many threads decode pieces at once in :func:`~storage_core.read.api.read_arrow`
+    #: ``maxThreads``: how many threads open partitions (the planner) and decode pieces
+    #: (:func:`~storage_core.read.api.read_arrow`) at once
     #: (None: :func:`~storage_core.workers.pool_size`'s default); Spark does not use it
     max_threads: int | None = None
 

@@ -34,7 +34,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
 from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
@@ -49,6 +49,7 @@ from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.groups import offsets_of_group
 from storage_core.read.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from storage_core.read.pieces import Piece, aborted_for, slices
+from storage_core.workers import ordered_map, pool_size
 
 __all__ = [
     "NO_PRUNING",
@@ -499,19 +500,30 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
                  committed_for(opts.ending, opts.log_dirs, starting=False))
     ranges: list[PartitionRange] = []
     parts: list[tuple[Log, PartitionRange]] = []
-    with _opened([]) as logs:
-        for pd in selected:
-            if not pruning.keeps(pd.topic_partition):
+    wanted: list[tuple[PartitionDir, LogDirState, Evidence]] = []
+    for pd in selected:
+        if not pruning.keeps(pd.topic_partition):
+            continue
+        state = states.of(pd.log_dir)
+        evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
+        if not has_log_files(pd.path):  # its .log files are gone, its checkpoints say it held data
+            check_lost_data(opts, pd, None, evidence)
+            continue
+        wanted.append((pd, state, evidence))
+
+    def open_one(item: tuple[PartitionDir, LogDirState, Evidence]) -> Log | None:
+        try:
+            return open_log_read_only(item[0], item[1])
+        except PendingCommitError:
+            return None  # a new partition whose first commit is still being applied: empty for now
+
+    # opening a live broker's partition validates its unflushed batches (a read-only recovery): the
+    # partitions are opened on threads, since the scan's reads and checksums let go of the GIL
+    opened = ordered_map(open_one, wanted, pool_size(opts.max_threads, items=len(wanted)))
+    with _opened([]) as logs, closing(opened):
+        for (pd, _state, evidence), lg in zip(wanted, opened, strict=True):
+            if lg is None:
                 continue
-            state = states.of(pd.log_dir)
-            evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
-            if not has_log_files(pd.path):  # its .log files are gone, its checkpoints say it held data
-                check_lost_data(opts, pd, None, evidence)
-                continue
-            try:
-                lg = open_log_read_only(pd, state)
-            except PendingCommitError:
-                continue  # a new partition whose first commit is still being applied: empty for now
             logs.append(lg)
             try:
                 rng = _prune(resolve(opts, pd, lg, committed=committed), lg, pruning)

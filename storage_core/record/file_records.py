@@ -16,11 +16,11 @@ of its own. Nothing is ever written.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
 
 from storage_core.errors import CorruptRecordError, KlogError
 from storage_core.fs import as_path
@@ -33,7 +33,7 @@ from storage_core.record.records import (
     DefaultRecordBatch,
 )
 
-__all__ = ["AnyBatch", "BatchRun", "BatchWalk", "FileRecords", "PartialTail", "batch_from_bytes", "iter_batches",
+__all__ = ["AnyBatch", "BatchRun", "BatchWalk", "ChunkReader", "FileRecords", "PartialTail", "batch_from_bytes", "iter_batches",
            "READ_CHUNK_BYTES", "RUN_SHORT", "RUN_TAKEN", "RUN_YIELD"]
 
 AnyBatch = DefaultRecordBatch | LegacyRecordBatch
@@ -94,16 +94,48 @@ def _batch_total(view: memoryview | bytes, pos: int, base: int, path: str | None
     return LOG_OVERHEAD + int(size)
 
 
-def _read_chunk(f: BinaryIO, pos: int, stop: int, chunk_bytes: int) -> bytes:
-    """Up to ``chunk_bytes`` of ``f`` from ``pos`` (before ``stop``), more if its first batch is
-    larger: a chunk always holds its first batch whole when the file does."""
-    f.seek(pos)
-    chunk = f.read(min(chunk_bytes, stop - pos))
-    if len(chunk) >= HEADER_SIZE_UP_TO_MAGIC and len(chunk) < stop - pos:
-        _off, size = _OFFSET_SIZE.unpack_from(chunk, 0)
-        if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > len(chunk):
-            chunk += f.read(min(LOG_OVERHEAD + size, stop - pos) - len(chunk))
-    return chunk
+class ChunkReader:
+    """Reads ``[pos, stop)`` of a file a chunk at a time. A chunk always holds the whole first
+    batch when its size is readable (however large the batch), so every chunk makes progress.
+
+    With ``reuse`` every chunk is read into one buffer, so a chunk (and every batch cut from it)
+    is valid only until the next read: for walks that keep nothing (the bulk decode, a recovery
+    scan), which then touch no freshly allocated memory. Without it each chunk is its own.
+    """
+
+    def __init__(self, f: io.RawIOBase, stop: int, chunk_bytes: int, first: int, *, reuse: bool = True) -> None:
+        self._f = f
+        self._stop = stop
+        self._reuse = reuse
+        self._buf = bytearray(max(1, min(chunk_bytes, stop - first)) if reuse else 0)
+        self._chunk_bytes = chunk_bytes
+
+    def read(self, pos: int) -> memoryview:
+        want = min(self._chunk_bytes, self._stop - pos)
+        if want > len(self._buf) or not self._reuse:
+            self._buf = bytearray(want)
+        n = self._read_into(pos, memoryview(self._buf)[:want])
+        if n >= HEADER_SIZE_UP_TO_MAGIC and n < self._stop - pos:
+            _off, size = _OFFSET_SIZE.unpack_from(self._buf, 0)
+            total = min(LOG_OVERHEAD + size, self._stop - pos)
+            if size >= RECORD_OVERHEAD_V0 and total > n:  # the first batch must fit
+                if total > len(self._buf):
+                    grown = bytearray(total)
+                    grown[:n] = self._buf[:n]
+                    self._buf = grown
+                n += self._read_into(pos + n, memoryview(self._buf)[n:total])
+        return memoryview(self._buf)[:n]
+
+    def _read_into(self, pos: int, into: memoryview) -> int:
+        f = self._f
+        f.seek(pos)
+        got = 0
+        while got < len(into):
+            k = f.readinto(into[got:])
+            if not k:
+                break
+            got += k
+        return got
 
 
 def _walk_view(view: memoryview, base: int, start: int, end: int, path: str | None,
@@ -147,12 +179,15 @@ class FileRecords:
         if not self.path.is_file():
             raise KlogError(f"Not a regular file: {self.path}")
 
-    def batches(self, start: int = 0, end: int | None = None, *, chunk_bytes: int = READ_CHUNK_BYTES) -> BatchWalk:
-        """Walk from byte ``start`` (a batch boundary) to ``end`` (default: the file's end)."""
+    def batches(self, start: int = 0, end: int | None = None, *, chunk_bytes: int = READ_CHUNK_BYTES,
+                transient: bool = False) -> BatchWalk:
+        """Walk from byte ``start`` (a batch boundary) to ``end`` (default: the file's end). With
+        ``transient`` a batch's bytes are valid only until the next batch is taken (one reused
+        buffer, see :class:`ChunkReader`): for walks that keep no batch."""
         stop = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
         walk = BatchWalk(iter(()))
         walk.valid_bytes = start
-        walk._it = self._walk(start, stop, chunk_bytes, walk)
+        walk._it = self._walk(start, stop, chunk_bytes, walk, transient)
         return walk
 
     def runs(self, run: BatchRun, start: int = 0, end: int | None = None, *,
@@ -171,11 +206,11 @@ class FileRecords:
         stop = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
         name = str(self.path)
         with self.path.open("rb", buffering=0) as f:
+            reader = ChunkReader(f, stop, chunk_bytes, start, reuse=False)  # the caller may keep the batches
             pos = start
             while pos < stop:
-                chunk = _read_chunk(f, pos, stop, chunk_bytes)
-                at_eof = pos + len(chunk) >= stop
-                view = memoryview(chunk)
+                view = reader.read(pos)
+                at_eof = pos + len(view) >= stop
                 i = 0
                 while True:
                     i, why = run(view, i)
@@ -196,15 +231,16 @@ class FileRecords:
                     return  # a partial tail
                 pos += i
 
-    def _walk(self, start: int, stop: int, chunk_bytes: int, walk: BatchWalk) -> Iterator[AnyBatch]:
+    def _walk(self, start: int, stop: int, chunk_bytes: int, walk: BatchWalk, transient: bool) -> Iterator[AnyBatch]:
         name = str(self.path)
         with self.path.open("rb", buffering=0) as f:
+            reader = ChunkReader(f, stop, chunk_bytes, start, reuse=transient)
             pos = start
             while pos < stop:
-                chunk = _read_chunk(f, pos, stop, chunk_bytes)
+                chunk = reader.read(pos)
                 at_eof = pos + len(chunk) >= stop
                 before = walk.valid_bytes
-                yield from _walk_view(memoryview(chunk), pos, 0, len(chunk), name, at_eof, walk)
+                yield from _walk_view(chunk, pos, 0, len(chunk), name, at_eof, walk)
                 if at_eof or walk.valid_bytes == before:
                     if not at_eof:  # cannot happen: the first batch was made to fit
                         raise CorruptRecordError("walk made no progress", path=name, position=pos)

@@ -42,6 +42,7 @@ from storage_core.errors import CorruptRecordError, InvalidRecordError, KlogErro
 from storage_core.limits import INT32_MAX
 from storage_core.record.compression import CompressionType, compress, decompress
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
+from storage_core.record.kernel import native_kernel
 from storage_core.record.text import java_utf8
 from storage_core.record.varint import encode_varint, encode_varlong, read_varint, read_varlong
 
@@ -109,9 +110,14 @@ class TimestampType(enum.IntEnum):
         raise ValueError(f"Invalid timestamp type {name!r}; expected CreateTime or LogAppendTime")
 
 
+_KERNEL = native_kernel()
+#: the kernel's (three crc32 streams, the GIL released on large buffers) where it is built
+_CRC32C = _KERNEL.crc32c if _KERNEL is not None else _crc32c.crc32c
+
+
 def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli), the checksum of v2 batches."""
-    return _crc32c.crc32c(data)
+    return _CRC32C(data)
 
 
 # --- values ------------------------------------------------------------------------------------

@@ -26,56 +26,13 @@ from storage_core.errors import KlogError
 from storage_core.limits import INT64_MAX as _I64_MAX
 from storage_core.limits import INT64_MIN as _I64_MIN
 from storage_core.record.columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
-from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, FileRecords, _walk_view
-from storage_core.record.legacy_records import RECORD_OVERHEAD_V0
-from storage_core.record.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, ChunkReader, FileRecords, _walk_view
 
 if TYPE_CHECKING:
     from storage_core.record.txn_filter import TxnFilter
 
 __all__ = ["decode_file_range", "decode_view"]
 
-
-
-class _ChunkReader:
-    """Reads ``[pos, stop)`` of a file a chunk at a time into one reusable buffer.
-
-    A chunk always holds the whole first batch when its size is readable (however large the
-    batch), so every chunk makes progress.
-    """
-
-    def __init__(self, f: object, stop: int, chunk_bytes: int, first: int) -> None:
-        self._f = f
-        self._stop = stop
-        self._buf = bytearray(max(1, min(chunk_bytes, stop - first)))
-        self._chunk_bytes = chunk_bytes
-
-    def read(self, pos: int) -> memoryview:
-        want = min(self._chunk_bytes, self._stop - pos)
-        if want > len(self._buf):
-            self._buf = bytearray(want)
-        n = self._read_into(pos, memoryview(self._buf)[:want])
-        if n >= HEADER_SIZE_UP_TO_MAGIC and n < self._stop - pos:
-            size = int.from_bytes(self._buf[8:12], "big", signed=True)
-            total = min(LOG_OVERHEAD + size, self._stop - pos)
-            if size >= RECORD_OVERHEAD_V0 and total > n:  # the first batch must fit
-                if total > len(self._buf):
-                    grown = bytearray(total)
-                    grown[:n] = self._buf[:n]
-                    self._buf = grown
-                n += self._read_into(pos + n, memoryview(self._buf)[n:total])
-        return memoryview(self._buf)[:n]
-
-    def _read_into(self, pos: int, into: memoryview) -> int:
-        f = self._f
-        f.seek(pos)  # type: ignore[attr-defined]
-        got = 0
-        while got < len(into):
-            k = f.readinto(into[got:])  # type: ignore[attr-defined]
-            if not k:
-                break
-            got += k
-        return got
 
 
 def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eof: bool = True,
@@ -140,7 +97,7 @@ def decode_file_range(records: FileRecords, start: int, stop: int | None, dec: A
     name = str(records.path)
     pos = start
     with records.path.open("rb", buffering=0) as f:
-        reader = _ChunkReader(f, end, chunk_bytes, start)
+        reader = ChunkReader(f, end, chunk_bytes, start)
         while pos < end:
             view = reader.read(pos)
             at_eof = pos + len(view) >= end
