@@ -166,6 +166,11 @@ class Log:
         return open_segment(self.dir, base, self.config, writable)
 
     # -- producer state and transactions
+    def replay_transactions(self) -> None:
+        """Run now the transaction replay a read-only open deferred (see :meth:`_replay_pending`):
+        the planner does it on its threads for a read_committed read."""
+        self._replay_pending()
+
     def _replay_pending(self) -> None:
         """Run the transaction replay a read-only open left for when it is first needed (from the
         first segment it recovered, or the first it found without an ``.index``): the aborted

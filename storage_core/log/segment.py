@@ -332,10 +332,11 @@ class LogSegment:
     def _records(self) -> FileRecords:
         return FileRecords(self.current_log_path())
 
-    def batches(self, start_position: int = 0, end_position: int | None = None) -> BatchWalk:
-        """Batches from a byte position (a batch boundary) up to the segment's size when opened."""
+    def batches(self, start_position: int = 0, end_position: int | None = None, *, transient: bool = False) -> BatchWalk:
+        """Batches from a byte position (a batch boundary) up to the segment's size when opened
+        (``transient``: each valid only until the next is taken, see :meth:`FileRecords.batches`)."""
         end = self.size_in_bytes if end_position is None else end_position
-        return self._records().batches(start_position, end)
+        return self._records().batches(start_position, end, transient=transient)
 
     def batch_runs(self, run: BatchRun, start_position: int = 0) -> Iterator[AnyBatch]:
         """:meth:`batches`, with runs of them taken by ``run`` (:meth:`FileRecords.runs`)."""
@@ -610,15 +611,15 @@ def intact_batches(seg: LogSegment, start_position: int = 0) -> Iterator[AnyBatc
     """The batches of ``seg`` from a batch boundary, damage stepped over: after a batch whose CRC
     fails, bytes that are no batch, or a batch cut short, the walk resynchronises at the next
     intact v2 batch (:func:`~storage_core.record.resync.next_valid_batch`). For replays that must
-    go on past damage (transaction state); readers report what they skip
-    (:mod:`storage_core.read.piece_reader`)."""
+    go on past damage (transaction state), which keep no batch: each is valid only until the next
+    is taken. Readers report what they skip (:mod:`storage_core.read.piece_reader`)."""
     from storage_core.record.resync import next_valid_batch
 
     position = start_position
     end = seg.size_in_bytes
     after = seg.base_offset
     while position < end:
-        walk = seg.batches(position, end)
+        walk = seg.batches(position, end, transient=True)
         try:
             for batch in walk:
                 batch.ensure_valid()

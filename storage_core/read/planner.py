@@ -513,12 +513,16 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
 
     def open_one(item: tuple[PartitionDir, LogDirState, Evidence]) -> Log | None:
         try:
-            return open_log_read_only(item[0], item[1])
+            lg = open_log_read_only(item[0], item[1])
         except PendingCommitError:
             return None  # a new partition whose first commit is still being applied: empty for now
+        if opts.read_committed:
+            lg.replay_transactions()
+        return lg
 
-    # opening a live broker's partition validates its unflushed batches (a read-only recovery): the
-    # partitions are opened on threads, since the scan's reads and checksums let go of the GIL
+    # opening a live broker's partition validates its unflushed batches (a read-only recovery) and,
+    # read_committed, replays their transactions: the partitions are opened on threads, since the
+    # reads and checksums let go of the GIL
     opened = ordered_map(open_one, wanted, pool_size(opts.max_threads, items=len(wanted)))
     with _opened([]) as logs, closing(opened):
         for (pd, _state, evidence), lg in zip(wanted, opened, strict=True):
