@@ -148,13 +148,13 @@ def libs() -> list[Path]:
     return _libs
 
 
-def classpath() -> str:
-    """The broker's jars and the compiled ``BrokerClient``."""
+def classpath(source: Path = CLIENT_SOURCE) -> str:
+    """The broker's jars and the compiled ``source`` (a Java program of ``oracle/``; default ``BrokerClient``)."""
     jars = libs()
     cache = cache_dir()
     try:
         with _locked(cache / ".lock"):
-            classes = _classes(cache, jars, CLIENT_SOURCE)
+            classes = _classes(cache, jars, source)
     except OracleError as e:
         raise BrokerError(str(e)) from e
     return os.pathsep.join([str(cache / "libs" / "*"), str(classes)])

@@ -179,10 +179,9 @@ class JournalEntry:
 def _patch_offsets(path: Path, staged_base: int, final_base: int) -> None:
     """Rebase every batch of a staged ``.log`` in place; idempotent (patched bases are < origin)."""
     with open(path, "r+b") as f:
-        for batch in FileRecords(path).batches():
-            base = batch.base_offset
+        for position, base, _size in FileRecords(path).heads():  # the bases are outside the CRC: no byte else is read
             if base >= STAGED_ORIGIN:
-                f.seek(batch.position)
+                f.seek(position)
                 f.write(_BASE_OFFSET.pack(final_base + (base - staged_base)))
         f.flush()
         os.fsync(f.fileno())

@@ -190,6 +190,26 @@ class FileRecords:
         walk._it = self._walk(start, stop, chunk_bytes, walk, transient)
         return walk
 
+    def heads(self, start: int = 0) -> Iterator[tuple[int, int, int]]:
+        """``(position, base offset, whole size)`` of each whole batch from byte ``start`` (a batch
+        boundary), reading only each batch's first bytes (one ``pread`` a batch): for walks that
+        need where the batches are, not what they hold. A partial tail ends it; a size below any
+        batch's is a :class:`CorruptRecordError`, as in :meth:`batches`."""
+        name = str(self.path)
+        stop = self.size_in_bytes
+        with self.path.open("rb", buffering=0) as f:
+            pos = start
+            while stop - pos >= HEADER_SIZE_UP_TO_MAGIC:
+                f.seek(pos)
+                head = f.read(HEADER_SIZE_UP_TO_MAGIC)
+                if len(head) < HEADER_SIZE_UP_TO_MAGIC:
+                    return  # the file shrank under us: what is left is a partial tail
+                total = _batch_total(head, 0, pos, name)
+                if total > stop - pos:
+                    return
+                yield pos, _OFFSET_SIZE.unpack_from(head, 0)[0], total
+                pos += total
+
     def runs(self, run: BatchRun, start: int = 0, end: int | None = None, *,
              chunk_bytes: int | None = None) -> Iterator[AnyBatch]:
         """Walk from byte ``start`` (a batch boundary) to ``end`` as :meth:`batches` does, handing
