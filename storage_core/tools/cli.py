@@ -885,6 +885,9 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--share-group-state-decoder", dest="decoder", action="store_const",
                      const="share-group-state-decoder",
                      help="decode records as __share_group_state records (implies --print-data-log)")
+    dec.add_argument("--remote-log-metadata-decoder", dest="decoder", action="store_const",
+                     const="remote-log-metadata-decoder",
+                     help="decode records as __remote_log_metadata (tiered storage) records (implies --print-data-log)")
     dec.add_argument("--no-decoder", dest="decoder", action="store_const", const="none",
                      help="print internal topics' keys and payloads as text, not decoded")
     p.add_argument("--value-decoder", choices=["confluent-avro", "confluent-json"], default=None,

@@ -33,6 +33,7 @@ from storage_core.record.messages.decoders import (
     decode_control_record,
     decode_record,
 )
+from storage_core.record.messages.remote import java_text as remote_java_text
 from storage_core.record.records import MAGIC_VALUE_V2, Record
 from storage_core.record.text import java_utf8
 
@@ -303,9 +304,11 @@ def _decoded_contents(d: DecodedRecord, decoder: Decoder, r: Record) -> tuple[st
     prints only "Error at offset ..., skipping.", klog adds the raw bytes."""
     if d.error is not None:
         raw = f" raw key: {_b64(r.key)} raw value: {_b64(r.value)}"
-        if decoder is Decoder.CLUSTER_METADATA:
+        if decoder in (Decoder.CLUSTER_METADATA, Decoder.REMOTE_LOG_METADATA):
             return None, f"Error at {r.offset}, skipping. {d.error}{raw}"
         return f"Error at offset {r.offset}, skipping. {d.error}{raw}", None
+    if decoder is Decoder.REMOTE_LOG_METADATA and d.value is not None:
+        return None, remote_java_text(d.value)  # kafka-dump-log prints the objects' toString()
     key = None if d.key is None else _compact(d.key)
     return key, "<DELETE>" if d.value is None else _compact(d.value)
 

@@ -10,6 +10,10 @@
 - Metadata records (``__cluster_metadata`` and KRaft snapshots; ``AbstractApiMessageSerde``): value =
   unsigned varint frame version (1) + unsigned varint type + unsigned varint version + the record;
   JSON ``{"type": "TOPIC_RECORD", "version": 0, "data": {...}}``.
+- Remote log metadata records (``__remote_log_metadata``, tiered storage; ``RemoteLogMetadataSerde``):
+  a null key, the value framed as metadata records are; kafka-dump-log prints the Java object's
+  ``toString`` (:mod:`storage_core.record.messages.remote_text`), ``--jsonl`` the JSON of the
+  record ``{"type": "REMOTE_LOG_SEGMENT_METADATA_RECORD", "version": 0, "data": {...}}``.
 - KRaft control records: the value is the message, whose first field (int16 ``Version``) is the
   version it was written at.
 
@@ -29,7 +33,7 @@ from typing import Any
 
 from storage_core.errors import MessageDecodeError, UnknownMessageTypeError
 from storage_core.record.control import ControlRecordType
-from storage_core.record.messages import clients, coordinator, metadata
+from storage_core.record.messages import clients, coordinator, metadata, remote
 from storage_core.record.messages.codec import Json, Reader, b64, read_message
 from storage_core.record.messages.schema import MessageSpec
 
@@ -45,6 +49,7 @@ class Decoder(Enum):
     TRANSACTION_LOG = "transaction-log-decoder"  # __transaction_state
     CLUSTER_METADATA = "cluster-metadata-decoder"  # __cluster_metadata, KRaft snapshots
     SHARE_GROUP_STATE = "share-group-state-decoder"  # __share_group_state
+    REMOTE_LOG_METADATA = "remote-log-metadata-decoder"  # __remote_log_metadata (tiered storage)
 
 
 #: The internal topic each decoder is for.
@@ -53,6 +58,13 @@ TOPIC_DECODERS = {
     "__transaction_state": Decoder.TRANSACTION_LOG,
     "__cluster_metadata": Decoder.CLUSTER_METADATA,
     "__share_group_state": Decoder.SHARE_GROUP_STATE,
+    "__remote_log_metadata": Decoder.REMOTE_LOG_METADATA,
+}
+
+#: The framed records (metadata and remote log metadata): apiKey -> record, by decoder.
+FRAMED_TABLES: dict[Decoder, dict[int, MessageSpec]] = {
+    Decoder.CLUSTER_METADATA: metadata.METADATA_RECORDS,
+    Decoder.REMOTE_LOG_METADATA: remote.REMOTE_LOG_METADATA_RECORDS,
 }
 
 #: Coordinator record tables: record type -> (key, value).
@@ -181,28 +193,36 @@ def _decode_consumer_protocol(group: Json) -> None:
 
 def decode_metadata_record(value: bytes | None, *, strict: bool = False) -> DecodedRecord:
     """A ``__cluster_metadata`` (or KRaft snapshot) data record: its value, framed."""
+    return decode_framed_record(Decoder.CLUSTER_METADATA, value, strict=strict)
+
+
+def decode_framed_record(decoder: Decoder, value: bytes | None, *, strict: bool = False) -> DecodedRecord:
+    """A record whose value is framed by ``AbstractApiMessageSerde`` (frame version, apiKey,
+    version, the record): ``__cluster_metadata`` and KRaft snapshots, ``__remote_log_metadata``."""
+    table = FRAMED_TABLES[decoder]
+    what = "remote log metadata" if decoder is Decoder.REMOTE_LOG_METADATA else "metadata"
     record_type: int | None = None
     version: int | None = None
     try:
         if value is None:
-            raise MessageDecodeError("a metadata record has a null value")
-        r = Reader(bytes(value), "metadata record frame")
+            raise MessageDecodeError(f"a {what} record has a null value")
+        r = Reader(bytes(value), f"{what} record frame")
         frame = r.unsigned_varint("frame version")
         if frame != METADATA_FRAME_VERSION:
-            raise UnknownMessageTypeError(f"metadata record frame version {frame}, expected "
+            raise UnknownMessageTypeError(f"{what} record frame version {frame}, expected "
                                           f"{METADATA_FRAME_VERSION}")
         record_type = r.unsigned_varint("record type")
         version = r.unsigned_varint("record version")
-        spec = metadata.METADATA_RECORDS.get(record_type)
+        spec = table.get(record_type)
         if spec is None:
-            raise UnknownMessageTypeError(f"unknown metadata record type {record_type} (klog knows types "
-                                          f"{sorted(metadata.METADATA_RECORDS)})")
+            raise UnknownMessageTypeError(f"unknown {what} record type {record_type} (klog knows types "
+                                          f"{sorted(table)})")
         data = read_message(spec, version, value[r.pos :])
         return DecodedRecord(None, {"type": metadata_type_name(spec), "version": version, "data": data})
     except MessageDecodeError as e:
         if strict:
             raise
-        spec_or_none = metadata.METADATA_RECORDS.get(record_type) if record_type is not None else None
+        spec_or_none = table.get(record_type) if record_type is not None else None
         name: Any = metadata_type_name(spec_or_none) if spec_or_none is not None else record_type
         return DecodedRecord(None, {"type": name, "version": version, "error": str(e),
                                     "raw": None if value is None else b64(value)}, str(e))
@@ -240,6 +260,6 @@ def control_label(control_type: ControlRecordType) -> str | None:
 
 def decode_record(decoder: Decoder, key: bytes | None, value: bytes | None, *, strict: bool = False) -> DecodedRecord:
     """A data record of a topic read with ``decoder``."""
-    if decoder is Decoder.CLUSTER_METADATA:
-        return decode_metadata_record(value, strict=strict)
+    if decoder in FRAMED_TABLES:
+        return decode_framed_record(decoder, value, strict=strict)
     return decode_coordinator_record(decoder, key, value, strict=strict)
