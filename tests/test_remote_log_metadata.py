@@ -99,3 +99,57 @@ def test_jsonl_and_damaged_records(histories: list[tuple[int, Path, dict[str, ob
         decode_record(Decoder.REMOTE_LOG_METADATA, None, bytes(record.value)[:-7], strict=True)
     soft = decode_record(Decoder.REMOTE_LOG_METADATA, None, bytes(record.value)[:-7])
     assert soft.error is not None and soft.value is not None and "raw" in soft.value
+
+
+# --- the replay: what the broker's metadata store makes of the events ----------------------------
+
+
+def _replayed(log: Path) -> dict[tuple[str, int], object]:
+    from storage_core.log.remote_metadata import replay
+
+    events = [decode_record(Decoder.REMOTE_LOG_METADATA, r.key, r.value).value
+              for b in FileRecords(log).batches() for r in b.records()]
+    return replay(e for e in events if e is not None)  # type: ignore[return-value]
+
+
+def test_replay_equals_kafkas_remote_partition_metadata_store(
+        histories: list[tuple[int, Path, dict[str, object]]]) -> None:
+    """Per partition the replay holds the segments Kafka's ``RemotePartitionMetadataStore`` lists,
+    per leader epoch the same segments, the same highest offsets, and serves every probed offset
+    of every epoch (around each segment's and epoch's bounds) from the same segment: the overlapping
+    uploads of leader changes resolved as the broker resolves them."""
+    from storage_core.log.remote_metadata import RemotePartition
+
+    checked = 0
+    for seed, log, truth in histories:
+        parts = _replayed(log)
+        partitions = truth["partitions"]
+        assert isinstance(partitions, list)
+        for t in partitions:
+            key = (t["topicId"], t["partition"])
+            where = f"seed {seed}: {t['topic']}-{t['partition']}"
+            if t["error"] is not None or t["segments"] is None:  # the partition's delete finished
+                assert key not in parts, f"{where}: Kafka's store forgot it ({t['error']})"
+                continue
+            part = parts.get(key)
+            if part is None:
+                assert t["segments"] == [], where
+                continue
+            assert isinstance(part, RemotePartition)
+            assert set(part.segments) == {s["segmentId"] for s in t["segments"]}, where
+            for s in t["segments"]:
+                mine = part.segments[s["segmentId"]]
+                assert (mine.start_offset, mine.end_offset, mine.state.name, mine.broker_id) == \
+                       (s["startOffset"], s["endOffset"], s["state"], s["brokerId"]), f"{where}: {s['segmentId']}"
+            for epoch, ids in (t["byEpoch"] or {}).items():
+                got = part.epoch_segments(int(epoch))
+                assert {s.segment_id for s in got} == set(ids), f"{where}: epoch {epoch}"
+            for epoch, high in (t["highestOffset"] or {}).items():
+                assert part.highest_offset(int(epoch)) == high, f"{where}: epoch {epoch}"
+            for epoch, probes in (t["lookup"] or {}).items():
+                for offset, want in probes.items():
+                    seg = part.segment_for(int(epoch), int(offset))
+                    assert (None if seg is None else seg.segment_id) == want, \
+                        f"{where}: epoch {epoch} offset {offset}"
+                    checked += 1
+    assert checked > 200, f"only {checked} lookups compared"
