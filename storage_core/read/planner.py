@@ -500,32 +500,33 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
                  committed_for(opts.ending, opts.log_dirs, starting=False))
     ranges: list[PartitionRange] = []
     parts: list[tuple[Log, PartitionRange]] = []
-    wanted: list[tuple[PartitionDir, LogDirState, Evidence]] = []
-    for pd in selected:
-        if not pruning.keeps(pd.topic_partition):
-            continue
-        state = states.of(pd.log_dir)
-        evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
-        if not has_log_files(pd.path):  # its .log files are gone, its checkpoints say it held data
-            check_lost_data(opts, pd, None, evidence)
-            continue
-        wanted.append((pd, state, evidence))
+    wanted = [(pd, states.of(pd.log_dir)) for pd in selected if pruning.keeps(pd.topic_partition)]
 
-    def open_one(item: tuple[PartitionDir, LogDirState, Evidence]) -> Log | None:
+    def open_one(item: tuple[PartitionDir, LogDirState]) -> tuple[Evidence, Log | None, bool]:
+        """The partition's evidence, its log (None: none to read) and whether it has .log files."""
+        pd, state = item
+        # the evidence just before the open (a live broker only adds data after it): read long
+        # before, it would call the index of a segment retention deleted since lost data
+        evidence = gather_evidence(pd, state)
+        if not has_log_files(pd.path):  # its .log files are gone, its checkpoints say it held data
+            return evidence, None, False
         try:
-            lg = open_log_read_only(item[0], item[1])
+            lg = open_log_read_only(pd, state)
         except PendingCommitError:
-            return None  # a new partition whose first commit is still being applied: empty for now
+            return evidence, None, True  # a new partition whose first commit is still being applied: empty for now
         if opts.read_committed:
             lg.replay_transactions()
-        return lg
+        return evidence, lg, True
 
     # opening a live broker's partition validates its unflushed batches (a read-only recovery) and,
     # read_committed, replays their transactions: the partitions are opened on threads, since the
-    # reads and checksums let go of the GIL
+    # reads and checksums let go of the GIL (LogDirState is shared under its lock)
     opened = ordered_map(open_one, wanted, pool_size(opts.max_threads, items=len(wanted)))
     with _opened([]) as logs, closing(opened):
-        for (pd, _state, evidence), lg in zip(wanted, opened, strict=True):
+        for (pd, _state), (evidence, lg, has_logs) in zip(wanted, opened, strict=True):
+            if not has_logs:
+                check_lost_data(opts, pd, None, evidence)
+                continue
             if lg is None:
                 continue
             logs.append(lg)
