@@ -60,7 +60,7 @@ from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 
-__all__ = ["MTIME_MARGIN_NS", "LogDirState", "LogDirStates", "ThreadLogDirStates"]
+__all__ = ["MTIME_MARGIN_NS", "LogDirState", "LogDirStates"]
 
 #: How old the log dir's last change must be for an unchanged mtime to prove that no journal came
 #: or went since (local file systems stamp with a clock that ticks every 1-10 ms).
@@ -183,33 +183,20 @@ def _identity(path: Path) -> _Identity | None:
 
 
 class LogDirStates:
-    """The :class:`LogDirState` of each log dir one query touches, each made on first use."""
+    """The :class:`LogDirState` of each log dir one query touches, each made on first use. Threads
+    may share one (the workers of a command over many partitions, the planner's): each dir's files
+    are then read once, not once per partition or per thread."""
 
-    __slots__ = ("_by_dir",)
+    __slots__ = ("_by_dir", "_lock")
 
     def __init__(self) -> None:
         self._by_dir: dict[Path, LogDirState] = {}
+        self._lock = threading.Lock()
 
     def of(self, log_dir: str | os.PathLike[str]) -> LogDirState:
         d = as_path(log_dir)
-        state = self._by_dir.get(d)
-        if state is None:
-            state = self._by_dir[d] = LogDirState(d)
-        return state
-
-
-class ThreadLogDirStates:
-    """A :class:`LogDirStates` for each thread that asks (one is not shared between threads): the
-    workers of a command over many partitions each read a dir's files once, not once per partition."""
-
-    __slots__ = ("_local",)
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-
-    def get(self) -> LogDirStates:
-        """The calling thread's :class:`LogDirStates`, made on its first call."""
-        states: LogDirStates | None = getattr(self._local, "states", None)
-        if states is None:
-            states = self._local.states = LogDirStates()
-        return states
+        with self._lock:
+            state = self._by_dir.get(d)
+            if state is None:
+                state = self._by_dir[d] = LogDirState(d)
+            return state

@@ -167,15 +167,11 @@ class Log:
 
     # -- producer state and transactions
     def replay_transactions(self) -> None:
-        """Run now the transaction replay a read-only open deferred (see :meth:`_replay_pending`):
-        the planner does it on its threads for a read_committed read."""
-        self._replay_pending()
-
-    def _replay_pending(self) -> None:
         """Run the transaction replay a read-only open left for when it is first needed (from the
         first segment it recovered, or the first it found without an ``.index``): the aborted
         transactions of those segments, which override their ``.txnindex``, and the producer state
-        at the log end."""
+        at the log end. Asking for either runs it; the planner runs it on its threads for a
+        read_committed read. Once done, a call does nothing."""
         froms = [b for b in (self._replay_from, self._unindexed_from) if b is not None]
         if not froms:
             return
@@ -190,7 +186,7 @@ class Log:
 
     @property
     def producer_state(self) -> ProducerStateManager:
-        self._replay_pending()
+        self.replay_transactions()
         if self._producer_state is None:
             self._producer_state = producer_state_at(self.segments, self.log_end_offset, notes=self.recovery_notes)
         return self._producer_state
@@ -204,7 +200,7 @@ class Log:
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start_offset, end_offset)`` (``collectAbortedTxns``)."""
-        self._replay_pending()
+        self.replay_transactions()
         out: list[AbortedTxn] = []
         for seg in self.segments[self._segment_for(start_offset):]:
             entries = self._memory_aborted.get(seg.base_offset)

@@ -452,16 +452,16 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from storage_core.log.dir_state import ThreadLogDirStates
+    from storage_core.log.dir_state import LogDirStates
     from storage_core.tools.report import verify_partition
 
-    states = ThreadLogDirStates()  # a dir's files read once per thread, not per partition
+    states = LogDirStates()  # shared by the workers: a dir's files read once, not once per partition
     status = EXIT_OK
     parts = _partitions(args)
     sizes = [_dir_bytes(p.path) for p in parts]
 
     def verify(p: Any) -> Any:
-        return verify_partition(p, state=states.get().of(p.log_dir))
+        return verify_partition(p, state=states.of(p.log_dir))
 
     with _Bar(args, sum(sizes), "verify") as bar:
         # partitions verified at once, reported in partition order as one thread reports them

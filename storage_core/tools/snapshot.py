@@ -100,7 +100,7 @@ from storage_core.files import (
 from storage_core.fs import ObjectPath, ObjectStoreError, StorageOptions, as_path
 from storage_core.limits import INT32_MAX
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile, fsync_dir
-from storage_core.log.dir_state import ThreadLogDirStates
+from storage_core.log.dir_state import LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence, lost_data, lost_offsets_text
 from storage_core.log.manager import PartitionDir, find_partitions
@@ -586,8 +586,8 @@ class _Run:
         self.files: dict[str, dict[str, Any]] = {}
         self.dst_starts = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
         self.jump: tuple[str, TopicPartition, int, int] | None = None  # (dir, tp, new log start, first base)
-        # SRC's checkpoints and journals read once per version and thread, not per partition
-        self.states = ThreadLogDirStates()
+        # SRC's checkpoints and journals read once per version, not per partition (workers share it)
+        self.states = LogDirStates()
         self.root: _Run = self
         self.lock = threading.RLock()
 
@@ -698,7 +698,7 @@ class _Run:
                         f"({_pass + 1} passes, the last {stalled} copying nothing new); rerun the snapshot")
 
     def _open(self, pd: PartitionDir) -> Log | None:
-        state = self.states.get().of(pd.log_dir)
+        state = self.states.of(pd.log_dir)
         start = state.log_starts.get(pd.topic_partition)
         if not pd.path.is_dir():
             raise _Vanished(str(pd.path))

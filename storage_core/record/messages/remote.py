@@ -57,10 +57,9 @@ SEGMENT_LEADER_EPOCH = (
     F("Offset", "int64", "0+", about="Start offset for the leader epoch."),
 )
 
-#: RemoteLogSegmentMetadataRecord.json: a segment whose copy started (or, from a snapshot, its state).
-REMOTE_LOG_SEGMENT_METADATA_RECORD = _record("RemoteLogSegmentMetadataRecord", 0, (
-    F("RemoteLogSegmentId", "RemoteLogSegmentIdEntry", "0+", fields=SEGMENT_ID,
-      about="Unique representation of the remote log segment."),
+#: The fields a segment's metadata record and its snapshot record share, after the segment's id
+#: (the same names, types, versions and tags in both definitions).
+SEGMENT_FIELDS = (
     F("StartOffset", "int64", "0+", about="Start offset of the segment."),
     F("EndOffset", "int64", "0+", about="End offset of the segment."),
     F("BrokerId", "int32", "0+", about="Broker id from which this event is generated."),
@@ -73,7 +72,14 @@ REMOTE_LOG_SEGMENT_METADATA_RECORD = _record("RemoteLogSegmentMetadataRecord", 0
     F("RemoteLogSegmentState", "int8", "0+", about="RemoteLogSegmentState.id()."),
     F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0, about="Whether the transaction index is empty."),
     F("BrokerLeaderEpoch", "int32", "1+", tagged="1+", tag=1,
-      about="The partition leader epoch of the broker when the segment is uploaded."),
+      about="The partition leader epoch of the broker when the segment is uploaded (or the snapshot made)."),
+)
+
+#: RemoteLogSegmentMetadataRecord.json: a segment whose copy started.
+REMOTE_LOG_SEGMENT_METADATA_RECORD = _record("RemoteLogSegmentMetadataRecord", 0, (
+    F("RemoteLogSegmentId", "RemoteLogSegmentIdEntry", "0+", fields=SEGMENT_ID,
+      about="Unique representation of the remote log segment."),
+    *SEGMENT_FIELDS,
 ))
 #: RemoteLogSegmentMetadataUpdateRecord.json: a segment's new state.
 REMOTE_LOG_SEGMENT_METADATA_UPDATE_RECORD = _record("RemoteLogSegmentMetadataUpdateRecord", 1, (
@@ -102,19 +108,7 @@ REMOTE_PARTITION_DELETE_METADATA_RECORD = _record("RemotePartitionDeleteMetadata
 #: topic partition is the snapshot's).
 REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT_RECORD = _record("RemoteLogSegmentMetadataSnapshotRecord", 3, (
     F("SegmentId", "uuid", "0+", about="Unique identifier of the log segment."),
-    F("StartOffset", "int64", "0+", about="Start offset of the segment."),
-    F("EndOffset", "int64", "0+", about="End offset of the segment."),
-    F("BrokerId", "int32", "0+", about="Broker id from which this event is created or updated."),
-    F("MaxTimestampMs", "int64", "0+", about="Maximum timestamp with in this segment."),
-    F("EventTimestampMs", "int64", "0+", about="Event timestamp of this segment."),
-    F("SegmentLeaderEpochs", "[]SegmentLeaderEpochEntry", "0+", fields=SEGMENT_LEADER_EPOCH,
-      about="Leader epochs of this segment."),
-    F("SegmentSizeInBytes", "int32", "0+", about="Segment size in bytes."),
-    F("CustomMetadata", "bytes", "0+", nullable="0+", about="Custom metadata."),
-    F("RemoteLogSegmentState", "int8", "0+", about="State of the remote log segment."),
-    F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0, about="Whether the transaction index is empty."),
-    F("BrokerLeaderEpoch", "int32", "1+", tagged="1+", tag=1,
-      about="The partition leader epoch of the broker when the snapshot is created."),
+    *SEGMENT_FIELDS,
 ))
 
 #: apiKey -> record.
