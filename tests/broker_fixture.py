@@ -186,6 +186,18 @@ def java_env() -> dict[str, str]:
     return env
 
 
+def random_kafka_uuid() -> str:
+    """A cluster id as Kafka's ``Uuid.randomUuid()`` makes one: never the zero or metadata-topic id and
+    never a string starting with '-', which ``kafka-storage format -t`` would parse as an option (1 in
+    64 uuids did, and failed a CI run's broker fixture)."""
+    reserved = {bytes(16), bytes(15) + b"\x01"}
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if raw not in reserved and not text.startswith("-"):
+            return text
+
+
 class Broker:
     """One single-node KRaft broker, its dirs under ``root``: ``data/`` (``log.dirs``),
     ``server.properties``, ``server.log`` (the broker's log4j output) and ``stdout.log``."""
@@ -210,7 +222,7 @@ class Broker:
         root.mkdir(parents=True, exist_ok=True)
         (root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (root / "log4j2.properties").write_text(LOG4J2)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = random_kafka_uuid()
         proc = subprocess.run(
             ["java", "-cp", self.cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
              "-c", str(root / "server.properties"), "--standalone"],

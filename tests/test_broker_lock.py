@@ -78,3 +78,15 @@ def test_broker_cannot_start_on_a_dir_klog_writes(broker: Broker, topic: str) ->
     finally:
         broker.start()
     assert broker.running and os.path.exists(broker.log_dir / ".lock")
+
+
+def test_broker_cluster_ids_never_read_as_options() -> None:
+    """``kafka-storage format -t ID`` parses an id starting with '-' as an option; Kafka's own
+    ``Uuid.randomUuid`` never makes one, and the fixture's ids must not either (1 in 64 did)."""
+    from broker_fixture import random_kafka_uuid
+
+    from storage_core.log.checkpoint import uuid_from_base64
+
+    ids = [random_kafka_uuid() for _ in range(2000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(uuid_from_base64(i).bytes != bytes(16) for i in ids)
