@@ -50,6 +50,7 @@ __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "LOG_SUFFIX",
     "MARKED_DIR_SUFFIXES",
+    "REMOTE_INDEX_CACHE_DIR",
     "META_PROPERTIES_FILE",
     "OFFSET_CHECKPOINT_FILES",
     "PARTITION_METADATA_FILE",
@@ -163,6 +164,9 @@ DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 MARKED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
+#: The broker's cache of remote segments' indexes (``RemoteIndexCache.DIR_NAME``, tiered storage):
+#: a dir of the log dir that is no partition, which ``LogManager`` passes over as well.
+REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
 
 
 def delete_dir_name(dir_name: str, unique: str) -> str:

@@ -18,6 +18,7 @@ the tests skip with; with ``KLOG_REQUIRE_BROKER=1`` (CI) the tests fail instead.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -113,6 +114,12 @@ def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
         cache.mkdir(parents=True, exist_ok=True)
         with _locked(cache / ".lock"):
             target = cache / "libs"
+            stamp = target / ".pom-sha256"  # a pom that changed (a dependency added) fetches again
+            digest = hashlib.sha256(pom.read_bytes()).hexdigest()
+            if target.is_dir() and (not stamp.is_file() or stamp.read_text() != digest):
+                stale = Path(tempfile.mkdtemp(dir=cache, prefix=".stale-"))
+                target.rename(stale / "libs")
+                shutil.rmtree(stale, ignore_errors=True)
             if not target.is_dir():
                 tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
                 try:
@@ -122,6 +129,7 @@ def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
                     if proc.returncode != 0:
                         tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
                         raise BrokerError(f"{what} unavailable: mvn could not fetch {wanted}: {tail}")
+                    (tmp / stamp.name).write_text(digest)
                     tmp.rename(target)
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)

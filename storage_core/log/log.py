@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -154,13 +154,34 @@ class Log:
         self._unindexed_from = loaded.unindexed_from
         self._replay_from = loaded.replay_from
         first_base = self.segments[0].base_offset
+        self._checkpoint_start = log_start_offset
         self.log_start_offset = max(first_base, log_start_offset or first_base)
+        #: how many of the first segments are remote copies (:meth:`attach_remote`)
+        self.remote_segments = 0
         #: whether the open made sure the last segment ends with a whole batch (False: a reader
         #: following a live log, which may meet a write in progress at the end)
         self.tail_verified = writable or not had_clean_shutdown or verify_tail
         #: read-only: segments (not the last) the open's recovery scan found damaged, by base
         #: offset; they are read as they are (:mod:`storage_core.log.lost` reports what is lost)
         self.damaged_scans: dict[int, SegmentScan] = loaded.damaged_scans
+
+    def attach_remote(self, segments: Sequence[LogSegment]) -> None:
+        """Read a tiered partition's history: its remote segments (read-only copies, by base offset,
+        from :mod:`storage_core.log.tiered`) go before the local ones, as the broker serves them.
+        Where both hold an offset the local copy wins: remote segments based at or after the first
+        local one are left out, and a remote segment running into the local range is read only up to
+        the local base (a piece stops at the next segment's base). The log start offset becomes the
+        log dir's checkpoint (the broker's ``logStartOffset``, which retention moves through the
+        remote segments), or the first remote base when the checkpoint is lower or missing."""
+        if self.writable:
+            raise KlogError(f"remote segments are read-only history; {self.dir} is open for writing")
+        older = [s for s in segments if s.base_offset < self.segments[self.remote_segments].base_offset]
+        if not older:
+            return
+        self.segments[: self.remote_segments] = older
+        self.remote_segments = len(older)
+        first = older[0].base_offset
+        self.log_start_offset = max(first, self._checkpoint_start or first)
 
     def _segment(self, base: int, writable: bool) -> LogSegment:
         return open_segment(self.dir, base, self.config, writable)

@@ -24,6 +24,7 @@ from storage_core.files import (
     LOG_START_OFFSET_CHECKPOINT,
     MARKED_DIR_SUFFIXES,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REMOTE_INDEX_CACHE_DIR,
     STAGING_PREFIX,
     delete_dir_name,
     has_log_files,
@@ -114,7 +115,7 @@ def skipped_dirs(paths: Iterable[str | os.PathLike[str]], storage: StorageOption
         if not root.is_dir() or has_log_files(root):
             continue
         for d in sorted(p for p in root.iterdir() if p.is_dir()):
-            if d.name.startswith(".") or d.name.endswith(MARKED_DIR_SUFFIXES):
+            if d.name.startswith(".") or d.name.endswith(MARKED_DIR_SUFFIXES) or d.name == REMOTE_INDEX_CACHE_DIR:
                 continue
             shown = os.fsencode(d.name).decode("utf-8", "backslashreplace")
             try:

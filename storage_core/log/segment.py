@@ -197,7 +197,7 @@ class LogSegment:
     def __init__(self, directory: str | os.PathLike[str], base_offset: int, *,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
                  max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = False,
-                 rolling_jitter_ms: int = 0) -> None:
+                 rolling_jitter_ms: int = 0, stem: str | None = None) -> None:
         from storage_core.log.txn_index import TransactionIndex
 
         self.dir = as_path(directory)
@@ -205,7 +205,9 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.writable = writable
         self.rolling_jitter_ms = rolling_jitter_ms
-        prefix = filename_prefix(base_offset)
+        #: the files' name before the suffix: the base offset in 20 digits, or another name the
+        #: segment's files carry (a remote copy's ``<base>-<segment id>``, :mod:`storage_core.log.tiered`)
+        self.stem = prefix = filename_prefix(base_offset) if stem is None else stem
         self.log_path = self.dir / (prefix + LOG_SUFFIX)
         index_path = self.dir / (prefix + INDEX_SUFFIX)
         time_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
@@ -264,7 +266,7 @@ class LogSegment:
 
     def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         if self._offset_index is None or self._time_index is None:
-            prefix = filename_prefix(self.base_offset)
+            prefix = self.stem
             tail = DELETED_SUFFIX if self.current_log_path() != self.log_path else ""
             self._offset_index, self._time_index = self._read_only_indexes(
                 self.dir / (prefix + INDEX_SUFFIX + tail), self.dir / (prefix + TIME_INDEX_SUFFIX + tail))
@@ -305,7 +307,7 @@ class LogSegment:
         from storage_core.log.time_index import TIME_INDEX_ENTRY
 
         self.rebuilt_in_memory = True
-        prefix = filename_prefix(self.base_offset)
+        prefix = self.stem
         odata = b"".join(OFFSET_INDEX_ENTRY.pack(e.offset - self.base_offset, e.position) for e in scan.offset_entries)
         tdata = b"".join(TIME_INDEX_ENTRY.pack(e.timestamp, e.offset - self.base_offset) for e in scan.time_entries)
         oi = OffsetIndex.in_memory(self.dir / (prefix + INDEX_SUFFIX), self.base_offset, odata)

@@ -46,6 +46,11 @@ option                                 default                     meaning
 ``keySubject`` / ``valueSubject``                                  the subject, whatever the strategy
 ``mode``                               ``FAILFAST``                ``PERMISSIVE``: a record that does not decode is
                                                                    null
+``remoteStorage``                                                  a tiered topic's remote storage (a path or an
+                                                                   ``s3://`` URI): its remote segments are read
+                                                                   before the local ones (earlier offsets)
+``remoteStorageLayout``                ``local-tiered``            Kafka's ``LocalTieredStorage`` layout (plain
+                                                                   segment copies)
 ``maxThreads``                         CPUs, at most 8             Python API only: at most this many threads
                                                                    open partitions and decode pieces at
                                                                    once (1: no thread);
@@ -72,6 +77,7 @@ from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
 from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path, refuse_credentials
+from storage_core.log.tiered import RemoteStorage
 from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
 from storage_core.read.kafka_compat import BROKER_ONLY_OPTIONS, split_kafka_options
 
@@ -90,6 +96,7 @@ READ_OPTIONS = {
     "valueformat", "keyformat", "schemaregistrypath", "schemastopic", "subjectnamestrategy", "recordname",
     "keysubject", "valuesubject", "mode",
     "maxthreads",  # klog's Python API (read_arrow): accepted and ignored by Spark, whose tasks read in parallel
+    "remotestorage", "remotestoragelayout",  # a tiered topic's remote segments (storage_core.log.tiered)
 }
 #: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
 STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -107,6 +114,7 @@ _CANONICAL = {
     "valueformat": "valueFormat", "keyformat": "keyFormat", "schemaregistrypath": "schemaRegistryPath",
     "schemastopic": "schemasTopic", "subjectnamestrategy": "subjectNameStrategy", "recordname": "recordName",
     "keysubject": "keySubject", "valuesubject": "valueSubject", "maxthreads": "maxThreads",
+    "remotestorage": "remoteStorage", "remotestoragelayout": "remoteStorageLayout",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
     "txnappid": "txnAppId", "txnversion": "txnVersion",
@@ -210,6 +218,9 @@ class ReadOptions:
     #: (:func:`~storage_core.read.api.read_arrow`) at once
     #: (None: :func:`~storage_core.workers.pool_size`'s default); Spark does not use it
     max_threads: int | None = None
+    #: ``remoteStorage``/``remoteStorageLayout``: where a tiered topic's remote segments are (None:
+    #: read the local segments only)
+    remote: RemoteStorage | None = None
 
 
 def option_name(key: str) -> str:
@@ -569,6 +580,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         storage=storage,
         formats=value_formats(opts),
         max_threads=option_long(opts, "maxthreads", minimum=1),
+        remote=RemoteStorage.of(opts.get("remotestorage"), opts.get("remotestoragelayout"), storage),
     )
 
 

@@ -45,6 +45,7 @@ from storage_core.log.log import Log
 from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.segment import LogSegment
+from storage_core.log.tiered import TieredMetadata, attach_history, load_remote_metadata, unread_remote_range
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.groups import offsets_of_group
 from storage_core.read.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
@@ -278,6 +279,24 @@ def open_tail(pd: PartitionDir, state: LogDirState | None = None) -> Log:
                verify_tail=False, dir_state=state)
 
 
+def with_history(opts: ReadOptions, pd: PartitionDir, lg: Log, tiered: TieredMetadata) -> None:
+    """A tiered partition's remote segments put before its local ones when the read names the
+    remote storage (``remoteStorage``); without it, a warning naming the offsets left unread
+    (the read starts at the local log, as a consumer of a broker without its remote storage would)."""
+    tp = pd.topic_partition
+    try:
+        if opts.remote is not None:
+            attach_history(lg, tp, tiered, opts.remote)
+            return
+        unread = unread_remote_range(lg, tp, tiered)
+    except BaseException:
+        lg.close()
+        raise
+    if unread is not None:
+        log.warning("%s is tiered: offsets %d-%d are in remote storage (__remote_log_metadata) and not read; give "
+                     "%s to read them", tp, unread[0], unread[1] - 1, opts.setting("remoteStorage") or "remoteStorage")
+
+
 @contextmanager
 def _opened(logs: list[Log]) -> Iterator[list[Log]]:
     try:
@@ -501,6 +520,7 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
     ranges: list[PartitionRange] = []
     parts: list[tuple[Log, PartitionRange]] = []
     wanted = [(pd, states.of(pd.log_dir)) for pd in selected if pruning.keeps(pd.topic_partition)]
+    tiered = load_remote_metadata(opts.log_dirs, opts.storage)  # empty without __remote_log_metadata
 
     def open_one(item: tuple[PartitionDir, LogDirState]) -> tuple[Evidence, Log | None, bool]:
         """The partition's evidence, its log (None: none to read) and whether it has .log files."""
@@ -514,6 +534,8 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
             lg = open_log_read_only(pd, state)
         except PendingCommitError:
             return evidence, None, True  # a new partition whose first commit is still being applied: empty for now
+        if tiered.partitions:
+            with_history(opts, pd, lg, tiered)
         if opts.read_committed:
             lg.replay_transactions()
         return evidence, lg, True

@@ -1,0 +1,279 @@
+"""The remote history of tiered partitions (KIP-405): which remote segments a broker would serve,
+and where a remote storage keeps their bytes.
+
+A broker with tiered storage copies closed segments to a remote storage and records each copy
+in ``__remote_log_metadata``; local retention (``local.retention.ms``/``bytes``) then deletes the
+local copies, so a log dir holds only the tail of a tiered partition, and its
+``log-start-offset-checkpoint`` may be below its first local segment. This module is what the
+read paths use to see the rest:
+
+* :func:`load_remote_metadata` replays the ``__remote_log_metadata-N`` partitions of the log dirs
+  (:func:`storage_core.log.remote_metadata.replay`, the broker's metadata store) into one
+  :class:`RemotePartition` per user partition;
+* :func:`remote_history` walks one partition's remote segments as the broker's read path finds
+  them (``RemoteLogManager``: the leader epoch of an offset from the partition's own
+  ``leader-epoch-checkpoint``, then the metadata's segment serving that epoch and offset, then the
+  next epochs'), from the oldest to the newest: one segment per offset, re-uploads of earlier
+  leaders resolved by the lineage;
+* :class:`RemoteStorage` names where the segments' bytes are and in which object layout. Kafka's
+  ``LocalTieredStorage`` (:data:`LOCAL_TIERED`) keeps plain copies of the segment files,
+  ``<root>/kafka-tiered-storage/<topic>-<partition>-<topic id>/<base, 20 digits>-<segment id><suffix>``
+  with the suffixes of a log dir (``.log``, ``.index``, ``.timeindex``, ``.txnindex``,
+  ``.snapshot``, ``.leader_epoch_checkpoint``); :meth:`RemoteStorage.segment` opens such a copy as a
+  read-only :class:`~storage_core.log.segment.LogSegment`, so ranges, timestamps and
+  ``read_committed`` use its indexes as for a local segment. The root may be a local path or a URI
+  (``s3://bucket/prefix``, read through :mod:`storage_core.fs` with the read's ``fs.*`` options).
+
+A segment the metadata lists but the storage does not hold is a :class:`RemoteSegmentMissingError`
+naming the object key.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.errors import DataLossError, InvalidOptionError, KlogError
+from storage_core.files import LOG_SUFFIX, filename_prefix, has_log_files
+from storage_core.fs import StorageOptions, as_path, refuse_credentials
+from storage_core.log.checkpoint import LeaderEpochCheckpointFile
+from storage_core.log.log import Log
+from storage_core.log.remote_metadata import RemotePartition, RemoteSegment, replay
+from storage_core.log.segment import LogSegment
+from storage_core.log.topic_partition import TopicPartition
+
+__all__ = ["LOCAL_TIERED", "REMOTE_LOG_METADATA_TOPIC", "RemoteLayout", "RemoteSegmentMissingError",
+           "RemoteStorage", "TieredMetadata", "attach_history", "load_remote_metadata", "remote_history",
+           "unread_remote_range"]
+
+#: The internal topic a broker records its remote segments in (``TopicBasedRemoteLogMetadataManager``).
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+#: ``LocalTieredStorage``'s dir under its configured ``dir`` (``ROOT_STORAGE_DIR_NAME``).
+LOCAL_TIERED_ROOT = "kafka-tiered-storage"
+
+
+class RemoteLayout(str, enum.Enum):
+    """How a remote storage lays out a segment's objects (the ``remoteStorageLayout`` option)."""
+
+    LOCAL_TIERED = "local-tiered"  # Kafka's LocalTieredStorage: plain copies of the segment files
+    AIVEN = "aiven"  # Aiven's tiered-storage-for-apache-kafka: chunked, compressed, encrypted objects
+
+
+LOCAL_TIERED = RemoteLayout.LOCAL_TIERED
+
+
+class RemoteSegmentMissingError(DataLossError):
+    """A segment ``__remote_log_metadata`` lists as copied is not in the remote storage: the
+    message names the object key and the offsets it held (``offsets``)."""
+
+
+@dataclass(frozen=True)
+class TieredMetadata:
+    """Every tiered partition the log dirs' ``__remote_log_metadata`` knows, by (topic, partition)."""
+
+    partitions: dict[tuple[str, int], RemotePartition]
+    #: the ``__remote_log_metadata-N`` dirs it came from
+    sources: tuple[str, ...] = ()
+
+    def get(self, tp: TopicPartition, topic_id: str | None = None) -> RemotePartition | None:
+        """The partition's remote metadata; with ``topic_id``, only that incarnation's (a topic
+        deleted and created again keeps its name, not its id)."""
+        part = self.partitions.get((tp.topic, tp.partition))
+        if part is None or (topic_id is not None and part.topic_id != topic_id):
+            return None
+        return part
+
+
+def load_remote_metadata(log_dirs: Iterable[str | os.PathLike[str]],
+                         storage: StorageOptions | None = None) -> TieredMetadata:
+    """The replay of every ``__remote_log_metadata-N`` partition in ``log_dirs`` (a user
+    partition's events are all in one of them, in order). Records that do not decode are left
+    out, as the broker's consumer of the topic leaves them; an empty result where the dirs have no
+    such partition (no tiered storage)."""
+    from storage_core.record.file_records import FileRecords
+    from storage_core.record.messages.decoders import Decoder, decode_record
+
+    parts: dict[tuple[str, int], RemotePartition] = {}
+    sources: list[str] = []
+    for d in log_dirs:
+        root = as_path(d, storage)
+        if not root.is_dir() or has_log_files(root):
+            continue
+        for pdir in sorted(root.glob(REMOTE_LOG_METADATA_TOPIC + "-*")):
+            try:
+                TopicPartition.parse_dir_name(pdir.name)
+            except KlogError:
+                continue
+            events = []
+            for log in sorted(pdir.glob("*" + LOG_SUFFIX)):
+                for batch in FileRecords(log).batches():
+                    if batch.is_control:
+                        continue
+                    for r in batch.records():
+                        decoded = decode_record(Decoder.REMOTE_LOG_METADATA, r.key, r.value).value
+                        if decoded is not None:
+                            events.append(decoded)
+            sources.append(str(pdir))
+            for part in replay(events).values():
+                parts[(part.topic, part.partition)] = part
+    return TieredMetadata(parts, tuple(sources))
+
+
+def _lineage(part: RemotePartition, partition_dir: str | os.PathLike[str] | None) -> list[tuple[int, int]]:
+    """(epoch, start offset) by epoch: the partition's ``leader-epoch-checkpoint`` (what the broker
+    resolves offsets with), or where there is none the epochs the finished segments carry."""
+    if partition_dir is not None:
+        try:
+            entries = LeaderEpochCheckpointFile.in_dir(partition_dir).read()
+        except KlogError:
+            entries = []
+        if entries:
+            return sorted((e.epoch, e.start_offset) for e in entries)
+    starts: dict[int, int] = {}
+    for seg in part.segments.values():
+        for epoch, start in seg.leader_epochs:
+            starts[epoch] = min(start, starts.get(epoch, start))
+    return sorted(starts.items())
+
+
+def _epoch_for(lineage: Sequence[tuple[int, int]], offset: int) -> int | None:
+    """``LeaderEpochFileCache.epochForOffset``: the last epoch starting at or before ``offset``."""
+    found = None
+    for epoch, start in lineage:
+        if start > offset:
+            break
+        found = epoch
+    return found
+
+
+def remote_history(part: RemotePartition, partition_dir: str | os.PathLike[str] | None = None) -> list[RemoteSegment]:
+    """The finished remote segments of ``part`` a reader walks from the oldest offset up, by
+    start offset: at each offset the segment the broker's read path serves (the offset's leader
+    epoch by the lineage, then ``segment_for(epoch, offset)``); where the epoch has none, the next
+    epochs' first segment (``findNextSegmentMetadata``). A gap between two segments is kept as it
+    is (the reader's lost-data check names it)."""
+    served = {seg_id for state in part.epochs.values() for seg_id in state.ids.values()}
+    if not served:
+        return []
+    lineage = _lineage(part, partition_dir)
+    cursor = min(part.segments[i].start_offset for i in served)
+    out: list[RemoteSegment] = []
+    while True:
+        epoch = _epoch_for(lineage, cursor)
+        seg = part.segment_for(epoch, cursor) if epoch is not None else None
+        if seg is None:  # the epoch serves nothing here: the first segment of a later epoch
+            for e, start in lineage:
+                if epoch is not None and e <= epoch:
+                    continue
+                seg = part.segment_for(e, max(cursor, start))
+                if seg is None:
+                    later = [s for s in part.epoch_segments(e) if s.segment_id in served and s.end_offset >= cursor]
+                    seg = later[0] if later else None
+                if seg is not None:
+                    break
+        if seg is None or (out and seg.segment_id == out[-1].segment_id):
+            return out
+        out.append(seg)
+        cursor = seg.end_offset + 1
+
+
+@dataclass(frozen=True)
+class RemoteStorage:
+    """Where a tiered topic's remote segments are: ``location`` (a local path or a URI), in
+    ``layout``; ``storage``: how to reach a URI (the ``fs.*`` options)."""
+
+    location: str
+    layout: RemoteLayout = LOCAL_TIERED
+    storage: StorageOptions = StorageOptions()
+
+    @classmethod
+    def of(cls, location: str | None, layout: str | None, storage: StorageOptions | None = None) -> RemoteStorage | None:
+        """The remote storage the ``remoteStorage``/``remoteStorageLayout`` options name (None: not
+        given); an :class:`InvalidOptionError` for an unknown layout or a layout without a location."""
+        if location is None or not location.strip():
+            if layout is not None:
+                raise InvalidOptionError(f"option remoteStorageLayout={layout!r} needs option remoteStorage (where the "
+                                         "remote segments are: a path or an s3:// URI)")
+            return None
+        name = (layout or LOCAL_TIERED.value).strip().lower()
+        try:
+            kind = RemoteLayout(name)
+        except ValueError:
+            raise InvalidOptionError(f"remoteStorageLayout={layout!r}; expected one of "
+                                     f"{', '.join(x.value for x in RemoteLayout)}") from None
+        if kind is RemoteLayout.AIVEN:
+            raise InvalidOptionError("remoteStorageLayout=aiven (Aiven's tiered-storage plugin: chunked objects and "
+                                     "manifests) is not supported yet; klog reads Kafka's LocalTieredStorage layout "
+                                     "(remoteStorageLayout=local-tiered)")
+        refuse_credentials(location.strip())  # before any message or plan could show a secret
+        return cls(location.strip(), kind, storage or StorageOptions())
+
+    def root(self) -> Path:
+        """The dir holding the topic-partition dirs: ``location``, or its ``kafka-tiered-storage``
+        child when it has one (the ``dir`` LocalTieredStorage was configured with)."""
+        base = as_path(self.location, self.storage)
+        inner = base / LOCAL_TIERED_ROOT
+        return inner if inner.is_dir() else base
+
+    def partition_dir(self, seg: RemoteSegment) -> Path:
+        """``RemoteTopicPartitionDirectory``: ``<topic>-<partition>-<topic id>``."""
+        return self.root() / f"{seg.topic}-{seg.partition}-{seg.topic_id}"
+
+    def segment(self, seg: RemoteSegment, *, index_interval_bytes: int) -> LogSegment:
+        """The remote copy of ``seg`` as a read-only segment; :class:`RemoteSegmentMissingError`
+        naming the object key when the storage does not hold it."""
+        pdir = self.partition_dir(seg)
+        stem = f"{filename_prefix(seg.start_offset)}-{seg.segment_id}"
+        key = pdir / (stem + LOG_SUFFIX)
+        try:
+            found = key.is_file()
+        except OSError as exc:
+            raise RemoteSegmentMissingError(f"remote segment {key} of {seg.topic}-{seg.partition} could not be read: "
+                                            f"{exc}", offsets=((seg.start_offset, seg.end_offset),),
+                                            path=key) from exc
+        if not found:
+            raise RemoteSegmentMissingError(
+                f"remote segment {key} is not in the remote storage {self.location}: __remote_log_metadata lists "
+                f"segment {seg.segment_id} of {seg.topic}-{seg.partition} (offsets {seg.start_offset}-"
+                f"{seg.end_offset}, {seg.size_bytes} bytes) as copied", offsets=((seg.start_offset, seg.end_offset),),
+                path=key)
+        return LogSegment(pdir, seg.start_offset, index_interval_bytes=index_interval_bytes, stem=stem)
+
+
+def _topic_id(partition_dir: Path) -> str | None:
+    from storage_core.log.checkpoint import PartitionMetadataFile
+
+    try:
+        pm = PartitionMetadataFile.in_dir(partition_dir).read()
+    except KlogError:
+        return None
+    return None if pm is None else pm.topic_id_base64
+
+
+def _history(lg: Log, tp: TopicPartition, meta: TieredMetadata) -> list[RemoteSegment]:
+    part = meta.get(tp, _topic_id(lg.dir))
+    return [] if part is None else remote_history(part, lg.dir)
+
+
+def attach_history(lg: Log, tp: TopicPartition, meta: TieredMetadata, remote: RemoteStorage) -> int:
+    """Put ``tp``'s remote segments before ``lg``'s local ones (:meth:`Log.attach_remote`), from
+    ``remote``; returns how many. Only the metadata of the partition's own topic id counts."""
+    history = [s for s in _history(lg, tp, meta) if s.start_offset < lg.segments[lg.remote_segments].base_offset]
+    segments = [remote.segment(s, index_interval_bytes=lg.config.index_interval_bytes) for s in history]
+    lg.attach_remote(segments)
+    return len(segments)
+
+
+def unread_remote_range(lg: Log, tp: TopicPartition, meta: TieredMetadata) -> tuple[int, int] | None:
+    """``[first, end)``: the offsets below ``lg``'s first local segment that the partition's remote
+    segments hold, when no remote storage was given to read them; None when there are none."""
+    if lg.remote_segments:
+        return None
+    local = lg.segments[0].base_offset
+    history = [s for s in _history(lg, tp, meta) if s.start_offset < local]
+    if not history:
+        return None
+    return history[0].start_offset, min(local, history[-1].end_offset + 1)
