@@ -63,6 +63,23 @@ BROKER_CONFIG = {
     "auto.create.topics.enable": "false",
 }
 
+def tiered_storage_config(remote_dir: Path) -> dict[str, str]:
+    """A broker's settings for tiered storage (KIP-405) into Kafka's own ``LocalTieredStorage`` (the
+    kafka-storage test jar: plain copies of the segment files under ``remote_dir``), with the
+    metadata in a small ``__remote_log_metadata`` and the copy task run every half second."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+        "remote.log.storage.manager.impl.prefix": "rsm.config.",
+        "rsm.config.dir": str(remote_dir),
+        "remote.log.metadata.manager.impl.prefix": "rlmm.config.",
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "remote.log.manager.task.interval.ms": "500",
+    }
+
+
 LOG4J2 = """status = error
 appender.file.type = File
 appender.file.name = FILE

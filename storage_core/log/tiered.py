@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,11 +258,21 @@ def _history(lg: Log, tp: TopicPartition, meta: TieredMetadata) -> list[RemoteSe
     return [] if part is None else remote_history(part, lg.dir)
 
 
-def attach_history(lg: Log, tp: TopicPartition, meta: TieredMetadata, remote: RemoteStorage) -> int:
+def attach_history(lg: Log, tp: TopicPartition, meta: TieredMetadata, remote: RemoteStorage, *,
+                   on_missing: Callable[[RemoteSegmentMissingError], None] | None = None) -> int:
     """Put ``tp``'s remote segments before ``lg``'s local ones (:meth:`Log.attach_remote`), from
-    ``remote``; returns how many. Only the metadata of the partition's own topic id counts."""
+    ``remote``; returns how many. Only the metadata of the partition's own topic id counts. A
+    segment the storage lacks raises :class:`RemoteSegmentMissingError`, or with ``on_missing`` is
+    handed to it and left out (its offsets are then a gap in the history)."""
     history = [s for s in _history(lg, tp, meta) if s.start_offset < lg.segments[lg.remote_segments].base_offset]
-    segments = [remote.segment(s, index_interval_bytes=lg.config.index_interval_bytes) for s in history]
+    segments = []
+    for seg in history:
+        try:
+            segments.append(remote.segment(seg, index_interval_bytes=lg.config.index_interval_bytes))
+        except RemoteSegmentMissingError as exc:
+            if on_missing is None:
+                raise
+            on_missing(exc)
     lg.attach_remote(segments)
     return len(segments)
 

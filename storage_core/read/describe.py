@@ -40,6 +40,11 @@ checkpoints and the producer state; no record is decoded and nothing is written:
   recovery point, producer snapshots) says should be there and cannot be read, one line per lost
   range naming the offsets, the file and the bytes (:mod:`storage_core.log.lost`); empty when
   nothing is lost. A partition whose ``.log`` files are all gone is listed with its lost offsets;
+* ``remote_start_offset``, ``remote_end_offset`` (exclusive), ``remote_segments``,
+  ``remote_size_bytes``, ``remote_max_timestamp``: a tiered partition's remote history (KIP-405),
+  from the log dirs' ``__remote_log_metadata`` walked by the partition's leader-epoch lineage as
+  the broker's read path walks it (:mod:`storage_core.log.tiered`); None and 0 for a partition
+  without remote segments. The local fields above describe the local segments only;
 * ``kraft_metadata``: the log dir whose ``__cluster_metadata-0`` was replayed, or None: then the
   dir has no KRaft metadata (a ZooKeeper-era dir, or a copy without it), its topic configs are
   unknown and Kafka's defaults are assumed (:data:`NO_KRAFT_METADATA`, also in the table's schema
@@ -67,6 +72,7 @@ from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir
+from storage_core.log.tiered import TieredMetadata, load_remote_metadata, remote_history
 from storage_core.log.topic_configs import load_topic_configs, resolve_topic_config
 from storage_core.read.api import read_options
 from storage_core.read.planner import select_partitions
@@ -123,6 +129,13 @@ class PartitionSummary:
     #: what the dir's evidence says should be there and cannot be read (:mod:`storage_core.log.lost`),
     #: one line per lost range naming the offsets, file and bytes; empty when nothing is lost
     lost: list[str] = field(default_factory=list)
+    #: a tiered partition's remote history (``__remote_log_metadata``, :mod:`storage_core.log.tiered`):
+    #: its first offset, end (exclusive), segments, bytes and largest timestamp; None/0 when not tiered
+    remote_start_offset: int | None = None
+    remote_end_offset: int | None = None
+    remote_segments: int = 0
+    remote_size_bytes: int = 0
+    remote_max_timestamp: int | None = None  # epoch ms
 
 
 def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]:
@@ -141,13 +154,26 @@ def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]
             "kraft_metadata": None if kraft is None else str(kraft.log_dir)}
 
 
+def _remote_range(pd: PartitionDir, topic_id: str | None, tiered: TieredMetadata | None) -> dict[str, Any]:
+    """The ``remote_*`` fields: the partition's remote history as a reader walks it."""
+    part = None if tiered is None else tiered.get(pd.topic_partition, topic_id)
+    history = [] if part is None else remote_history(part, pd.path)
+    if not history:
+        return {}
+    return {"remote_start_offset": history[0].start_offset, "remote_end_offset": history[-1].end_offset + 1,
+            "remote_segments": len(history), "remote_size_bytes": sum(s.size_bytes for s in history),
+            "remote_max_timestamp": max(s.max_timestamp_ms for s in history)}
+
+
 def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
-                       state: LogDirState | None = None) -> PartitionSummary:
+                       state: LogDirState | None = None, tiered: TieredMetadata | None = None) -> PartitionSummary:
     """The summary of one partition dir (read-only: no lock, no recovery, no byte written);
     ``context`` defaults to the partition's own log dir's, ``state`` (its log dir's checkpoints,
-    marker and journals, :mod:`storage_core.log.dir_state`) to a fresh read of them."""
+    marker and journals, :mod:`storage_core.log.dir_state`) to a fresh read of them; ``tiered``: the
+    log dirs' remote log metadata, for a tiered partition's remote range (None: not described)."""
     tp = pd.topic_partition
     extra = _ids_and_configs(pd, context or ConfigContext.of([pd.log_dir]))
+    extra.update(_remote_range(pd, extra["topic_id"], tiered))
     if state is None:
         state = LogDirState(pd.log_dir)
     evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
@@ -214,6 +240,11 @@ DESCRIBE_SCHEMA = pa.schema([
     pa.field("configs_ignored", pa.list_(pa.string()), nullable=False),
     pa.field("kraft_metadata", pa.string()),
     pa.field("lost", pa.list_(pa.string()), nullable=False),
+    pa.field("remote_start_offset", pa.int64()),
+    pa.field("remote_end_offset", pa.int64()),
+    pa.field("remote_segments", pa.int32(), nullable=False),
+    pa.field("remote_size_bytes", pa.int64(), nullable=False),
+    pa.field("remote_max_timestamp", _TIMESTAMP),
 ])
 
 
@@ -258,10 +289,11 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
     states = LogDirStates()  # each dir's checkpoints, marker and journals read once, not once per partition
     selected = select_partitions(opts, states=states)
     context = ConfigContext.of(_log_dirs(opts.log_dirs, selected))
+    tiered = load_remote_metadata(dict.fromkeys([*(pd.log_dir for pd in selected), *opts.log_dirs]), opts.storage)
     rows = []
     for pd in selected:
         try:
-            rows.append(describe_partition(pd, context, states.of(pd.log_dir)))
+            rows.append(describe_partition(pd, context, states.of(pd.log_dir), tiered))
         except PendingCommitError:
             continue
     return _with_skipped(summaries_table(rows), opts.log_dirs)

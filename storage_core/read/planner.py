@@ -45,7 +45,13 @@ from storage_core.log.log import Log
 from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.segment import LogSegment
-from storage_core.log.tiered import TieredMetadata, attach_history, load_remote_metadata, unread_remote_range
+from storage_core.log.tiered import (
+    RemoteSegmentMissingError,
+    TieredMetadata,
+    attach_history,
+    load_remote_metadata,
+    unread_remote_range,
+)
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.groups import offsets_of_group
 from storage_core.read.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
@@ -286,7 +292,7 @@ def with_history(opts: ReadOptions, pd: PartitionDir, lg: Log, tiered: TieredMet
     tp = pd.topic_partition
     try:
         if opts.remote is not None:
-            attach_history(lg, tp, tiered, opts.remote)
+            attach_history(lg, tp, tiered, opts.remote, on_missing=None if opts.fail_on_data_loss else _skip_missing)
             return
         unread = unread_remote_range(lg, tp, tiered)
     except BaseException:
@@ -295,6 +301,12 @@ def with_history(opts: ReadOptions, pd: PartitionDir, lg: Log, tiered: TieredMet
     if unread is not None:
         log.warning("%s is tiered: offsets %d-%d are in remote storage (__remote_log_metadata) and not read; give "
                      "%s to read them", tp, unread[0], unread[1] - 1, opts.setting("remoteStorage") or "remoteStorage")
+
+
+def _skip_missing(exc: RemoteSegmentMissingError) -> None:
+    """failOnDataLoss=false: a remote segment the storage lacks is skipped, and said so."""
+    lost = ", ".join(f"{a}-{b}" for a, b in exc.offsets)
+    log.warning("failOnDataLoss=false: offsets %s skipped (lost): %s", lost, exc)
 
 
 @contextmanager

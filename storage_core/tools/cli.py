@@ -291,6 +291,21 @@ def _log_dirs(arg: str) -> list[str]:
     return list(split_paths(arg))
 
 
+def _remote(args: argparse.Namespace) -> Any:
+    """``--remote-storage``/``--remote-storage-layout`` as the read options name them (None: not given)."""
+    from storage_core.log.tiered import RemoteStorage
+
+    return RemoteStorage.of(args.remote_storage, args.remote_storage_layout, _storage(args))
+
+
+def _remote_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--remote-storage", metavar="PATH|URI", default=None,
+                   help="a tiered topic's remote storage (KIP-405): its remote segments are read before the local "
+                   "ones (the read option remoteStorage)")
+    p.add_argument("--remote-storage-layout", metavar="LAYOUT", default=None,
+                   help="the remote storage's layout: local-tiered (Kafka's LocalTieredStorage, the default)")
+
+
 def _dirs(args: argparse.Namespace) -> list[Path]:
     """``args.dir``'s log dirs as paths: local, or in object storage through ``--fs``."""
     storage = _storage(args)
@@ -327,16 +342,19 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     import json
 
     from storage_core.log.dir_state import LogDirStates
+    from storage_core.log.tiered import load_remote_metadata
     from storage_core.read.describe import NO_KRAFT_METADATA, ConfigContext, describe_partition
 
     states = LogDirStates()  # each dir's checkpoints and journals read once, not once per partition
     parts = _partitions(args)
-    context = ConfigContext.of([*{p.log_dir: None for p in parts}, *_dirs(args)])
+    log_dirs = [*{p.log_dir: None for p in parts}, *_dirs(args)]
+    context = ConfigContext.of(log_dirs)
+    tiered = load_remote_metadata(dict.fromkeys(log_dirs))
     with _Bar(args, len(parts), "describe", unit="partition", threshold=200) as bar:
         rows = []
         for p in parts:
             try:
-                rows.append(describe_partition(p, context, states.of(p.log_dir)))
+                rows.append(describe_partition(p, context, states.of(p.log_dir), tiered))
             except PendingCommitError as exc:  # a new partition a running job is committing: not there yet
                 if not args.quiet:
                     bar.echo(f"warning: {p.topic_partition}: {exc}")
@@ -358,6 +376,13 @@ def _cmd_describe(args: argparse.Namespace) -> int:
               str(r.estimated_records),
               str(r.segments), str(r.size_bytes), _fmt_ts(r.first_timestamp), _fmt_ts(r.max_timestamp),
               ",".join(r.codecs) or "-"] for r in rows]
+    if any(r.remote_segments for r in rows):  # tiered partitions: their remote range beside the local one
+        header[2:4] = ["LOCAL START", "LOCAL END"]
+        header += ["REMOTE START", "REMOTE END", "REMOTE SEGS", "REMOTE BYTES", "REMOTE MAX TIMESTAMP"]
+        for row, r in zip(table, rows, strict=True):
+            row += (["-"] * 4 + [_fmt_ts(None)] if not r.remote_segments else
+                    [str(r.remote_start_offset), str(r.remote_end_offset), str(r.remote_segments),
+                     str(r.remote_size_bytes), _fmt_ts(r.remote_max_timestamp)])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
     for row in [header, *table]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -365,6 +390,12 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         topics = len({r.topic for r in rows})
         print(f"\n{_plural(len(rows), 'partition')} of {_plural(topics, 'topic')}, ~{sum(r.estimated_records for r in rows):,} records, "
               f"{_human(sum(r.size_bytes for r in rows))} in {args.dir}")
+        tiered_rows = [r for r in rows if r.remote_segments]
+        if tiered_rows:
+            print(f"remote (tiered storage, from __remote_log_metadata): {_plural(len(tiered_rows), 'partition')}, "
+                  f"~{sum((r.remote_end_offset or 0) - (r.remote_start_offset or 0) for r in tiered_rows):,} offsets, "
+                  f"{_plural(sum(r.remote_segments for r in tiered_rows), 'segment')}, "
+                  f"{_human(sum(r.remote_size_bytes for r in tiered_rows))}")
         _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
     for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
         if r.topic_id_matches is False:
@@ -510,7 +541,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         end_time_ms=None if args.end_time is None else parse_time(args.end_time, "--end-time"),
         if_past_end=args.if_past_end,
         read_committed=args.read_committed, include_headers=args.headers, include_metadata=args.metadata,
-        threads=args.threads)
+        threads=args.threads, remote=_remote(args))
     plan = plan_export(req)
     for r in plan.ranges:
         for note in r.notes:
@@ -958,6 +989,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     p.add_argument("--threads", type=_thread_count, default=None, metavar="N",
                    help="decode up to N pieces at once (default: the CPUs, at most 8, or $KLOG_THREADS; 1: no threads)")
+    _remote_args(p)
     p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
     p.set_defaults(func=_cmd_export)
 

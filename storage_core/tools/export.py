@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from storage_core.errors import InvalidOptionError
 from storage_core.fs import ObjectPath, StorageOptions, as_path
+from storage_core.log.tiered import RemoteStorage
 from storage_core.read.options import DEFAULT_MAX_BYTES_PER_PARTITION, OffsetSpec, ReadOptions
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.pieces import Piece
@@ -76,6 +77,8 @@ class ExportRequest:
     storage: StorageOptions = StorageOptions()
     #: threads decoding pieces at once (None: :func:`~storage_core.workers.pool_size`'s default; 1: none)
     threads: int | None = None
+    #: a tiered topic's remote storage (``--remote-storage``): its remote segments are read too
+    remote: RemoteStorage | None = None
 
     def __post_init__(self) -> None:
         if self.start_offset is not None and self.start_time_ms is not None:
@@ -123,9 +126,10 @@ class ExportRequest:
             max_records_per_partition=None,
             max_bytes_per_partition=DEFAULT_MAX_BYTES_PER_PARTITION,
             storage=self.storage,
+            remote=self.remote,
             # errors name the CLI's flags; it has no failOnDataLoss: a loss always fails an export
             spelling=(("assign", "--partition"), ("startingOffsetsByTimestampStrategy", "--if-past-end"),
-                      ("failOnDataLoss", "")),
+                      ("failOnDataLoss", ""), ("remoteStorage", "--remote-storage")),
         )
 
 
