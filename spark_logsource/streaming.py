@@ -56,6 +56,7 @@ from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence
 from storage_core.log.manager import PartitionDir, find_partitions
 from storage_core.log.staged import collect_staging, commit_job
+from storage_core.log.tiered import TieredMetadata, load_remote_metadata
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.kafka_compat import warn_ignored
 from storage_core.read.planner import (
@@ -69,6 +70,7 @@ from storage_core.read.planner import (
     open_tail,
     pieces_of,
     select_partitions,
+    with_history,
 )
 from storage_core.record.columnar import kafka_schema
 
@@ -149,6 +151,21 @@ def tail_key(pd: PartitionDir, state: LogDirState) -> TailKey | None:
 TailCache = dict[TopicPartition, tuple[TailKey, PartitionState]]
 
 
+def _tiered(opts: StreamOptions) -> TieredMetadata | None:
+    """The log dirs' remote log metadata, read again at each use, when the stream names a remote
+    storage (``remoteStorage``); None otherwise."""
+    return load_remote_metadata(opts.read.log_dirs, opts.read.storage) if opts.read.remote is not None else None
+
+
+def _open(pd: PartitionDir, state: LogDirState, opts: StreamOptions, tiered: TieredMetadata | None) -> Log:
+    """:func:`open_tail`, with a tiered partition's remote segments before the local ones when the
+    stream names its remote storage (the planner's :func:`with_history`)."""
+    lg = open_tail(pd, state)
+    if tiered is not None and tiered.partitions:
+        with_history(opts.read, pd, lg, tiered)
+    return lg
+
+
 def scan(opts: StreamOptions, states: LogDirStates | None = None,
          cache: TailCache | None = None) -> dict[TopicPartition, PartitionState]:
     """Every selected partition that has visible data now (a first commit still in flight is not).
@@ -160,6 +177,7 @@ def scan(opts: StreamOptions, states: LogDirStates | None = None,
         states = LogDirStates()
     out: dict[TopicPartition, PartitionState] = {}
     seen: TailCache = {}
+    tiered = _tiered(opts)
     for pd in select_partitions(_with_start(opts), streaming=True, states=states):
         tp = pd.topic_partition
         state = states.of(pd.log_dir)
@@ -170,7 +188,7 @@ def scan(opts: StreamOptions, states: LogDirStates | None = None,
             out[tp] = cache[tp][1]
             continue
         try:
-            lg = open_tail(pd, state)
+            lg = _open(pd, state, opts, tiered)
         except PendingCommitError:
             continue
         try:
@@ -244,6 +262,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         states = scan(o, dir_states, self._tails)
         check_listed(_with_start(o), [st.dir for st in states.values()], streaming=True)
         committed = committed_for(o.starting, o.read.log_dirs, starting=True)
+        tiered = _tiered(o)
         out: Offsets = {}
         for tp, st in states.items():
             if o.starting.kind == "earliest":
@@ -251,7 +270,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif o.starting.kind == "latest":
                 out[tp] = st.end
             else:
-                lg = open_tail(st.dir, dir_states.of(st.dir.log_dir))
+                lg = _open(st.dir, dir_states.of(st.dir.log_dir), o, tiered)
                 try:
                     out[tp] = offset_for(o.starting, tp, lg, st.end, starting=True,
                                          strategy=o.read.starting_timestamp_strategy, committed=committed)
@@ -356,6 +375,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.log_dirs)}
         states = LogDirStates()  # each dir's checkpoints and journals read once for the batch
+        tiered = _tiered(self.opts)
         parts: list[tuple[Log, PartitionRange]] = []
         logs = []
         try:
@@ -368,7 +388,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 state = states.of(pd.log_dir)
                 evidence = gather_evidence(pd, state)  # before the open: a live writer only adds data after it
                 try:
-                    lg = open_tail(pd, state)
+                    lg = _open(pd, state, self.opts, tiered)
                 except PendingCommitError:
                     continue
                 logs.append(lg)

@@ -205,6 +205,25 @@ def test_spark_reads_the_whole_history(tiered: Tiered, spark) -> None:  # type: 
     assert_same_rows(rows_of(df.collect()), tiered.rows["read_uncommitted"], f"{tiered.ctx} spark")
 
 
+def test_a_stream_starts_at_the_remote_history(tiered: Tiered, spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An AvailableNow stream from earliest, given the remote storage, reads the whole history in
+    micro-batches (read_committed: the remote transaction indexes)."""
+    name = f"tiered_stream_{SEED}"
+    stream = (spark.readStream.format("klog").option("topics", TOPIC).option("startingOffsets", "earliest")
+              .option("kafka.isolation.level", "read_committed").option("includeHeaders", "true")
+              .option("maxOffsetsPerTrigger", "9000").option("remoteStorage", str(tiered.remote))
+              .load(str(tiered.log_dir)))
+    q = (stream.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+         .option("checkpointLocation", str(tmp_path / name)).start())
+    try:
+        q.awaitTermination(600)
+        assert q.exception() is None, q.exception()
+    finally:
+        q.stop()
+    got = rows_of(spark.sql(f"select * from {name}").collect())
+    assert_same_rows(got, tiered.rows["read_committed"], f"{tiered.ctx} stream")
+
+
 def test_a_missing_remote_segment_is_named(tiered: Tiered, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A segment the metadata lists that the storage lacks fails the read naming the object; under
     failOnDataLoss=false its offsets are skipped with a warning and every other record is read."""

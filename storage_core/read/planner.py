@@ -73,6 +73,7 @@ __all__ = [
     "plan_read",
     "resolve",
     "select_partitions",
+    "with_history",
 ]
 
 log = logging.getLogger("klog")
