@@ -247,6 +247,22 @@ def test_a_missing_remote_segment_is_named(tiered: Tiered, tmp_path: Path, caplo
     assert any(f"offsets {gone.start_offset}-{gone.end_offset} skipped" in m for m in caplog.messages)
 
 
+def test_remote_storage_in_a_bucket(tiered: Tiered) -> None:
+    """The remote storage in S3 (a real server): the same history, read through the fs.* options;
+    no secret in what a failure says."""
+    from s3_server import SECRET_KEY, server_or_skip
+
+    s3 = server_or_skip()
+    uri = s3.bucket() + "/tiered"
+    s3.upload(tiered.remote, uri)
+    got = storage_core.read_arrow(tiered.log_dir, topics=TOPIC, isolationLevel="read_committed", includeHeaders=True,
+                                  remoteStorage=uri, **s3.options).read_all()
+    assert_same_rows(rows_of(got), tiered.rows["read_committed"], f"{tiered.ctx} remote storage in S3")
+    with pytest.raises(RemoteSegmentMissingError) as info:
+        storage_core.read_arrow(tiered.log_dir, topics=TOPIC, remoteStorage=uri + "-elsewhere", **s3.options)
+    assert uri + "-elsewhere/" in str(info.value) and SECRET_KEY not in str(info.value)
+
+
 def test_remote_storage_options_are_checked_first(tmp_path: Path) -> None:
     (tmp_path / "t-0").mkdir()
     (tmp_path / "t-0" / "00000000000000000000.log").write_bytes(b"")
