@@ -2,7 +2,7 @@
 controller roles) on 127.0.0.1, started from the jars of the release ``tests/broker/pom.xml`` pins.
 
 The jars are copied by Maven (``mvn dependency:copy-dependencies``) into a cache outside the
-repository, ``$KLOG_KAFKA_CACHE/<version>/libs`` (default ``~/.cache/klog-kafka``); the cache is
+repository, ``$KLOG_KAFKA_CACHE/<version>/libs-<pom digest>`` (default ``~/.cache/klog-kafka``); the cache is
 guarded by a file lock, so parallel pytest workers share it. ``oracle/BrokerClient.java`` (Kafka's
 own producer, consumer and admin client, driving workloads and reading the truth back) is compiled
 against those jars into the same cache.
@@ -120,8 +120,13 @@ _libs: list[Path] | None = None
 _failure: str | None = None
 
 
+def libs_dir(pom: Path, cache: Path) -> Path:
+    """Where Maven's copies of ``pom``'s runtime jars are: ``cache/libs-<digest of the pom>``."""
+    return cache / f"libs-{hashlib.sha256(pom.read_bytes()).hexdigest()[:16]}"
+
+
 def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
-    """The runtime jars of ``pom``, copied by Maven into ``cache/libs`` on first use (under the
+    """The runtime jars of ``pom``, copied by Maven into ``cache/libs-<pom digest>`` on first use (under the
     cache's file lock, so parallel pytest workers share one copy); ``wanted`` is a jar that must be
     among them. Raises :class:`BrokerError` naming ``what`` could not be had, and why."""
     try:
@@ -130,13 +135,9 @@ def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
                 raise BrokerError(f"{what} unavailable: no {tool} on PATH")
         cache.mkdir(parents=True, exist_ok=True)
         with _locked(cache / ".lock"):
-            target = cache / "libs"
-            stamp = target / ".pom-sha256"  # a pom that changed (a dependency added) fetches again
-            digest = hashlib.sha256(pom.read_bytes()).hexdigest()
-            if target.is_dir() and (not stamp.is_file() or stamp.read_text() != digest):
-                stale = Path(tempfile.mkdtemp(dir=cache, prefix=".stale-"))
-                target.rename(stale / "libs")
-                shutil.rmtree(stale, ignore_errors=True)
+            # one dir per pom: a pom that changed (a dependency added) fetches again, into a dir of
+            # its own, never under a JVM another process started on the previous pom's jars
+            target = libs_dir(pom, cache)
             if not target.is_dir():
                 tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
                 try:
@@ -146,7 +147,6 @@ def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
                     if proc.returncode != 0:
                         tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
                         raise BrokerError(f"{what} unavailable: mvn could not fetch {wanted}: {tail}")
-                    (tmp / stamp.name).write_text(digest)
                     tmp.rename(target)
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -182,7 +182,7 @@ def classpath(source: Path = CLIENT_SOURCE) -> str:
             classes = _classes(cache, jars, source)
     except OracleError as e:
         raise BrokerError(str(e)) from e
-    return os.pathsep.join([str(cache / "libs" / "*"), str(classes)])
+    return os.pathsep.join([str(libs_dir(POM, cache) / "*"), str(classes)])
 
 
 def unavailable() -> str | None:

@@ -4,7 +4,7 @@
 
 The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``) must be of exactly the installed
 ``pyspark``'s release; ``tests/spark_kafka/pom.xml`` pins it, and Maven copies it with its
-dependencies into ``$KLOG_SPARK_KAFKA_CACHE/<version>/libs`` (default
+dependencies into ``$KLOG_SPARK_KAFKA_CACHE/<version>/libs-<pom digest>`` (default
 ``~/.cache/klog-spark-kafka``). The jars Spark already ships (Hadoop's client, lz4, snappy, Scala)
 are left out of ``spark.jars``: two copies of a class on one classpath is a bug of its own.
 """
