@@ -89,6 +89,8 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Any:
         rnd = random.Random(SEED)
         # transactions (commits and aborts: the remote .txnindex), idempotent producers, two codecs
         for i, (kind, codec) in enumerate([("txn", "none"), ("idempotent", "lz4"), ("txn", "zstd")]):
+            if i == 2:  # a restart makes the partitions' leader epoch change: the history spans two epochs
+                broker.restart()
             broker.produce(TOPIC, rnd.randint(6_000, 12_000), SEED + i, kind, codec)
             time.sleep(1.1)
         deadline = time.monotonic() + 90
@@ -130,6 +132,20 @@ def test_read_arrow_gives_the_whole_history(tiered: Tiered, iso: str) -> None:
     want = tiered.rows[iso]
     assert min(r["offset"] for r in tiered.rows["read_uncommitted"]) == 0 and min(tiered.local_start.values()) > 0
     assert_same_rows(rows_of(got), want, f"{tiered.ctx} {iso} whole history")
+
+
+def test_the_remote_history_spans_leader_epochs(tiered: Tiered) -> None:
+    """The workload did what it is for: remote segments of more than one leader epoch, walked by
+    the partition's lineage into one contiguous history from offset 0 to the first local segment."""
+    meta = load_remote_metadata([tiered.log_dir])
+    for p in range(PARTITIONS):
+        part = meta.get(TopicPartition(TOPIC, p))
+        assert part is not None, tiered.ctx
+        history = remote_history(part, tiered.log_dir / f"{TOPIC}-{p}")
+        epochs = {e for seg in history for e, _ in seg.leader_epochs}
+        assert len(epochs) >= 2, f"{tiered.ctx}: partition {p} has remote segments of epochs {epochs} only"
+        assert history[0].start_offset == 0 and history[-1].end_offset + 1 == tiered.local_start[p], tiered.ctx
+        assert all(a.end_offset + 1 == b.start_offset for a, b in zip(history, history[1:], strict=False)), tiered.ctx
 
 
 def test_ranges_and_timestamps_resolve_in_the_remote_segments(tiered: Tiered) -> None:
