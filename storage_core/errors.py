@@ -19,6 +19,7 @@ __all__ = [
     "KlogError",
     "CorruptRecordError",
     "DataLossError",
+    "RemoteSegmentMissingError",
     "InvalidRecordError",
     "CompressionError",
     "UnsupportedCodecError",
@@ -130,6 +131,12 @@ class DataLossError(CorruptRecordError):
                  path: str | PathLike[str] | None = None, position: int | None = None) -> None:
         self.offsets = offsets
         super().__init__(detail, path=path, position=position)
+
+
+class RemoteSegmentMissingError(DataLossError):
+    """A segment ``__remote_log_metadata`` lists as copied is not in the remote storage a read
+    names (tiered storage, :mod:`storage_core.log.tiered`): the message names the object key and the
+    offsets it held (``offsets``). With ``failOnDataLoss=false`` the same is a warning and a gap."""
 
 
 class InvalidRecordError(CorruptRecordError):

@@ -29,9 +29,9 @@ from broker_fixture import Broker, consumer_row, tiered_storage_config
 from kafka_corpus import assert_same_rows, rows_of
 
 import storage_core
-from storage_core.errors import InvalidOptionError
+from storage_core.errors import InvalidOptionError, RemoteSegmentMissingError
 from storage_core.files import LOG_SUFFIX, base_offset_of
-from storage_core.log.tiered import RemoteSegmentMissingError, load_remote_metadata, remote_history
+from storage_core.log.tiered import load_remote_metadata, remote_history
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.file_records import FileRecords
 from storage_core.tools.cli import main as klog

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage_core.errors import DataLossError, InvalidOptionError, KlogError
+from storage_core.errors import InvalidOptionError, KlogError, RemoteSegmentMissingError
 from storage_core.files import LOG_SUFFIX, filename_prefix, has_log_files
 from storage_core.fs import StorageOptions, as_path, refuse_credentials
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile
@@ -45,7 +45,7 @@ from storage_core.log.remote_metadata import RemotePartition, RemoteSegment, rep
 from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 
-__all__ = ["LOCAL_TIERED", "REMOTE_LOG_METADATA_TOPIC", "RemoteLayout", "RemoteSegmentMissingError",
+__all__ = ["LOCAL_TIERED", "REMOTE_LOG_METADATA_TOPIC", "RemoteLayout",
            "RemoteStorage", "TieredMetadata", "attach_history", "load_remote_metadata", "remote_history",
            "unread_remote_range"]
 
@@ -63,11 +63,6 @@ class RemoteLayout(str, enum.Enum):
 
 
 LOCAL_TIERED = RemoteLayout.LOCAL_TIERED
-
-
-class RemoteSegmentMissingError(DataLossError):
-    """A segment ``__remote_log_metadata`` lists as copied is not in the remote storage: the
-    message names the object key and the offsets it held (``offsets``)."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError
+from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError, RemoteSegmentMissingError
 from storage_core.files import has_log_files
 from storage_core.limits import INT64_MAX
 from storage_core.log.dir_state import LogDirState, LogDirStates
@@ -46,7 +46,6 @@ from storage_core.log.lost import Evidence, data_loss_error, expects_data, gathe
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.segment import LogSegment
 from storage_core.log.tiered import (
-    RemoteSegmentMissingError,
     TieredMetadata,
     attach_history,
     load_remote_metadata,
