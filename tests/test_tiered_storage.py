@@ -88,20 +88,28 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Any:
                                                 "retention.ms": "-1", "file.delete.delay.ms": "0"})
         rnd = random.Random(SEED)
         # transactions (commits and aborts: the remote .txnindex), idempotent producers, two codecs
-        for i, (kind, codec) in enumerate([("txn", "none"), ("idempotent", "lz4"), ("txn", "zstd")]):
-            if i == 2:  # a restart makes the partitions' leader epoch change: the history spans two epochs
+        # the restart makes the partitions' leader epoch change, so the history spans two epochs;
+        # only idempotent producers follow it (a transactional id used again right after a restart
+        # can meet its coordinator still loading: InvalidTxnStateException, seen in CI25). The last,
+        # small producer rolls the segment the one before it wrote, so that one is tiered too
+        plan = [("txn", "none", 9_000), ("txn", "zstd", 9_000), ("restart", "", 0), ("idempotent", "lz4", 9_000),
+                ("idempotent", "none", 300)]
+        for i, (kind, codec, n) in enumerate(plan):
+            if kind == "restart":
                 broker.restart()
-            broker.produce(TOPIC, rnd.randint(6_000, 12_000), SEED + i, kind, codec)
+                continue
+            broker.produce(TOPIC, rnd.randint(n * 2 // 3, n), SEED + i, kind, codec)
             time.sleep(1.1)
         deadline = time.monotonic() + 90
         while True:  # until every partition has closed segments copied and deleted locally
             starts = {p: _local_start(broker.log_dir, p) for p in range(PARTITIONS)}
             copied = {p: len(_remote_logs(remote, p)) for p in range(PARTITIONS)}
-            if all(starts[p] > 0 and copied[p] >= 2 for p in range(PARTITIONS)):
-                break
+            local = {p: len(list((broker.log_dir / f"{TOPIC}-{p}").glob("*" + LOG_SUFFIX))) for p in range(PARTITIONS)}
+            if all(starts[p] > 0 and copied[p] >= 2 and local[p] == 1 for p in range(PARTITIONS)):
+                break  # every closed segment copied and deleted locally: only the active one is left
             if time.monotonic() > deadline:
-                pytest.fail(f"{ctx}: the broker did not tier the topic in 90 s (local starts {starts}, remote "
-                            f"segments {copied}): {broker.log_tail()}")
+                pytest.fail(f"{ctx}: the broker did not tier the topic in 90 s (local starts {starts}, local "
+                            f"segments {local}, remote segments {copied}): {broker.log_tail()}")
             time.sleep(0.5)
         time.sleep(1)  # the copy task's metadata update lands after the files
         rows = {}
@@ -171,7 +179,7 @@ def test_ranges_and_timestamps_resolve_in_the_remote_segments(tiered: Tiered) ->
             listed = tiered.admin["offsets"][f"{TOPIC}-{p}"]
             want = listed[f"@{probe}"][0] if listed[f"@{probe}"][0] >= 0 else listed["latest"][0]
             assert got[p] == want, f"{tiered.ctx}: timestamp {probe} partition {p}: klog {got[p]}, broker {want}"
-    assert any(0 < o < min(tiered.local_start.values()) for o in
+    assert any(0 <= o < min(tiered.local_start.values()) for o in
                (tiered.admin["offsets"][f"{TOPIC}-{p}"][f"@{t}"][0] for p in range(PARTITIONS) for t in tiered.probes)), \
         f"{tiered.ctx}: no probe resolved inside the remote segments"
 
