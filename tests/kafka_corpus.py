@@ -410,6 +410,20 @@ def diff_rows(got: Sequence[Row], want: Sequence[Row], context: str = "", *, lim
     return "\n".join(lines)
 
 
+def available_now_rows(spark: Any, stream: Any, name: str, checkpoint: Path, timeout: float = 600) -> list[Row]:
+    """Run ``stream`` (a ``readStream`` DataFrame) once with ``Trigger.AvailableNow`` into a memory
+    table ``name``, failing with the query's exception if it has one, and return the rows it
+    wrote as :func:`rows_of` gives them."""
+    q = (stream.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+         .option("checkpointLocation", str(checkpoint)).start())
+    try:
+        q.awaitTermination(timeout)
+        assert q.exception() is None, q.exception()
+    finally:
+        q.stop()
+    return rows_of(spark.sql(f"select * from {name}").collect())
+
+
 def assert_same_rows(got: Sequence[Row], want: Sequence[Row], context: str = "") -> None:
     """Fail with :func:`diff_rows`' description unless ``got`` and ``want`` hold the same rows."""
     msg = diff_rows(got, want, context)

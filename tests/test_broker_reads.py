@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from broker_fixture import Broker, b64, consumer_row, settle
-from kafka_corpus import assert_same_rows, env_int, rows_of
+from kafka_corpus import assert_same_rows, available_now_rows, env_int, rows_of
 
 import storage_core
 from storage_core.tools.cli import main as klog
@@ -300,14 +300,7 @@ def test_spark_stream_equals_consumer(spark, state: Path, truth: Truth, tmp_path
         stream = (spark.readStream.format("klog").option("subscribePattern", truth.pattern)
                   .option("startingOffsets", "earliest").option("kafka.isolation.level", iso)
                   .option("includeHeaders", "true").option("maxOffsetsPerTrigger", "60000").load(str(state)))
-        q = (stream.writeStream.format("memory").queryName(name).trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / name)).start())
-        try:
-            q.awaitTermination(600)
-            assert q.exception() is None, q.exception()
-        finally:
-            q.stop()
-        got = rows_of(spark.sql(f"select * from {name}").collect())
+        got = available_now_rows(spark, stream, name, tmp_path / name)
         assert_same_rows(got, _want(truth, iso), f"{truth.ctx} {state.name} stream AvailableNow {iso}")
 
 

@@ -31,12 +31,15 @@ naming the object key.
 from __future__ import annotations
 
 import enum
+import functools
 import os
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from storage_core.errors import InvalidOptionError, KlogError, RemoteSegmentMissingError
+from storage_core.errors import InvalidOptionError, KlogError, RemoteSegmentMissingError, SegmentGoneError
 from storage_core.files import LOG_SUFFIX, filename_prefix, has_log_files
 from storage_core.fs import StorageOptions, as_path, refuse_credentials
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile
@@ -82,17 +85,20 @@ class TieredMetadata:
         return part
 
 
+#: The last replays, by what their ``__remote_log_metadata`` files were (names, sizes, mtimes): a
+#: stream's triggers and repeated plans replay the topic again only once it has changed.
+_REPLAYS: dict[tuple[object, ...], TieredMetadata] = {}
+_REPLAYS_KEPT = 8
+_REPLAYS_LOCK = threading.Lock()
+
+
 def load_remote_metadata(log_dirs: Iterable[str | os.PathLike[str]],
                          storage: StorageOptions | None = None) -> TieredMetadata:
     """The replay of every ``__remote_log_metadata-N`` partition in ``log_dirs`` (a user
     partition's events are all in one of them, in order). Records that do not decode are left
     out, as the broker's consumer of the topic leaves them; an empty result where the dirs have no
-    such partition (no tiered storage)."""
-    from storage_core.record.file_records import FileRecords
-    from storage_core.record.messages.decoders import Decoder, decode_record
-
-    parts: dict[tuple[str, int], RemotePartition] = {}
-    sources: list[str] = []
+    such partition (no tiered storage). Files unchanged since an earlier call give its result."""
+    found: list[tuple[Path, list[Path]]] = []
     for d in log_dirs:
         root = as_path(d, storage)
         if not root.is_dir() or has_log_files(root):
@@ -102,19 +108,40 @@ def load_remote_metadata(log_dirs: Iterable[str | os.PathLike[str]],
                 TopicPartition.parse_dir_name(pdir.name)
             except KlogError:
                 continue
-            events = []
-            for log in sorted(pdir.glob("*" + LOG_SUFFIX)):
-                for batch in FileRecords(log).batches():
-                    if batch.is_control:
-                        continue
-                    for r in batch.records():
-                        decoded = decode_record(Decoder.REMOTE_LOG_METADATA, r.key, r.value).value
-                        if decoded is not None:
-                            events.append(decoded)
-            sources.append(str(pdir))
-            for part in replay(events).values():
-                parts[(part.topic, part.partition)] = part
-    return TieredMetadata(parts, tuple(sources))
+            found.append((pdir, sorted(pdir.glob("*" + LOG_SUFFIX))))
+    if not found:
+        return TieredMetadata({})
+    key = tuple((str(pdir), tuple((p.name, st.st_size, st.st_mtime_ns) for p in logs for st in [p.stat()]))
+                for pdir, logs in found)
+    with _REPLAYS_LOCK:
+        known = _REPLAYS.get(key)
+    if known is not None:
+        return known
+    parts: dict[tuple[str, int], RemotePartition] = {}
+    for _pdir, logs in found:
+        for part in replay(_events(logs)).values():
+            parts[(part.topic, part.partition)] = part
+    result = TieredMetadata(parts, tuple(str(pdir) for pdir, _ in found))
+    with _REPLAYS_LOCK:
+        if len(_REPLAYS) >= _REPLAYS_KEPT:
+            _REPLAYS.clear()
+        _REPLAYS[key] = result
+    return result
+
+
+def _events(logs: Sequence[Path]) -> Iterator[dict[str, Any]]:
+    """The decoded records of one ``__remote_log_metadata`` partition's segments, in order."""
+    from storage_core.record.file_records import FileRecords
+    from storage_core.record.messages.decoders import Decoder, decode_record
+
+    for log in logs:
+        for batch in FileRecords(log).batches():
+            if batch.is_control:
+                continue
+            for r in batch.records():
+                decoded = decode_record(Decoder.REMOTE_LOG_METADATA, r.key, r.value).value
+                if isinstance(decoded, dict):
+                    yield decoded
 
 
 def _lineage(part: RemotePartition, partition_dir: str | os.PathLike[str] | None) -> list[tuple[int, int]]:
@@ -206,16 +233,17 @@ class RemoteStorage:
         refuse_credentials(location.strip())  # before any message or plan could show a secret
         return cls(location.strip(), kind, storage or StorageOptions())
 
+    @functools.cached_property
     def root(self) -> Path:
         """The dir holding the topic-partition dirs: ``location``, or its ``kafka-tiered-storage``
-        child when it has one (the ``dir`` LocalTieredStorage was configured with)."""
+        child when it has one (the ``dir`` LocalTieredStorage was configured with); looked up once."""
         base = as_path(self.location, self.storage)
         inner = base / LOCAL_TIERED_ROOT
         return inner if inner.is_dir() else base
 
     def partition_dir(self, seg: RemoteSegment) -> Path:
         """``RemoteTopicPartitionDirectory``: ``<topic>-<partition>-<topic id>``."""
-        return self.root() / f"{seg.topic}-{seg.partition}-{seg.topic_id}"
+        return self.root / f"{seg.topic}-{seg.partition}-{seg.topic_id}"
 
     def segment(self, seg: RemoteSegment, *, index_interval_bytes: int) -> LogSegment:
         """The remote copy of ``seg`` as a read-only segment; :class:`RemoteSegmentMissingError`
@@ -223,19 +251,17 @@ class RemoteStorage:
         pdir = self.partition_dir(seg)
         stem = f"{filename_prefix(seg.start_offset)}-{seg.segment_id}"
         key = pdir / (stem + LOG_SUFFIX)
+        offsets = ((seg.start_offset, seg.end_offset),)
         try:
-            found = key.is_file()
-        except OSError as exc:
-            raise RemoteSegmentMissingError(f"remote segment {key} of {seg.topic}-{seg.partition} could not be read: "
-                                            f"{exc}", offsets=((seg.start_offset, seg.end_offset),),
-                                            path=key) from exc
-        if not found:
+            return LogSegment(pdir, seg.start_offset, index_interval_bytes=index_interval_bytes, stem=stem)
+        except SegmentGoneError as exc:
             raise RemoteSegmentMissingError(
                 f"remote segment {key} is not in the remote storage {self.location}: __remote_log_metadata lists "
                 f"segment {seg.segment_id} of {seg.topic}-{seg.partition} (offsets {seg.start_offset}-"
-                f"{seg.end_offset}, {seg.size_bytes} bytes) as copied", offsets=((seg.start_offset, seg.end_offset),),
-                path=key)
-        return LogSegment(pdir, seg.start_offset, index_interval_bytes=index_interval_bytes, stem=stem)
+                f"{seg.end_offset}, {seg.size_bytes} bytes) as copied", offsets=offsets, path=key) from exc
+        except OSError as exc:
+            raise RemoteSegmentMissingError(f"remote segment {key} of {seg.topic}-{seg.partition} could not be read: "
+                                            f"{exc}", offsets=offsets, path=key) from exc
 
 
 def _topic_id(partition_dir: Path) -> str | None:
