@@ -49,7 +49,8 @@ from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 
 __all__ = ["LOCAL_TIERED", "REMOTE_LOG_METADATA_TOPIC", "RemoteLayout",
-           "RemoteStorage", "TieredMetadata", "attach_history", "load_remote_metadata", "remote_history",
+           "RemoteStorage", "TieredMetadata", "attach_history", "load_remote_metadata", "partition_history",
+           "remote_history",
            "unread_remote_range"]
 
 #: The internal topic a broker records its remote segments in (``TopicBasedRemoteLogMetadataManager``).
@@ -274,9 +275,19 @@ def _topic_id(partition_dir: Path) -> str | None:
     return None if pm is None else pm.topic_id_base64
 
 
+def partition_history(meta: TieredMetadata | None, tp: TopicPartition, partition_dir: str | os.PathLike[str],
+                      topic_id: str | None = None) -> list[RemoteSegment]:
+    """``tp``'s remote segments as a reader walks them (:func:`remote_history`), oldest first:
+    only the metadata of the partition's own topic id counts (``topic_id``, else the one in its
+    ``partition.metadata``); empty when the partition is not tiered or ``meta`` is None."""
+    if meta is None:
+        return []
+    part = meta.get(tp, topic_id if topic_id is not None else _topic_id(Path(partition_dir)))
+    return [] if part is None else remote_history(part, partition_dir)
+
+
 def _history(lg: Log, tp: TopicPartition, meta: TieredMetadata) -> list[RemoteSegment]:
-    part = meta.get(tp, _topic_id(lg.dir))
-    return [] if part is None else remote_history(part, lg.dir)
+    return partition_history(meta, tp, lg.dir)
 
 
 def attach_history(lg: Log, tp: TopicPartition, meta: TieredMetadata, remote: RemoteStorage, *,

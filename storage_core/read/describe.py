@@ -72,7 +72,7 @@ from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir
-from storage_core.log.tiered import TieredMetadata, load_remote_metadata, remote_history
+from storage_core.log.tiered import TieredMetadata, load_remote_metadata, partition_history
 from storage_core.log.topic_configs import load_topic_configs, resolve_topic_config
 from storage_core.read.api import read_options
 from storage_core.read.planner import select_partitions
@@ -156,8 +156,7 @@ def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]
 
 def _remote_range(pd: PartitionDir, topic_id: str | None, tiered: TieredMetadata | None) -> dict[str, Any]:
     """The ``remote_*`` fields: the partition's remote history as a reader walks it."""
-    part = None if tiered is None else tiered.get(pd.topic_partition, topic_id)
-    history = [] if part is None else remote_history(part, pd.path)
+    history = partition_history(tiered, pd.topic_partition, pd.path, topic_id)
     if not history:
         return {}
     return {"remote_start_offset": history[0].start_offset, "remote_end_offset": history[-1].end_offset + 1,

@@ -815,6 +815,9 @@ SNAPSHOT_EXAMPLES = """examples:
   klog snapshot /var/lib/kafka/data /backup/kafka         copy a live broker's log dir (read-only on it)
   klog snapshot data s3://bucket/kafka/data --json         into a bucket; rerun: only what is new is copied
   klog snapshot data s3://bucket/copy --fs endpoint_override=127.0.0.1:8333 --fs scheme=http
+  klog snapshot data backup --remote-storage /mnt/tiered --include-remote   a tiered topic's whole history
+A tiered topic's remote history (KIP-405) is noted and left in the remote storage, or with --include-remote
+copied in as ordinary segments.
 The copy is consistent while a broker or klog writer appends, rolls and deletes: closed segments are
 copied once, the active segment up to its last complete CRC-valid batch (indexes rebuilt for those bytes),
 checkpoints last. DST gets recovery-point-offset-checkpoint = the copied end of each partition and
@@ -844,7 +847,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
     try:  # errors of the object store name the URI and operation, never a secret (storage_core.fs)
         summary = snapshot(args.src, args.dst, storage=storage, progress=progress, checksum=args.checksum,
-                           workers=args.workers)
+                           workers=args.workers, remote=_remote(args), include_remote=args.include_remote)
     finally:
         if bar is not None:
             bar.close()
@@ -860,8 +863,13 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         for pc in summary.partitions:
             for note in pc.notes:
                 print(f"note: {pc.topic}-{pc.partition}: {note}", file=sys.stderr)
+            remote = ("" if not pc.remote_segments else
+                      f" (offsets {pc.remote_start_offset}..{pc.remote_end_offset} from the remote storage)"
+                      if pc.remote_included else
+                      f"; offsets {pc.remote_start_offset}..{pc.remote_end_offset} left in the remote storage")
             print(f"{pc.topic}-{pc.partition}: offsets {pc.start_offset}..{pc.end_offset}, "
-                  f"{_plural(pc.segments_copied, 'segment')} of {pc.segments} copied ({_human(pc.bytes_copied)})")
+                  f"{_plural(pc.segments_copied, 'segment')} of {pc.segments} copied ({_human(pc.bytes_copied)})"
+                  f"{remote}")
         s = summary
         print(f"snapshot of {s.source} in {s.destination}: {_plural(s.partitions_copied, 'partition')} copied, "
               f"{s.partitions_skipped} up to date, {s.partitions_deleted} removed; "
@@ -1049,6 +1057,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the summary as JSON (bytes, segments, partitions copied "
                    "and skipped)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--include-remote", action="store_true",
+                   help="copy a tiered topic's remote segments too (from --remote-storage), before the local ones, "
+                   "so DST holds the whole history; without it they are left in the remote storage and noted")
+    _remote_args(p)
     _workers_flag(p)
     p.set_defaults(func=_cmd_snapshot)
     return parser

@@ -77,7 +77,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-from storage_core.errors import KlogError, PendingCommitError, SnapshotError, storage_error
+from storage_core.errors import InvalidOptionError, KlogError, PendingCommitError, SnapshotError, storage_error
 from storage_core.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -106,6 +106,13 @@ from storage_core.log.lost import gather_evidence, lost_data, lost_offsets_text
 from storage_core.log.manager import PartitionDir, find_partitions
 from storage_core.log.offset_index import OFFSET_INDEX_ENTRY
 from storage_core.log.segment import LogSegment
+from storage_core.log.tiered import (
+    RemoteStorage,
+    TieredMetadata,
+    attach_history,
+    load_remote_metadata,
+    partition_history,
+)
 from storage_core.log.time_index import TIME_INDEX_ENTRY
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.log.txn_index import ABORTED_TXN
@@ -163,6 +170,14 @@ class PartitionCopy:
     files_copied: int = 0
     bytes_copied: int = 0
     notes: list[str] = field(default_factory=list)
+    #: a tiered partition's remote history below its first local segment (``__remote_log_metadata``,
+    #: :mod:`storage_core.log.tiered`): offsets [remote_start_offset, remote_end_offset) in
+    #: ``remote_segments`` segments; ``remote_included``: copied into DST as ordinary segments
+    #: (``include_remote``), else left in the remote storage and only noted
+    remote_start_offset: int | None = None
+    remote_end_offset: int | None = None
+    remote_segments: int = 0
+    remote_included: bool = False
 
 
 @dataclass
@@ -582,9 +597,15 @@ class _Run:
         self.total = 0
         self.listing = dest.listing()
         raw = dest.read(SNAPSHOT_MANIFEST_FILE)
-        self.old_files: dict[str, dict[str, Any]] = json.loads(raw)["files"] if raw else {}
+        manifest = json.loads(raw) if raw else {}
+        self.old_files: dict[str, dict[str, Any]] = manifest.get("files", {})
+        self.old_remote: dict[str, Any] = manifest.get("remote") or {}
         self.files: dict[str, dict[str, Any]] = {}
         self.dst_starts = _read_offsets(dest, LOG_START_OFFSET_CHECKPOINT)
+        #: SRC's remote log metadata (tiered partitions), and the remote storage whose segments are
+        #: copied too (``include_remote``; None: remote history is only noted)
+        self.tiered: TieredMetadata | None = None
+        self.remote: RemoteStorage | None = None
         self.jump: tuple[str, TopicPartition, int, int] | None = None  # (dir, tp, new log start, first base)
         # SRC's checkpoints and journals read once per version, not per partition (workers share it)
         self.states = LogDirStates()
@@ -724,16 +745,24 @@ class _Run:
         log = self._open(pd)
         if log is None:
             return None
+        tp = pd.topic_partition
         try:
+            remote = self._remote_history(log, tp)
             segments = list(log.segments)
             log_start = log.log_start_offset
             interval = log.config.index_interval_bytes
         finally:
             log.close()
-        tp = pd.topic_partition
         prefix = pd.path.name
         first = segments[0].base_offset
         part = PartitionCopy(tp.topic, tp.partition, log_start, first, len(segments))
+        if remote is not None:
+            part.remote_start_offset, part.remote_end_offset, part.remote_segments = remote
+            part.remote_included = self.remote is not None
+            if not part.remote_included:
+                part.notes.append(f"offsets {remote[0]}-{remote[1] - 1} ({remote[2]} segments) are in remote storage "
+                                  "(tiered, __remote_log_metadata) and not copied; --include-remote with "
+                                  "--remote-storage copies them")
         old_bases = self.dst_bases(prefix)
         self.jump = None
         if old_bases and old_bases[0] < first and first not in old_bases:
@@ -761,6 +790,26 @@ class _Run:
         self._partition_files(pd, prefix, first, end, part)
         return part
 
+    def _remote_history(self, log: Log, tp: TopicPartition) -> tuple[int, int, int] | None:
+        """A tiered partition's remote history below its first local segment, as ``(start, end,
+        segments)``; with ``include_remote`` its segments are put before the local ones in ``log``
+        (so they are copied as ordinary segments, and the log start is the remote history's). None
+        when the partition has none."""
+        history = [s for s in partition_history(self.tiered, tp, log.dir) if s.start_offset < log.segments[0].base_offset]
+        if not history:
+            return None
+        if self.remote is not None:
+            assert self.tiered is not None
+            attach_history(log, tp, self.tiered, self.remote)
+            for seg, nxt in zip(log.segments[: log.remote_segments], log.segments[1:], strict=False):
+                if seg.size_in_bytes and (p := seg.translate_offset(nxt.base_offset)) is not None:
+                    raise SnapshotError(f"remote segment {seg.log_path} of {tp} runs past offset {nxt.base_offset}, "
+                                        f"where the next segment ({nxt.log_path}) starts (position {p.position}: "
+                                        "uploads of two leaders that rolled at different offsets); a snapshot cannot "
+                                        "hold overlapping segments. Read the history with remoteStorage instead")
+        return history[0].start_offset, min(log.segments[log.remote_segments].base_offset, history[-1].end_offset + 1), \
+            len(history)
+
     def _copy_segment(self, prefix: str, seg: LogSegment, *, active: bool, interval: int,
                       part: PartitionCopy) -> bool:
         base = seg.base_offset
@@ -781,9 +830,10 @@ class _Run:
                     self._skip_log(rel_log, old, st.st_size)
                     return self._put_indexes(rels, self._active_indexes(seg, rels, int(old["end"])), part)
                 return self._stream(f, st, rel_log, rels, seg, existed, True, interval, part, None)
-            indexes = {INDEX_SUFFIX: _read_small(seg.log_path.with_name(name + INDEX_SUFFIX)),
-                       TIME_INDEX_SUFFIX: _read_small(seg.log_path.with_name(name + TIME_INDEX_SUFFIX)),
-                       TXN_INDEX_SUFFIX: _read_small(seg.log_path.with_name(name + TXN_INDEX_SUFFIX))}
+            # a remote segment's files are named <base>-<segment id> (seg.stem); DST names them <base>
+            indexes = {INDEX_SUFFIX: _read_small(seg.log_path.with_name(seg.stem + INDEX_SUFFIX)),
+                       TIME_INDEX_SUFFIX: _read_small(seg.log_path.with_name(seg.stem + TIME_INDEX_SUFFIX)),
+                       TXN_INDEX_SUFFIX: _read_small(seg.log_path.with_name(seg.stem + TXN_INDEX_SUFFIX))}
             oindex, tindex = indexes[INDEX_SUFFIX], indexes[TIME_INDEX_SUFFIX]
             if oindex is None:
                 # deleted together with its .log (retention: _Vanished), or never there (built from the bytes)
@@ -1016,7 +1066,8 @@ def _source_name(src: Path) -> str:
 
 
 def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storage: StorageOptions | None = None,
-             progress: Progress | None = None, checksum: bool = False, workers: int | None = 1) -> SnapshotSummary:
+             progress: Progress | None = None, checksum: bool = False, workers: int | None = 1,
+             remote: RemoteStorage | None = None, include_remote: bool = False) -> SnapshotSummary:
     """Copy the log dir ``src`` to ``dst`` (see the module doc); returns what was copied and skipped.
 
     ``src`` and ``dst`` are local paths or URIs (``s3://bucket/prefix``) read and written through
@@ -1024,7 +1075,19 @@ def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storag
     called as bytes of ``.log`` files are copied or found up to date. ``checksum`` compares every
     closed segment's CRC-32C with DST's, not only its identity and size. ``workers`` copies that
     many partitions at once (None: :func:`~storage_core.workers.pool_size`'s default; 1, the default,
-    one after the other); DST ends the same whatever it is."""
+    one after the other); DST ends the same whatever it is.
+
+    A tiered partition's remote history (KIP-405, ``__remote_log_metadata`` in SRC) is noted in
+    the summary and the manifest, and left where it is; with ``include_remote`` its segments are
+    read from ``remote`` (:class:`~storage_core.log.tiered.RemoteStorage`) and copied into DST
+    before the local ones as ordinary segments, so DST holds the partition's whole history (its log
+    start the remote history's). A segment the metadata lists and the storage lacks is then a
+    :class:`~storage_core.errors.RemoteSegmentMissingError`: nothing is copied without it. A DST
+    that holds remote history from an earlier run is refused without ``include_remote`` (the run
+    would delete it as below the source's log start)."""
+    if include_remote and remote is None:
+        raise InvalidOptionError("include_remote (--include-remote) needs the remote storage to copy from: "
+                                 "remote (--remote-storage PATH|URI)")
     src_path = as_path(src, storage)
     dst_path = as_path(dst, storage)
     parts = find_partitions([src_path], required=True, storage=storage)  # SRC may be one partition dir
@@ -1036,22 +1099,33 @@ def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storag
 
         lock = LogDirLock(dest.root)  # LogDirLockedError: a broker, a writer or another snapshot has it
     try:
-        return _snapshot(src_path, dest, parts, progress, checksum, workers)
+        return _snapshot(src_path, dest, parts, progress, checksum, workers, remote if include_remote else None,
+                         remote)
     finally:
         if lock is not None:
             lock.release()
 
 
 def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progress | None,
-              checksum: bool, workers: int | None) -> SnapshotSummary:
+              checksum: bool, workers: int | None, include: RemoteStorage | None,
+              remote: RemoteStorage | None) -> SnapshotSummary:
     summary = SnapshotSummary(source=str(src), destination=dest.uri)
     listing = dest.listing()
     _check_destination(dest, listing, src)
     run = _Run(src, dest, summary, progress, checksum)
+    held = run.old_remote.get("included") if run.old_remote else None
+    if held and include is None:
+        raise SnapshotError(f"{dest.uri} holds the remote history of tiered partitions (copied from {held}); "
+                            "without --include-remote this run would delete it as below the source's log start. "
+                            "Rerun with --include-remote --remote-storage, or snapshot into another DST")
+    run.tiered = load_remote_metadata(dict.fromkeys(pd.log_dir for pd in parts))  # paths already resolved
+    run.remote = include
     for rel in list(run.listing):
         if rel.endswith(TMP_SUFFIX):  # a run interrupted while writing
             run.delete(rel)
     run.total = sum(seg.size_in_bytes for seg in _segments_for_total(parts))
+    if include is not None:  # and the remote segments to copy (the metadata's sizes: no request per segment)
+        run.total += sum(s.size_bytes for pd in parts for s in partition_history(run.tiered, pd.topic_partition, pd.path))
     copied: dict[TopicPartition, PartitionCopy] = {}
 
     def copy_one(pd: PartitionDir) -> tuple[PartitionDir, _Run, PartitionCopy | None]:
@@ -1130,7 +1204,16 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
         d = rel.partition("/")[0]
         if rel in run.listing and rel not in files and d in kept_dirs:
             files[rel] = e
-    manifest = {"version": MANIFEST_VERSION, "source": _source_name(src), "files": dict(sorted(files.items()))}
+    manifest: dict[str, Any] = {"version": MANIFEST_VERSION, "source": _source_name(src),
+                                "files": dict(sorted(files.items()))}
+    tiered = [pc for pc in summary.partitions if pc.remote_segments]
+    if tiered:  # where the history of the tiered partitions is (remote storage named as given, no secret)
+        manifest["remote"] = {
+            "storage": None if remote is None else remote.location,
+            "layout": None if remote is None else remote.layout.value,
+            "included": None if include is None else include.location,
+            "partitions": {f"{pc.topic}-{pc.partition}": {"start": pc.remote_start_offset, "end": pc.remote_end_offset,
+                                                          "segments": pc.remote_segments} for pc in tiered}}
     dest.put(SNAPSHOT_MANIFEST_FILE, json.dumps(manifest, indent=1).encode())
     dest.sync()
     return summary
