@@ -29,6 +29,7 @@ A file is written as ``<name>.tmp`` and renamed over ``<name>`` (:data:`TMP_SUFF
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from storage_core.errors import KlogError
@@ -51,6 +52,7 @@ __all__ = [
     "LOG_SUFFIX",
     "MARKED_DIR_SUFFIXES",
     "REMOTE_INDEX_CACHE_DIR",
+    "REMOTE_SEGMENT_STEM",
     "META_PROPERTIES_FILE",
     "OFFSET_CHECKPOINT_FILES",
     "PARTITION_METADATA_FILE",
@@ -74,6 +76,7 @@ __all__ = [
     "has_log_files",
     "is_log_file",
     "is_offset_named",
+    "is_segment_named",
     "journal_name",
     "segment_file",
     "sink_mark_name",
@@ -123,12 +126,28 @@ def is_log_file(name: str) -> bool:
     return name.endswith(LOG_SUFFIX) and is_offset_named(name)
 
 
+#: A remote copy's file name before the suffix (tiered storage, Kafka's ``LocalTieredStorage``):
+#: ``<base offset, 20 digits>-<segment id, Kafka's Uuid in base64url>``
+REMOTE_SEGMENT_STEM = re.compile(r"(\d{20})-[A-Za-z0-9_-]{22}")
+
+
+def is_segment_named(name: str) -> bool:
+    """Whether a file name is a segment's: offset-named (:func:`is_offset_named`) or a remote
+    copy's (:data:`REMOTE_SEGMENT_STEM`). Listings of a log dir use :func:`is_offset_named`."""
+    return is_offset_named(name) or REMOTE_SEGMENT_STEM.fullmatch(name.split(".", 1)[0]) is not None
+
+
 def base_offset_of(path: str | os.PathLike[str]) -> int:
-    """The base offset in a segment file's name (``00000000000000000042.log`` → 42)."""
+    """The base offset in a segment file's name (``00000000000000000042.log`` → 42), a remote
+    copy's included (``00000000000000000042-<segment id>.index``, :data:`REMOTE_SEGMENT_STEM`)."""
     name = Path(path).name
     stem = name.split(".", 1)[0]
+    remote = REMOTE_SEGMENT_STEM.fullmatch(stem)
+    if remote is not None:
+        return int(remote.group(1))
     if not stem.isdigit():
-        raise KlogError(f"not a segment file name: {name!r}; expected <20-digit base offset>.log")
+        raise KlogError(f"not a segment file name: {name!r}; expected <20-digit base offset>.log (or a remote "
+                        "copy's <20-digit base offset>-<segment id>.log)")
     return int(stem)
 
 

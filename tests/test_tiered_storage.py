@@ -13,13 +13,16 @@ offsets from its remote storage), and the Admin client's ListOffsets (earliest, 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import random
 import shutil
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,6 +362,36 @@ def test_a_snapshot_notes_the_remote_history_or_copies_it(tiered: Tiered, tmp_pa
     capsys.readouterr()
     assert klog(["snapshot", str(tiered.log_dir), str(tmp_path / "x"), "--include-remote"]) == 2
     assert "--include-remote) needs the remote storage" in capsys.readouterr().err
+
+
+def test_dump_of_remote_copies_equals_kafka(tiered: Tiered, tmp_path: Path) -> None:
+    """``klog dump`` of a remote segment's copies, under their remote names (``<base>-<segment
+    id>.log``, ...), prints what Kafka's DumpLogSegments prints for the same bytes under a log dir's
+    names (Kafka reads the base offset from the name, so it cannot take the remote names)."""
+    copies = [p for tp in tiered.tps for p in _remote_logs(tiered.remote, tp) if p.with_suffix(".txnindex").exists()]
+    assert copies, f"{tiered.ctx}: no remote segment with aborted transactions"
+    seg = random.Random(SEED + 11).choice(copies)
+    stem = seg.name[: -len(LOG_SUFFIX)]
+    named = tmp_path / seg.parent.name.rsplit("-", 1)[0]
+    named.mkdir()
+    remote_files, kafka_files = [], []
+    for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
+        src = seg.with_name(stem + suffix)
+        if src.exists():
+            remote_files.append(src)
+            kafka_files.append(shutil.copy(src, named / (stem.split("-", 1)[0] + suffix)))
+    assert len(remote_files) == 5, remote_files
+    cmd = ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8",
+           "-cp", broker_fixture.classpath(), "kafka.tools.DumpLogSegments", "--deep-iteration", "--print-data-log",
+           "--files", ",".join(map(str, kafka_files))]
+    proc = subprocess.run(cmd, capture_output=True, env=broker_fixture.java_env(), check=True, timeout=300)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert klog(["dump", "--quiet", "--deep-iteration", "--print-data-log", *map(str, remote_files)]) == 0
+    got = out.getvalue()
+    for remote, named_copy in zip(remote_files, kafka_files, strict=True):
+        got = got.replace(f"Dumping {remote}\n", f"Dumping {named_copy}\n")
+    assert got == proc.stdout.decode("utf-8"), f"{tiered.ctx}: klog dump of {seg} differs from Kafka's"
 
 
 def test_remote_storage_options_are_checked_first(tmp_path: Path) -> None:

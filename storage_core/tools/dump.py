@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from storage_core.errors import KlogError
-from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_offset_named
+from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, base_offset_of, is_segment_named
 from storage_core.fs import StorageOptions, as_path
 from storage_core.limits import INT32_MAX
 from storage_core.log.offset_index import OffsetIndex
@@ -328,7 +328,7 @@ def dump_text(path: str | os.PathLike[str], out: IO[str], *, deep: bool = False,
     deep = deep or print_data
     out.write(f"Dumping {path}\n")
     name = as_path(path).name
-    if is_offset_named(name):
+    if is_segment_named(name):  # a log dir's segment, or a remote copy's (tiered storage)
         out.write(f"Log starting offset: {base_offset_of(path)}\n")
     elif name == BOOTSTRAP_CHECKPOINT:
         out.write("KRaft bootstrap snapshot\n")
