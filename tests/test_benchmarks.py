@@ -186,3 +186,22 @@ def test_threads_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"ratio {what} throughput:" in out, out
     rows = _summary.rows()[-3:]
     assert [r.target for r in rows] == [threads.TARGET_READ, threads.TARGET_READ, threads.TARGET_COMPACT]
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_tiered_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """The tiered full-scan benchmark end to end at a few MB (it checks the three reads agree)."""
+    import spark_kafka
+    from broker_fixture import required, unavailable
+
+    from benchmarks import tiered
+
+    for reason in (unavailable(), spark_kafka.unavailable()):
+        if reason is not None:
+            if required():
+                pytest.fail(f"KLOG_REQUIRE_BROKER=1 but {reason}")
+            pytest.skip(reason)
+    tiered.main(["--mb", "12", "--segment-mb", "1", "--repeat", "1", "--no-s3"])
+    out = capsys.readouterr().out
+    assert "ratio tiered/plain-dir throughput:" in out and "MB of segments" in out
