@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -36,20 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _summary as summary
+from benchmarks._broker import broker_and_connector
 from benchmarks._spark import bench_session
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
 TOPIC = "bench"
 PARTITIONS = 4
-
-
-def _helpers() -> tuple[Any, Any]:
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
-    import broker_fixture
-    import spark_kafka
-
-    return broker_fixture, spark_kafka
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -267,12 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=2_000, help="records/s of the tailing row (default %(default)s)")
     ap.add_argument("--seconds", type=float, default=30, help="how long each stream tails (default %(default)s)")
     args = ap.parse_args(argv)
-    broker_fixture, spark_kafka = _helpers()
-    for reason in (broker_fixture.unavailable(), spark_kafka.unavailable()):
-        if reason is not None:
-            print(f"benchmarks.kafka_source: skipped: {reason}")
-            return 0
-    jars = [str(j) for j in spark_kafka.connector_jars()]
+    found = broker_and_connector("kafka_source")
+    if found is None:
+        return 0
+    broker_fixture, jars = found
     with tempfile.TemporaryDirectory(prefix="klog-bench-kafka-") as tmp, \
             bench_session("klog-bench-kafka-source", cores=2, jars=jars) as (spark, work):
         broker = broker_fixture.Broker(Path(tmp) / "broker")

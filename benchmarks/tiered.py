@@ -23,7 +23,6 @@ Run: ``python -m benchmarks.tiered [--mb N]``.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -31,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _summary as summary
+from benchmarks._broker import broker_and_connector
 from benchmarks._spark import bench_session
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
 TOPIC = "tiered-bench"
 PARTITIONS = 4
 VALUE_BYTES = 100
@@ -41,15 +40,6 @@ VALUE_BYTES = 100
 #: (measured: about 9,650 records of this frame take 1 MB of segment files)
 RECORDS_PER_MB = 9_650
 TARGET = 0.6
-
-
-def _helpers() -> tuple[Any, Any]:
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
-    import broker_fixture
-    import spark_kafka
-
-    return broker_fixture, spark_kafka
 
 
 def _frame(spark: Any, records: int) -> Any:
@@ -157,12 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-s3", action="store_true", help="leave out the read from S3 (SeaweedFS)")
     args = ap.parse_args(argv)
-    broker_fixture, spark_kafka = _helpers()
-    for reason in (broker_fixture.unavailable(), spark_kafka.unavailable()):
-        if reason is not None:
-            print(f"benchmarks.tiered: skipped: {reason}")
-            return 0
-    jars = [str(j) for j in spark_kafka.connector_jars()]
+    found = broker_and_connector("tiered")
+    if found is None:
+        return 0
+    broker_fixture, jars = found
     s3 = None
     if not args.no_s3:
         from benchmarks._s3_server import S3Server
