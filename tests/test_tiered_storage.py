@@ -169,7 +169,9 @@ def test_read_arrow_gives_the_whole_history(tiered: Tiered, iso: str) -> None:
     got = storage_core.read_arrow(tiered.log_dir, topics=tiered.topics, isolationLevel=iso, includeHeaders=True,
                                   remoteStorage=str(tiered.remote)).read_all()
     want = tiered.rows[iso]
-    assert {r["topic"] for r in want if r["offset"] == 0} == set(TOPICS) and min(tiered.local_start.values()) > 0
+    # every topic's history starts at offset 0 (read_committed may leave out an aborted offset 0, as CI28 met)
+    assert {r["topic"] for r in tiered.rows["read_uncommitted"] if r["offset"] == 0} == set(TOPICS)
+    assert min(tiered.local_start.values()) > 0
     assert_same_rows(rows_of(got), want, f"{tiered.ctx} {iso} whole history")
     if iso == "read_committed":  # the workload did what it is for: aborted records in remote segments
         kept = {(r["topic"], r["partition"], r["offset"]) for r in want}
