@@ -123,19 +123,17 @@ def run(spark: Any, log_dir: Path, remote: Path, work: Path, repeat: int, s3: An
     print(f"full scan of {n:,} records ({remote_bytes / 1e6:,.0f} MB remote), count and sum of value lengths:")
     for k, t in best.items():
         print(f"    {k:<10} {t:7.2f} s  {n / t / 1e6:6.2f} M records/s")
-    ratio = best["plain"] / best["tiered"]
-    print(f"ratio tiered/plain-dir throughput: {ratio:.2f}x (target >= {TARGET})")
-    summary.add(summary.Row(
-        f"Spark full scan of a tiered topic, {remote_bytes / 1e9:.1f} GB in the remote storage",
-        f"format(\"klog\") on the broker's dir + remoteStorage, {best['tiered']:.1f} s",
-        f"the same history as a plain log dir, {best['plain']:.1f} s", ratio, "throughput", TARGET))
-    if "tiered-s3" in best:
-        r3 = best["plain"] / best["tiered-s3"]
-        print(f"ratio tiered(S3)/plain-dir throughput: {r3:.2f}x")
-        summary.add(summary.Row(
-            f"Spark full scan of a tiered topic, {remote_bytes / 1e9:.1f} GB remote in S3 (SeaweedFS, 127.0.0.1)",
-            f"format(\"klog\") + remoteStorage=s3://..., {best['tiered-s3']:.1f} s",
-            f"the same history as a plain log dir, {best['plain']:.1f} s", r3, "throughput", TARGET))
+    where = {"tiered": ("tiered", "in the remote storage", "on the broker's dir + remoteStorage"),
+             "tiered-s3": ("tiered(S3)", "remote in S3 (SeaweedFS, 127.0.0.1)", "+ remoteStorage=s3://...")}
+    for k, (label, what, how) in where.items():
+        if k not in best:
+            continue
+        ratio = best["plain"] / best[k]
+        print(f"ratio {label}/plain-dir throughput: {ratio:.2f}x (target >= {TARGET})")
+        summary.add(summary.Row(f"Spark full scan of a tiered topic, {remote_bytes / 1e9:.1f} GB {what}",
+                                f"format(\"klog\") {how}, {best[k]:.1f} s",
+                                f"the same history as a plain log dir, {best['plain']:.1f} s", ratio, "throughput",
+                                TARGET))
     return best
 
 

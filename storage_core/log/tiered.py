@@ -49,7 +49,8 @@ from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 
 __all__ = ["LOCAL_TIERED", "REMOTE_LOG_METADATA_TOPIC", "RemoteLayout",
-           "RemoteStorage", "TieredMetadata", "attach_history", "load_remote_metadata", "partition_history",
+           "RemoteStorage", "TieredMetadata", "attach_history", "history_below_local", "load_remote_metadata",
+           "partition_history",
            "remote_history",
            "unread_remote_range"]
 
@@ -286,8 +287,11 @@ def partition_history(meta: TieredMetadata | None, tp: TopicPartition, partition
     return [] if part is None else remote_history(part, partition_dir)
 
 
-def _history(lg: Log, tp: TopicPartition, meta: TieredMetadata) -> list[RemoteSegment]:
-    return partition_history(meta, tp, lg.dir)
+def history_below_local(lg: Log, tp: TopicPartition, meta: TieredMetadata | None) -> list[RemoteSegment]:
+    """``tp``'s remote segments that start below ``lg``'s first local segment, oldest first: what a
+    read of the whole history puts before the local ones (the local copy wins above)."""
+    local = lg.segments[lg.remote_segments].base_offset
+    return [s for s in partition_history(meta, tp, lg.dir) if s.start_offset < local]
 
 
 def attach_history(lg: Log, tp: TopicPartition, meta: TieredMetadata, remote: RemoteStorage, *,
@@ -296,9 +300,8 @@ def attach_history(lg: Log, tp: TopicPartition, meta: TieredMetadata, remote: Re
     ``remote``; returns how many. Only the metadata of the partition's own topic id counts. A
     segment the storage lacks raises :class:`RemoteSegmentMissingError`, or with ``on_missing`` is
     handed to it and left out (its offsets are then a gap in the history)."""
-    history = [s for s in _history(lg, tp, meta) if s.start_offset < lg.segments[lg.remote_segments].base_offset]
     segments = []
-    for seg in history:
+    for seg in history_below_local(lg, tp, meta):
         try:
             segments.append(remote.segment(seg, index_interval_bytes=lg.config.index_interval_bytes))
         except RemoteSegmentMissingError as exc:
@@ -314,8 +317,7 @@ def unread_remote_range(lg: Log, tp: TopicPartition, meta: TieredMetadata) -> tu
     segments hold, when no remote storage was given to read them; None when there are none."""
     if lg.remote_segments:
         return None
-    local = lg.segments[0].base_offset
-    history = [s for s in _history(lg, tp, meta) if s.start_offset < local]
+    history = history_below_local(lg, tp, meta)
     if not history:
         return None
-    return history[0].start_offset, min(local, history[-1].end_offset + 1)
+    return history[0].start_offset, min(lg.segments[0].base_offset, history[-1].end_offset + 1)

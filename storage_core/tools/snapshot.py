@@ -110,6 +110,7 @@ from storage_core.log.tiered import (
     RemoteStorage,
     TieredMetadata,
     attach_history,
+    history_below_local,
     load_remote_metadata,
     partition_history,
 )
@@ -795,20 +796,21 @@ class _Run:
         segments)``; with ``include_remote`` its segments are put before the local ones in ``log``
         (so they are copied as ordinary segments, and the log start is the remote history's). None
         when the partition has none."""
-        history = [s for s in partition_history(self.tiered, tp, log.dir) if s.start_offset < log.segments[0].base_offset]
+        history = history_below_local(log, tp, self.tiered)
         if not history:
             return None
+        local = log.segments[0].base_offset
         if self.remote is not None:
             assert self.tiered is not None
-            attach_history(log, tp, self.tiered, self.remote)
-            for seg, nxt in zip(log.segments[: log.remote_segments], log.segments[1:], strict=False):
-                if seg.size_in_bytes and (p := seg.translate_offset(nxt.base_offset)) is not None:
-                    raise SnapshotError(f"remote segment {seg.log_path} of {tp} runs past offset {nxt.base_offset}, "
-                                        f"where the next segment ({nxt.log_path}) starts (position {p.position}: "
-                                        "uploads of two leaders that rolled at different offsets); a snapshot cannot "
+            # from the metadata, before any file is read: one log dir cannot hold overlapping segments
+            for seg, nxt in zip(history, [*(s.start_offset for s in history[1:]), local], strict=True):
+                if seg.end_offset >= nxt:
+                    raise SnapshotError(f"remote segment {seg.segment_id} of {tp} (offsets {seg.start_offset}-"
+                                        f"{seg.end_offset}) runs past offset {nxt}, where the next segment starts "
+                                        "(uploads of two leaders that rolled at different offsets); a snapshot cannot "
                                         "hold overlapping segments. Read the history with remoteStorage instead")
-        return history[0].start_offset, min(log.segments[log.remote_segments].base_offset, history[-1].end_offset + 1), \
-            len(history)
+            attach_history(log, tp, self.tiered, self.remote)
+        return history[0].start_offset, min(local, history[-1].end_offset + 1), len(history)
 
     def _copy_segment(self, prefix: str, seg: LogSegment, *, active: bool, interval: int,
                       part: PartitionCopy) -> bool:
