@@ -531,8 +531,10 @@ _MISSING: Any = object()
 
 class ObjectReader(io.RawIOBase):
     """A seekable reader of one object: each read fetches at least ``read_ahead`` bytes, and the
-    next block is fetched in the background while the caller works on this one."""
+    next ``BLOCKS_AHEAD`` blocks are fetched in the background while the caller works on this one
+    (two in flight keep a sequential scan from waiting on each request's latency)."""
 
+    BLOCKS_AHEAD: ClassVar[int] = 2
     _POOL: ClassVar[ThreadPoolExecutor | None] = None
     _POOL_PID: ClassVar[int] = 0
 
@@ -544,7 +546,7 @@ class ObjectReader(io.RawIOBase):
         self._block = max(1, read_ahead)
         self._pos = 0
         self._cur: tuple[int, bytes] = (0, b"")
-        self._next: tuple[int, Future[bytes]] | None = None
+        self._ahead: list[tuple[int, Future[bytes]]] = []  # blocks requested, in order
 
     @classmethod
     def _pool(cls) -> ThreadPoolExecutor:
@@ -584,9 +586,8 @@ class ObjectReader(io.RawIOBase):
         start, data = self._cur
         if start <= pos < start + len(data):
             return self._cur
-        if self._next is not None:
-            nstart, fut = self._next
-            self._next = None
+        while self._ahead:
+            nstart, fut = self._ahead.pop(0)
             data = fut.result()
             if nstart <= pos < nstart + len(data):
                 self._cur = (nstart, data)
@@ -607,10 +608,11 @@ class ObjectReader(io.RawIOBase):
             k = min(len(data) - off, want - got)
             view[got:got + k] = memoryview(data)[off:off + k]  # one copy, into the caller's buffer
             got += k
-            end = start + len(data)
-            if self._next is None and end < self._size:  # fetch the next block while this one is used
+            end = start + len(data) if not self._ahead else self._ahead[-1][0] + self._block
+            while len(self._ahead) < self.BLOCKS_AHEAD and end < self._size:  # the next blocks fetched while this one is used
                 n = min(self._block, self._size - end)
-                self._next = (end, self._pool().submit(self._fetch, end, n))
+                self._ahead.append((end, self._pool().submit(self._fetch, end, n)))
+                end += n
         self._pos += got
         return got
 
@@ -620,9 +622,9 @@ class ObjectReader(io.RawIOBase):
         return bytes(out[:n])
 
     def close(self) -> None:
-        if self._next is not None:
-            self._next[1].cancel()
-            self._next = None
+        for _, fut in self._ahead:
+            fut.cancel()
+        self._ahead = []
         self._cur = (0, b"")
         try:
             self._raf.close()
