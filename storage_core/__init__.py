@@ -12,6 +12,7 @@ Packages and modules, bottom up (each imports only what is below it; see ARCHITE
   the journaled commit.
 - :mod:`storage_core.cleaner`: log compaction on top of the log.
 - :mod:`storage_core.read`: the one read path (planner, piece reader) and the Python read API.
+- :mod:`storage_core.tables`: topics kept as Iceberg and Delta tables, exactly once (``klog sync``).
 - :mod:`storage_core.tools`: the ``klog`` command line and its commands.
 
 This package hands on the names most callers need: the exceptions, :class:`CompressionType`,
@@ -24,6 +25,7 @@ use, as it pulls in the log layer)::
     klog.read_arrow("/mnt/kafka-copy", topics="orders")     # pyarrow.RecordBatchReader of the records
     klog.plan("/mnt/kafka-copy", startingTimestamp=...)     # each partition's resolved range, no reading
     klog.committed_offsets("/mnt/kafka-copy", group="billing")  # pyarrow.Table: a group's offsets and lag
+    klog.sync("/mnt/kafka-copy", "kafka.orders", format="iceberg", warehouse="lake", topics="orders")
 
 ``describe(path, **selection)`` takes ``topics``/``topicPattern``/``assign``; ``read_arrow`` and
 ``plan`` take every option of ``spark.read.format("klog")`` by the same names.
@@ -59,6 +61,8 @@ from storage_core.errors import (
     SegmentGoneError,
     SnapshotError,
     StorageError,
+    SyncConflictError,
+    SyncError,
     UnknownMessageTypeError,
     UnknownSchemaError,
     UnsafePathError,
@@ -73,6 +77,7 @@ if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getatt
     from storage_core.read.groups import committed_offsets
     from storage_core.record.compression import CompressionType
     from storage_core.record.records import Header, Record, TimestampType
+    from storage_core.tables.run import SyncSummary, sync
     from storage_core.tools.snapshot import snapshot
 
 __version__ = "0.1.0"
@@ -91,6 +96,8 @@ _LAZY = {
     "plan": "storage_core.read.api",
     "read_arrow": "storage_core.read.api",
     "snapshot": "storage_core.tools.snapshot",
+    "sync": "storage_core.tables.run",
+    "SyncSummary": "storage_core.tables.run",
 }
 
 
@@ -133,6 +140,9 @@ __all__ = [
     "SegmentGoneError",
     "SnapshotError",
     "StorageError",
+    "SyncConflictError",
+    "SyncError",
+    "SyncSummary",
     "TimestampType",
     "UnknownMessageTypeError",
     "UnknownSchemaError",
@@ -144,4 +154,5 @@ __all__ = [
     "plan",
     "read_arrow",
     "snapshot",
+    "sync",
 ]

@@ -314,3 +314,13 @@ class ValueDecodeError(KlogError):
 class UnknownSchemaError(ValueDecodeError):
     """A record whose wire header names a schema id the ``_schemas`` topic does not hold (or whose
     schema does not parse, or is of another format)."""
+
+
+class SyncError(KlogError, ValueError):
+    """``klog sync`` refused a table before writing anything: an unknown catalog or format, a table
+    that holds another topic's records or offsets, columns that do not fit the table's."""
+
+
+class SyncConflictError(SyncError):
+    """Another sync of the same table committed first, from the same offsets: this one's commit was
+    refused (nothing of it is in the table) and a rerun continues from the offsets that one recorded."""

@@ -28,7 +28,8 @@ ALLOWED = {
     "log": {"base", "record"},
     "cleaner": {"base", "record", "log"},
     "read": {"base", "record", "log"},
-    "tools": {"base", "record", "log", "cleaner", "read"},
+    "tables": {"base", "record", "log", "read"},
+    "tools": {"base", "record", "log", "cleaner", "read", "tables"},
 }
 
 

@@ -6,6 +6,7 @@ terminal), exit codes 0 ok, 1 data problem found, 2 usage error (3: a bug in klo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
@@ -24,6 +25,7 @@ from storage_core.errors import (
     PendingCommitError,
     SnapshotError,
     StorageError,
+    SyncError,
     UnsafePathError,
     redact_uris,
 )
@@ -878,6 +880,58 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     return status
 
 
+SYNC_EXAMPLES = """examples:
+  klog sync data --topic orders --format iceberg --warehouse lake --to kafka.orders
+  klog sync data --topic orders --format delta --to lake/orders
+  klog sync data --topic orders --format iceberg --catalog prod --to kafka.orders   a catalog of ~/.pyiceberg.yaml
+  klog sync data --topic-pattern 'orders.*' --format delta --to s3://lake/orders --option failOnDataLoss=false
+exit codes: 0 ok (the table holds every record up to each partition's end), 1 corrupt or lost data found,
+2 usage error (a bad option, another topic's table, another sync committed first: rerun)
+The log dir is only read. Each commit records the offsets it reaches in the table itself; a rerun
+continues from there, so a sync killed at any moment loses and repeats nothing.
+"""
+
+
+def _pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments of ``flag`` as a dict."""
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise InvalidOptionError(f"{flag} expects KEY=VALUE, got {pair.split('=')[0]!r}")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from storage_core.tables import sync
+
+    options: dict[str, Any] = dict(_pairs(args.option, "--option"))
+    options.update({k if k.startswith(OPTION_PREFIX) else OPTION_PREFIX + k: v
+                    for k, v in _pairs(getattr(args, "fs", None), "--fs").items()})
+    if args.topic:
+        options["topics"] = ",".join(args.topic)
+    if args.topic_pattern:
+        options["topicPattern"] = args.topic_pattern
+    summary = sync(args.dir, args.to, format=args.format, catalog=args.catalog,
+                   catalog_properties=_pairs(args.catalog_property, "--catalog-property") or None,
+                   warehouse=args.warehouse, storage_options=_pairs(args.storage_option, "--storage-option") or None,
+                   commit_records=args.commit_records, **options)
+    if args.json:
+        print(json.dumps({"table": summary.table, "format": summary.format, "records": summary.records,
+                          "commits": summary.commits, "version": summary.version,
+                          "ranges": [{"topic": r.topic_partition.topic, "partition": r.topic_partition.partition,
+                                      "start": r.start, "end": r.end} for r in summary.ranges],
+                          "offsets": {t: {str(p): o for p, o in sorted(ps.items())}
+                                      for t, ps in sorted(summary.offsets.items())}}, indent=2))
+    elif not args.quiet:
+        for r in summary.ranges:
+            print(f"{r.topic_partition}: offsets {r.start}..{r.end} ({r.end - r.start} offsets)")
+        print(f"synced {summary.records:,} records in {_plural(summary.commits, 'commit')} to {summary.table}"
+              + ("" if summary.commits else ": it was up to date"))
+    return EXIT_OK
+
+
 def _version() -> str:
     """The installed distribution's version (pyproject.toml's), as ``pip show klog`` reports it."""
     from importlib.metadata import PackageNotFoundError, version
@@ -1063,6 +1117,34 @@ def build_parser() -> argparse.ArgumentParser:
     _remote_args(p)
     _workers_flag(p)
     p.set_defaults(func=_cmd_snapshot)
+
+    p = sub.add_parser("sync", help="append what is new of topics to an Iceberg or Delta table, exactly once",
+                       description="Keep an Iceberg or Delta table in step with topics: append the records the table "
+                       "does not hold yet,\nwith Spark's Kafka-source columns, recording each partition's next "
+                       "offset in the table's own\ncommits. read_committed by default. The log dir is only read.",
+                       epilog=SYNC_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
+    p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
+    p.add_argument("--to", required=True, metavar="TABLE",
+                   help="Iceberg: namespace.table; Delta: the table's path or URI")
+    p.add_argument("--format", required=True, choices=("iceberg", "delta"), help="the table format")
+    p.add_argument("--warehouse", metavar="DIR", default=None,
+                   help="Iceberg: an embedded SQLite catalog in DIR/catalog.db, the tables under DIR")
+    p.add_argument("--catalog", metavar="NAME", default=None,
+                   help="Iceberg: a catalog as pyiceberg configures it (~/.pyiceberg.yaml, PYICEBERG_CATALOG__*)")
+    p.add_argument("--catalog-property", action="append", metavar="KEY=VALUE",
+                   help="Iceberg: a property of the catalog, over its configuration (repeatable)")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                   help="Delta: a storage option of delta-rs for a URI table (repeatable)")
+    p.add_argument("--topic", action="append", type=_topic_name, help="a topic to sync (repeatable)")
+    p.add_argument("--topic-pattern", metavar="REGEX", default=None, help="the topics whose whole name matches")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="a read option of spark.read.format('klog') (isolationLevel, endingOffsets, "
+                   "failOnDataLoss, includeHeaders, remoteStorage, ...) (repeatable)")
+    p.add_argument("--commit-records", type=_bounded_int("--commit-records", 1, 2**31 - 1), default=1_000_000,
+                   metavar="N", help="records per commit (default 1000000): each commit is held in memory")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p.set_defaults(func=_cmd_sync)
     return parser
 
 
@@ -1070,7 +1152,7 @@ def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, a file system that is full or read-only, or
     object storage that cannot be reached or refuses (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
-                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError,
+                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError, SyncError,
                         OffsetOutOfRangeError)):  # an offset asked for that the log does not hold
         return True
     return exc.detail.startswith(("no such ", "not a directory"))

@@ -1,0 +1,121 @@
+"""A Delta table kept by ``klog sync``, through ``deltalake`` (delta-rs), at a local path or a URI.
+
+Each commit is one Delta append carrying an application transaction per partition it read
+(``appId`` ``klog/<topic>/<partition>``, ``version`` the next offset:
+:func:`~storage_core.tables.offsets.app_id`) and the offsets' JSON in its commit info. The append is
+made against the table version the offsets were read at; Delta's conflict check refuses a commit
+whose transactions another commit since then also set, so two syncs of one partition cannot both
+commit: the loser stops with :class:`~storage_core.errors.SyncConflictError`. Syncs of disjoint
+partitions do not conflict, and need not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+from storage_core.errors import SyncConflictError, SyncError
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, app_id, decode, encode
+from storage_core.tables.schema import check_columns
+
+__all__ = ["DeltaTarget"]
+
+#: How far back in the commit history the topics a foreign table's offsets name are looked for (a message only).
+_HISTORY = 20
+
+
+def _is_uri(where: str) -> bool:
+    return "://" in where
+
+
+class DeltaTarget:
+    """One Delta table: its offsets as of the version it was opened at, and conditional appends."""
+
+    format = "delta"
+
+    def __init__(self, where: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None) -> None:
+        self.where = os.fspath(where) if _is_uri(os.fspath(where)) else str(Path(where).resolve())
+        if not _is_uri(self.where) and Path(self.where).exists() and not Path(self.where).is_dir():
+            raise SyncError(f"Delta table {self.where} is a file; expected a directory (created if missing)")
+        self.storage_options = dict(storage_options or {})
+        self.description = f"Delta table {self.where}"
+        self._partitions: list[TopicPartition] = []
+        try:
+            self.table: DeltaTable | None = DeltaTable(self.where, storage_options=self.storage_options or None)
+        except TableNotFoundError:
+            self.table = None
+
+    @property
+    def version(self) -> int | None:
+        return self.table.version() if self.table is not None else None
+
+    def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]:
+        """The next offsets of ``partitions`` the table's transactions record, whether it holds
+        records, and (for a message only) the topics its latest klog commit names."""
+        self._partitions = list(partitions)
+        if self.table is None:
+            return {}, False, []
+        offsets: TableOffsets = {}
+        for tp in self._partitions:
+            v = self.table.transaction_version(app_id(tp))
+            if v is not None:
+                offsets.setdefault(tp.topic, {})[tp.partition] = int(v)
+        has_records = len(self.table.file_uris()) > 0
+        named: list[str] = []
+        if has_records and not offsets:
+            for commit in self.table.history(_HISTORY):
+                text = commit.get(OFFSETS_PROPERTY)
+                if isinstance(text, str):
+                    named = sorted(decode(text, f"{self.description}, version {commit.get('version')}"))
+                    break
+        return offsets, has_records, named
+
+    def prepare(self, schema: pa.Schema) -> None:
+        """Check an existing table's columns fit ``schema``, or create the table, empty.
+
+        A new table is made by a commit of its own, with no records: two syncs making it at once
+        both succeed harmlessly (delta-rs does not refuse a second create that races the first).
+        The offsets are then read again at the version loaded, where the appends are checked from:
+        if another sync already appended there, this one stops rather than start from the earliest."""
+        if self.table is not None:
+            check_columns(self.description, schema, pa.schema(self.table.schema().to_arrow()))
+            return
+        DeltaTable.create(self.where, schema=schema, mode="ignore", storage_options=self.storage_options or None)
+        self.table = DeltaTable(self.where, storage_options=self.storage_options or None)
+        check_columns(self.description, schema, pa.schema(self.table.schema().to_arrow()))
+        raced = [tp for tp in self._partitions if self.table.transaction_version(app_id(tp)) is not None]
+        if raced:
+            raise self._conflict(RuntimeError(f"it synced {', '.join(map(str, raced))} into the new table"))
+
+    def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
+        """Append ``data`` with a transaction per partition of ``partitions`` set to its offset in ``offsets``."""
+        txns = [Transaction(app_id(tp), offsets[tp.topic][tp.partition]) for tp in partitions]
+        props = CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets)}, app_transactions=txns)
+        assert self.table is not None, "prepare() first"
+        try:
+            write_deltalake(self.table, data, mode="append", commit_properties=props)
+        except CommitFailedError as exc:
+            raise self._conflict(exc) from None
+        self.table.update_incremental()
+        # the next commit is checked against the commits after the version loaded now: one of
+        # another sync that set these partitions after this commit (between the commit and the
+        # load) would go unchecked, so it is looked for here
+        for tp in partitions:
+            found = self.table.transaction_version(app_id(tp))
+            if found != offsets[tp.topic][tp.partition]:
+                raise SyncConflictError(
+                    f"{self.description}: another sync committed {tp} (to offset {found}) right after this one's "
+                    f"commit up to offset {offsets[tp.topic][tp.partition]}; this sync stops there (what it "
+                    "committed stays, exactly once); rerun to continue")
+
+    def _conflict(self, exc: Exception) -> SyncConflictError:
+        return SyncConflictError(
+            f"{self.description} moved since this sync read its offsets (version {self.version}): another sync "
+            f"committed the same partitions first ({exc}); nothing of this commit is in the table; rerun to continue "
+            "from the offsets that sync recorded")

@@ -1,0 +1,173 @@
+"""An Iceberg table kept by ``klog sync``, through ``pyiceberg``.
+
+The catalog is any one ``pyiceberg`` supports, configured as ``pyiceberg`` configures it (its
+``~/.pyiceberg.yaml``, ``PYICEBERG_CATALOG__<NAME>__*`` variables, or properties given here); the
+default is an embedded SQL catalog on SQLite in a local warehouse dir (:func:`embedded_catalog`).
+
+Each commit is one Iceberg append whose snapshot summary carries the offsets
+(:data:`~storage_core.tables.offsets.OFFSETS_PROPERTY`), committed on the condition that the table's
+``main`` branch still points at the snapshot the offsets were read from. ``pyiceberg`` retries an
+append that lost a race by re-applying it on the new snapshot, which would append the same records
+twice; the condition is a requirement of klog's own, which that retry keeps, so the retry fails too
+and the loser stops with :class:`~storage_core.errors.SyncConflictError`, its data files deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import Field, model_serializer
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NoSuchTableError,
+)
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import AssertRefSnapshotId, ValidatableTableRequirement
+from pyiceberg.utils.config import Config
+from sqlalchemy.exc import SQLAlchemyError
+
+from storage_core.errors import SyncConflictError, SyncError
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, decode, encode
+from storage_core.tables.schema import check_columns
+
+__all__ = ["EMBEDDED_CATALOG", "IcebergTarget", "embedded_catalog"]
+
+#: The catalog name used when none is given: SQLite in ``<warehouse>/catalog.db``.
+EMBEDDED_CATALOG = "klog"
+MAIN_BRANCH = "main"
+
+
+class _BranchAt(ValidatableTableRequirement):
+    """``main`` still at the snapshot the sync read its offsets from: Iceberg's
+    ``assert-ref-snapshot-id`` (the same JSON to a REST catalog), of a class ``pyiceberg``'s retry
+    does not replace with the new snapshot's."""
+
+    type: Literal["assert-ref-snapshot-id"] = Field(default="assert-ref-snapshot-id")
+    ref: str = Field(...)
+    snapshot_id: int | None = Field(default=None, alias="snapshot-id")
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: Any) -> dict[str, Any]:
+        return {**handler(self), "snapshot-id": self.snapshot_id}
+
+    def validate(self, base_metadata: TableMetadata | None) -> None:  # type: ignore[override]  # as pyiceberg
+        AssertRefSnapshotId.model_validate({"ref": self.ref, "snapshot-id": self.snapshot_id}).validate(base_metadata)
+
+
+def embedded_catalog(warehouse: str | os.PathLike[str]) -> Catalog:
+    """``pyiceberg``'s SQL catalog on SQLite in ``warehouse/catalog.db``, the tables' files under ``warehouse``."""
+    root = Path(warehouse).resolve()
+    if root.exists() and not root.is_dir():
+        raise SyncError(f"warehouse {root} is a file; expected a directory (created if missing)")
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        return load_catalog(EMBEDDED_CATALOG, type="sql", uri=f"sqlite:///{root / 'catalog.db'}",
+                            warehouse=root.as_uri())
+    except SQLAlchemyError:  # two first syncs creating the catalog's tables at once: the second sees them now
+        return load_catalog(EMBEDDED_CATALOG, type="sql", uri=f"sqlite:///{root / 'catalog.db'}",
+                            warehouse=root.as_uri())
+
+
+def configured_catalog(name: str, properties: Mapping[str, str]) -> Catalog:
+    """The catalog ``name`` as ``pyiceberg`` configures it, with ``properties`` over its own; an
+    unknown name (no configuration, no properties) is an error listing the configured ones."""
+    config = Config()
+    if not config.get_catalog_config(name) and not properties:
+        catalogs = config.config.get("catalog")
+        known = sorted(catalogs) if isinstance(catalogs, dict) else []
+        raise SyncError(f"unknown Iceberg catalog {name!r}: pyiceberg has no configuration for it (~/.pyiceberg.yaml, "
+                        f"PYICEBERG_CATALOG__{name.upper()}__URI); "
+                        + (f"configured: {', '.join(known)}" if known else "none is configured")
+                        + "; give its properties (type=rest uri=...), or --warehouse DIR for the embedded catalog")
+    try:
+        return load_catalog(name, **properties)
+    except (ValueError, NotImplementedError) as exc:
+        raise SyncError(f"Iceberg catalog {name!r}: {exc}") from None
+
+
+class IcebergTarget:
+    """One Iceberg table: its offsets as of the snapshot it was opened at, and conditional appends."""
+
+    format = "iceberg"
+
+    def __init__(self, catalog: Catalog, identifier: str) -> None:
+        parts = identifier.split(".")
+        if len(parts) < 2 or not all(parts):
+            raise SyncError(f"Iceberg table {identifier!r}: expected namespace.table, such as kafka.orders")
+        self.catalog = catalog
+        self.identifier = identifier
+        self.description = f"Iceberg table {identifier} (catalog {catalog.name})"
+        try:
+            self.table: Table | None = catalog.load_table(identifier)
+        except NoSuchTableError:
+            self.table = None
+        snap = self.table.current_snapshot() if self.table is not None else None
+        self._snapshot_id: int | None = snap.snapshot_id if snap is not None else None
+
+    @property
+    def version(self) -> int | None:
+        """The snapshot id the table is at (None: no snapshot yet)."""
+        return self._snapshot_id
+
+    def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]:
+        """The offsets the table records (the newest snapshot in ``main``'s history carrying them),
+        whether it holds records, and the topics its offsets name."""
+        if self.table is None:
+            return {}, False, []
+        snap = self.table.current_snapshot()
+        has_records = snap is not None and snap.summary is not None and \
+            int(snap.summary.get("total-records") or 0) > 0
+        while snap is not None:
+            text = snap.summary.get(OFFSETS_PROPERTY) if snap.summary is not None else None
+            if text is not None:
+                offsets = decode(text, f"{self.description}, snapshot {snap.snapshot_id}")
+                return offsets, has_records, sorted(offsets)
+            snap = self.table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+        return {}, has_records, []
+
+    def prepare(self, schema: pa.Schema) -> None:
+        """Create the table (and its namespace) with ``schema``, or check its columns fit ``schema``."""
+        if self.table is None:
+            # another sync may create the namespace or the table at the same moment: the SQL
+            # catalog then fails on its unique key (not with pyiceberg's AlreadyExists errors);
+            # either way the one that exists now is used, and the commits decide
+            namespace = self.identifier.rpartition(".")[0]
+            try:
+                self.catalog.create_namespace(namespace)
+            except Exception:
+                if not self.catalog.namespace_exists(namespace):
+                    raise
+            try:
+                self.table = self.catalog.create_table(self.identifier, schema=schema)
+            except Exception:
+                if not self.catalog.table_exists(self.identifier):
+                    raise
+                self.table = self.catalog.load_table(self.identifier)
+            return
+        check_columns(self.description, schema, self.table.schema().as_arrow())
+
+    def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
+        """Append ``data`` with ``offsets`` in one snapshot, if ``main`` is where the offsets were read."""
+        assert self.table is not None, "prepare() first"
+        tx = self.table.transaction()
+        branch_at = _BranchAt.model_validate({"ref": MAIN_BRANCH, "snapshot-id": self._snapshot_id})
+        try:
+            # checked at once against the table as loaded (a table another sync made and appended
+            # to meanwhile fails here), and again by the catalog at the commit
+            tx._stage((), (branch_at,))  # type: ignore[arg-type]  # pyiceberg's union names its own classes
+            tx.append(data, snapshot_properties={OFFSETS_PROPERTY: encode(offsets)})
+            self.table = tx.commit_transaction()
+        except CommitFailedException as exc:
+            raise SyncConflictError(
+                f"{self.description} moved since this sync read its offsets (snapshot {self._snapshot_id}): another "
+                f"sync committed first ({exc}); nothing of this commit is in the table; rerun to continue from the "
+                "offsets that sync recorded") from None
+        snap = self.table.current_snapshot()
+        self._snapshot_id = snap.snapshot_id if snap is not None else None

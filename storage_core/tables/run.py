@@ -1,0 +1,213 @@
+"""``klog sync``: keep an Iceberg or Delta table in step with topics of a log dir, exactly once.
+
+One run: open the table and read the offsets it records (:mod:`storage_core.tables.offsets`); plan a
+read of every selected partition from there to its end (the read planner, with Spark's rules:
+``read_committed`` by default, so a sync stops at each partition's last stable offset and never
+writes an aborted or still-open transaction); read the records with the bulk piece reader; append
+them in commits of up to ``commit_records`` records, each carrying the offsets it reaches. Every
+commit is atomic with its offsets, so a run killed at any point leaves the table as of its last
+commit, and a rerun continues from there: every record once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import pyarrow as pa
+
+from storage_core.errors import InvalidOptionError, SyncError
+from storage_core.log.topic_partition import TopicPartition
+from storage_core.read.api import read_options
+from storage_core.read.options import OffsetSpec, option_name
+from storage_core.read.piece_reader import read_pieces
+from storage_core.read.planner import PartitionRange, ReadPlan, plan_read, select_partitions
+from storage_core.record.columnar import kafka_schema
+from storage_core.tables.offsets import TableOffsets, check_holds, starting_offsets
+
+__all__ = ["DEFAULT_COMMIT_RECORDS", "FORMATS", "SyncSummary", "sync"]
+
+FORMATS = ("iceberg", "delta")
+#: Records per commit: each commit holds its records in memory as one Arrow table.
+DEFAULT_COMMIT_RECORDS = 1_000_000
+#: Bytes of Arrow data per commit, whichever of the two limits comes first.
+DEFAULT_COMMIT_BYTES = 256 << 20
+#: Read options a sync sets itself: the table's offsets decide where it starts.
+_STARTS = ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp", "startinggroup")
+
+
+class Target(Protocol):
+    """A table a sync appends to (:class:`~storage_core.tables.iceberg.IcebergTarget`,
+    :class:`~storage_core.tables.delta.DeltaTarget`)."""
+
+    format: str
+    description: str
+
+    @property
+    def version(self) -> int | None: ...
+
+    def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]: ...
+
+    def prepare(self, schema: pa.Schema) -> None: ...
+
+    def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None: ...
+
+
+@dataclass
+class SyncSummary:
+    """What one sync did: the ranges read and the offsets the table records now."""
+
+    table: str
+    format: str
+    records: int = 0
+    commits: int = 0
+    ranges: tuple[PartitionRange, ...] = ()
+    offsets: TableOffsets = field(default_factory=dict)
+    #: the table's version after the sync: Iceberg's snapshot id, Delta's version (None: no table)
+    version: int | None = None
+
+
+def open_target(fmt: str, to: str | os.PathLike[str], *, catalog: str | None = None,
+                catalog_properties: Mapping[str, str] | None = None, warehouse: str | os.PathLike[str] | None = None,
+                storage_options: Mapping[str, str] | None = None) -> Target:
+    """The table ``to`` in format ``fmt``, opened (its offsets pinned) but not changed."""
+    if fmt == "iceberg":
+        from storage_core.tables.iceberg import IcebergTarget, configured_catalog, embedded_catalog
+
+        if catalog is not None and warehouse is not None:
+            raise InvalidOptionError("a catalog and a warehouse were both given; expected one: --catalog NAME (as "
+                                     "pyiceberg configures it) or --warehouse DIR (the embedded SQLite catalog)")
+        if catalog is None and warehouse is None:
+            raise InvalidOptionError("no Iceberg catalog: give --warehouse DIR (an embedded SQLite catalog there) or "
+                                     "--catalog NAME (one pyiceberg is configured with)")
+        cat = configured_catalog(catalog, catalog_properties or {}) if catalog is not None else \
+            embedded_catalog(warehouse)  # type: ignore[arg-type]
+        return IcebergTarget(cat, os.fspath(to))
+    if fmt == "delta":
+        from storage_core.tables.delta import DeltaTarget
+
+        if catalog is not None or warehouse is not None or catalog_properties:
+            raise InvalidOptionError("a Delta table is named by its path or URI alone; --catalog, --warehouse and "
+                                     "catalog properties are Iceberg's")
+        return DeltaTarget(to, storage_options)
+    raise InvalidOptionError(f"unknown table format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _refuse_inside(written: str | os.PathLike[str], what: str, sources: Iterable[str]) -> None:
+    """A table (or warehouse) is never written inside a log dir it reads, nor a log dir inside it."""
+    where = os.fspath(written)
+    if "://" in where:
+        return
+    table = os.path.realpath(where)
+    for src in sources:
+        if "://" in src:
+            continue
+        s = os.path.realpath(src)
+        if os.path.commonpath([table, s]) in (table, s):
+            raise InvalidOptionError(f"{what} {where} and log dir {src} overlap; expected a {what} outside the log "
+                                     "dirs it reads (a sync never writes to a log dir)")
+
+
+def _positions(batch: pa.RecordBatch) -> Iterator[tuple[TopicPartition, int]]:
+    """Each partition in ``batch`` and the offset after its last record there."""
+    grouped = pa.Table.from_batches([batch]).group_by(["topic", "partition"]).aggregate([("offset", "max")])
+    for topic, partition, last in zip(grouped.column("topic").to_pylist(), grouped.column("partition").to_pylist(),
+                                      grouped.column("offset_max").to_pylist(), strict=True):
+        yield TopicPartition(topic, partition), last + 1
+
+
+def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: str,
+         catalog: str | None = None, catalog_properties: Mapping[str, str] | None = None,
+         warehouse: str | os.PathLike[str] | None = None, storage_options: Mapping[str, str] | None = None,
+         commit_records: int = DEFAULT_COMMIT_RECORDS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
+         **options: object) -> SyncSummary:
+    """Append to the table ``to`` the records of ``source`` it does not hold yet, exactly once.
+
+    ``format``: ``iceberg`` (``to`` is ``namespace.table`` in ``catalog``, one ``pyiceberg`` is
+    configured with, with ``catalog_properties`` over its configuration; or in an embedded SQLite
+    catalog in ``warehouse``) or ``delta`` (``to`` is a path or URI; ``storage_options`` are
+    delta-rs's). ``options`` are ``spark.read.format("klog")``'s, which pick the topics and where
+    the range ends; ``isolationLevel`` defaults to ``read_committed``; the start is the table's.
+    Raises before anything is written when an option, the table or the range does not fit."""
+    given = {str(k).lower(): k for k in options}
+    starts = [option_name(given[k]) for k in _STARTS if k in given]
+    if starts:
+        raise InvalidOptionError(f"option {starts[0]}: a sync starts where the table's offsets say (and a new table at "
+                                 "each partition's earliest offset); expected no starting option")
+    if "isolationlevel" not in given and "kafka.isolation.level" not in given:
+        options["isolationLevel"] = "read_committed"
+    if commit_records < 1 or commit_bytes < 1:
+        raise InvalidOptionError(f"commit size {commit_records} records / {commit_bytes} bytes; expected at least 1")
+    opts = read_options(source, **options)
+    if opts.formats.decoded:
+        raise InvalidOptionError("valueFormat/keyFormat: a sync writes the raw key and value for now; expected raw")
+    if format == "delta":
+        _refuse_inside(to, "table", opts.paths)
+    if warehouse is not None:
+        _refuse_inside(warehouse, "warehouse", opts.paths)
+    target = open_target(format, to, catalog=catalog, catalog_properties=catalog_properties, warehouse=warehouse,
+                         storage_options=storage_options)
+    selected = [pd.topic_partition for pd in select_partitions(opts)]
+    topics = sorted({tp.topic for tp in selected})
+    # every partition of the topics read: a table synced from some of them holds the offsets of others
+    everything = [pd.topic_partition for pd in select_partitions(replace(opts, topics=tuple(topics),
+                                                                           topic_pattern=None, assign=None))]
+    held, has_records, named = target.held(everything)
+    check_holds(target.description, held, topics, has_records=has_records, named=named)
+    the_plan = plan_read(replace(opts, starting=OffsetSpec("offsets", offsets=starting_offsets(held, selected))))
+    schema = kafka_schema(opts.include_headers, opts.include_metadata)
+    target.prepare(schema)
+    return _append(target, the_plan, held, schema, opts.include_headers, opts.include_metadata,
+                   opts.fail_on_data_loss, opts.max_threads, commit_records, commit_bytes)
+
+
+def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, schema: pa.Schema, include_headers: bool,
+            include_metadata: bool, fail_on_data_loss: bool, threads: int | None, commit_records: int,
+            commit_bytes: int) -> SyncSummary:
+    summary = SyncSummary(target.description, target.format, ranges=the_plan.ranges)
+    position: TableOffsets = {t: dict(ps) for t, ps in held.items()}
+    for r in the_plan.ranges:
+        position.setdefault(r.topic_partition.topic, {})[r.topic_partition.partition] = r.start
+    committed = {t: dict(ps) for t, ps in held.items()}
+    pending: list[pa.RecordBatch] = []
+    rows = nbytes = 0
+    touched: set[TopicPartition] = set()
+
+    def commit() -> None:
+        nonlocal pending, rows, nbytes
+        data = pa.Table.from_batches(pending, schema=schema)
+        target.commit(data, {t: dict(ps) for t, ps in position.items()}, sorted(touched))
+        summary.records += data.num_rows
+        summary.commits += 1
+        committed.clear()
+        committed.update({t: dict(ps) for t, ps in position.items()})
+        pending, rows, nbytes = [], 0, 0
+        touched.clear()
+
+    for batch in read_pieces(the_plan.pieces, include_headers=include_headers, include_metadata=include_metadata,
+                             fail_on_data_loss=fail_on_data_loss, schema=schema, threads=threads):
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        nbytes += batch.nbytes
+        for tp, after in _positions(batch):
+            position[tp.topic][tp.partition] = after
+            touched.add(tp)
+        if rows >= commit_records or nbytes >= commit_bytes:
+            commit()
+    # the end of each range, past trailing control records and aborted batches that gave no rows
+    for r in the_plan.ranges:
+        tp = r.topic_partition
+        position[tp.topic][tp.partition] = r.end
+        if committed.get(tp.topic, {}).get(tp.partition) != r.end:
+            touched.add(tp)
+    if pending or touched:
+        commit()
+    summary.offsets = position
+    summary.version = target.version
+    if summary.commits == 0 and target.version is None and not the_plan.ranges:
+        raise SyncError(f"{target.description}: nothing to sync and no table to keep; expected a topic with partitions")
+    return summary
