@@ -886,7 +886,8 @@ SYNC_EXAMPLES = """examples:
   klog sync data --topic orders --format iceberg --catalog prod --to kafka.orders   a catalog of ~/.pyiceberg.yaml
   klog sync data --topic-pattern 'orders.*' --format delta --to s3://lake/orders --option failOnDataLoss=false
 exit codes: 0 ok (the table holds every record up to each partition's end), 1 corrupt or lost data found,
-2 usage error (a bad option, another topic's table, another sync committed first: rerun)
+2 usage error (a bad option, another topic's table, a range lost to retention, another sync committed
+first: rerun)
 The log dir is only read. Each commit records the offsets it reaches in the table itself; a rerun
 continues from there, so a sync killed at any moment loses and repeats nothing.
 """
