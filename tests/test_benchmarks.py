@@ -205,3 +205,16 @@ def test_tiered_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) -> Non
     tiered.main(["--mb", "12", "--segment-mb", "1", "--repeat", "1", "--no-s3"])
     out = capsys.readouterr().out
     assert "ratio tiered/plain-dir throughput:" in out and "MB of segments" in out
+
+
+def test_sync_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """klog sync into Iceberg and Delta against klog export, end to end at a few thousand records."""
+    from benchmarks import _summary
+    from benchmarks import sync as sync_bench
+
+    sync_bench.main(["--records", "16000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    for fmt in ("iceberg", "delta"):
+        assert f"ratio sync {fmt}/export throughput:" in out, out
+    rows = _summary.rows()[-2:]
+    assert [r.target for r in rows] == [sync_bench.TARGET] * 2 and all(r.ratio > 0 for r in rows)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from storage_core.errors import SyncConflictError, SyncError
@@ -26,6 +27,8 @@ from storage_core.tables.schema import check_columns
 
 __all__ = ["DeltaTarget"]
 
+#: The data files' Parquet codec: zstd, as pyiceberg's default and klog export's (delta-rs's own is snappy).
+PARQUET_CODEC: Final = "ZSTD"
 #: How far back in the commit history the topics a foreign table's offsets name are looked for (a message only).
 _HISTORY = 20
 
@@ -99,7 +102,8 @@ class DeltaTarget:
         props = CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets)}, app_transactions=txns)
         assert self.table is not None, "prepare() first"
         try:
-            write_deltalake(self.table, data, mode="append", commit_properties=props)
+            write_deltalake(self.table, data, mode="append", commit_properties=props,
+                            writer_properties=WriterProperties(compression=PARQUET_CODEC))
         except CommitFailedError as exc:
             raise self._conflict(exc) from None
         self.table.update_incremental()
