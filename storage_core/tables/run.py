@@ -111,7 +111,13 @@ def _refuse_inside(written: str | os.PathLike[str], what: str, sources: Iterable
 
 
 def _positions(batch: pa.RecordBatch) -> Iterator[tuple[TopicPartition, int]]:
-    """Each partition in ``batch`` and the offset after its last record there."""
+    """Each partition in ``batch`` and the offset after its last record there. The piece reader's
+    batches hold one partition each, in offset order: its last row says it, with no group-by."""
+    topics, parts, offsets = (batch.column(c) for c in ("topic", "partition", "offset"))
+    last = batch.num_rows - 1
+    if topics[0] == topics[last] and parts[0] == parts[last]:
+        yield TopicPartition(topics[last].as_py(), parts[last].as_py()), offsets[last].as_py() + 1
+        return
     grouped = pa.Table.from_batches([batch]).group_by(["topic", "partition"]).aggregate([("offset", "max")])
     for topic, partition, last in zip(grouped.column("topic").to_pylist(), grouped.column("partition").to_pylist(),
                                       grouped.column("offset_max").to_pylist(), strict=True):

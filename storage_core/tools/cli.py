@@ -73,14 +73,25 @@ def _common() -> argparse.ArgumentParser:
 
 def _storage(args: argparse.Namespace) -> StorageOptions:
     """The ``--fs KEY=VALUE`` settings as the fs.* options."""
-    opts = {}
-    for pair in getattr(args, "fs", None) or []:
+    return StorageOptions.from_options(_fs_options(args))
+
+
+def _fs_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--fs KEY=VALUE`` settings named as the fs.* read options name them."""
+    return {k if k.startswith(OPTION_PREFIX) else OPTION_PREFIX + k: v
+            for k, v in _pairs(getattr(args, "fs", None), "--fs", "--fs region=eu-west-1").items()}
+
+
+def _pairs(pairs: list[str] | None, flag: str, example: str = "") -> dict[str, str]:
+    """``KEY=VALUE`` arguments of ``flag`` as a dict (an error names only the key: a value may be a secret)."""
+    out = {}
+    for pair in pairs or []:
         if "=" not in pair:
-            raise InvalidOptionError(f"--fs expects KEY=VALUE (e.g. --fs region=eu-west-1), got {pair.split('=')[0]!r}")
+            raise InvalidOptionError(f"{flag} expects KEY=VALUE{f' (e.g. {example})' if example else ''}, "
+                                     f"got {pair.split('=')[0]!r}")
         k, v = pair.split("=", 1)
-        k = k.strip()
-        opts[k if k.startswith(OPTION_PREFIX) else OPTION_PREFIX + k] = v.strip()
-    return StorageOptions.from_options(opts)
+        out[k.strip()] = v.strip()
+    return out
 
 
 def _progress_wanted(args: argparse.Namespace, total: int | None, threshold: int = PROGRESS_MIN_BYTES) -> bool:
@@ -578,12 +589,7 @@ def _configs(pairs: list[str] | None) -> dict[str, str]:
     """``--config name=value`` pairs, validated: explicit overrides, above every stored config."""
     from storage_core.log.config import LogConfig
 
-    props = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise InvalidOptionError(f"--config expects name=value, got {pair!r}")
-        k, v = pair.split("=", 1)
-        props[k.strip()] = v.strip()
+    props = _pairs(pairs, "--config", "--config retention.ms=604800000")
     LogConfig.from_properties(props)
     return props
 
@@ -893,23 +899,11 @@ continues from there, so a sync killed at any moment loses and repeats nothing.
 """
 
 
-def _pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
-    """``KEY=VALUE`` arguments of ``flag`` as a dict."""
-    out = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise InvalidOptionError(f"{flag} expects KEY=VALUE, got {pair.split('=')[0]!r}")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
 def _cmd_sync(args: argparse.Namespace) -> int:
     from storage_core.tables import sync
 
     options: dict[str, Any] = dict(_pairs(args.option, "--option"))
-    options.update({k if k.startswith(OPTION_PREFIX) else OPTION_PREFIX + k: v
-                    for k, v in _pairs(getattr(args, "fs", None), "--fs").items()})
+    options.update(_fs_options(args))
     if args.topic:
         options["topics"] = ",".join(args.topic)
     if args.topic_pattern:
