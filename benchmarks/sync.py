@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import _summary as summary
-from benchmarks.threads import PARTITIONS, build
+from benchmarks.threads import PARTITIONS, _best, build
 
 TARGET = 0.8
 
@@ -54,15 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         def delta() -> int:
             return sync(logs, fresh(), format="delta", topics="bench").records
 
-        runs: dict[str, Callable[[], int]] = {"export": export, "iceberg": iceberg, "delta": delta}
-        best = dict.fromkeys(runs, float("inf"))
-        for _ in range(args.repeat):
-            for name, fn in runs.items():
-                t = time.perf_counter()
-                assert fn() == args.records // PARTITIONS * PARTITIONS, name
-                best[name] = min(best[name], time.perf_counter() - t)
-                for old in work.glob("run-*"):
-                    shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
+        want = args.records // PARTITIONS * PARTITIONS
+
+        def checked(fn: Callable[[], int]) -> Callable[[], None]:
+            def run() -> None:
+                assert fn() == want, fn.__name__
+            return run
+
+        def clean() -> None:
+            for old in work.glob("run-*"):
+                shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
+
+        best = _best({"export": checked(export), "iceberg": checked(iceberg), "delta": checked(delta)}, args.repeat,
+                     before=clean)
         print(f"{'run':<10} {'best s':>8} {'Mrec/s':>8}")
         for name, s in best.items():
             print(f"{name:<10} {s:>8.3f} {args.records / s / 1e6:>8.2f}")
