@@ -24,7 +24,7 @@ from storage_core.read.json_schema import JsonSchemaDecoder
 from storage_core.read.options import ReadOptions, ValueFormats
 from storage_core.read.schema_registry import SchemaRegistry, load_registry, subject_name
 
-__all__ = ["ColumnDecoding", "Decoding", "decoded_schema", "prepare"]
+__all__ = ["ColumnDecoding", "Decoding", "decoded_schema", "prepare", "subject"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Decoding:
         return pa.RecordBatch.from_arrays(cols, schema=self.schema(batch.schema))
 
 
-def _subject(f: ValueFormats, topic: str, is_key: bool) -> str:
+def subject(f: ValueFormats, topic: str, is_key: bool) -> str:
     explicit = f.key_subject if is_key else f.value_subject
     if explicit is not None:
         return explicit
@@ -86,8 +86,8 @@ def prepare(opts: ReadOptions, topics: Iterable[str], registry: SchemaRegistry |
         types: dict[str, pa.DataType] = {}
         kind = AvroDecoder if fmt == "confluent-avro" else JsonSchemaDecoder
         for topic in topics:
-            subject = _subject(f, topic, column == "key")
-            dec = kind(registry, registry.require_latest(subject))
+            name = subject(f, topic, column == "key")
+            dec = kind(registry, registry.require_latest(name))
             decoders[topic] = dec
             types[topic] = dec.arrow_type
         distinct = {str(t): topic for topic, t in types.items()}

@@ -23,7 +23,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, app_id, decode, encode
-from storage_core.tables.schema import check_columns
+from storage_core.tables.schema import changed, evolve
 
 __all__ = ["DeltaTarget"]
 
@@ -49,6 +49,7 @@ class DeltaTarget:
         self.storage_options = dict(storage_options or {})
         self.description = f"Delta table {self.where}"
         self._partitions: list[TopicPartition] = []
+        self._merge = False  # the next commit adds columns (prepare)
         try:
             self.table: DeltaTable | None = DeltaTable(self.where, storage_options=self.storage_options or None)
         except TableNotFoundError:
@@ -79,22 +80,26 @@ class DeltaTarget:
                     break
         return offsets, has_records, named
 
-    def prepare(self, schema: pa.Schema) -> None:
-        """Check an existing table's columns fit ``schema``, or create the table, empty.
+    def prepare(self, schema: pa.Schema, source: str) -> pa.Schema:
+        """Fit an existing table's columns to ``schema`` (:func:`~storage_core.tables.schema.evolve`;
+        ``source`` names where the value's columns come from), or create the table, empty: the
+        columns to write. New columns are added by the first commit, with its records (Delta's
+        schema merge); Delta cannot widen a column's type, so a widened field is an error.
 
         A new table is made by a commit of its own, with no records: two syncs making it at once
         both succeed harmlessly (delta-rs does not refuse a second create that races the first).
         The offsets are then read again at the version loaded, where the appends are checked from:
         if another sync already appended there, this one stops rather than start from the earliest."""
-        if self.table is not None:
-            check_columns(self.description, schema, pa.schema(self.table.schema().to_arrow()))
-            return
-        DeltaTable.create(self.where, schema=schema, mode="ignore", storage_options=self.storage_options or None)
-        self.table = DeltaTable(self.where, storage_options=self.storage_options or None)
-        check_columns(self.description, schema, pa.schema(self.table.schema().to_arrow()))
-        raced = [tp for tp in self._partitions if self.table.transaction_version(app_id(tp)) is not None]
-        if raced:
-            raise self._conflict(RuntimeError(f"it synced {', '.join(map(str, raced))} into the new table"))
+        if self.table is None:
+            DeltaTable.create(self.where, schema=schema, mode="ignore", storage_options=self.storage_options or None)
+            self.table = DeltaTable(self.where, storage_options=self.storage_options or None)
+            raced = [tp for tp in self._partitions if self.table.transaction_version(app_id(tp)) is not None]
+            if raced:
+                raise self._conflict(RuntimeError(f"it synced {', '.join(map(str, raced))} into the new table"))
+        held = pa.schema(self.table.schema().to_arrow())
+        evolved = evolve(self.description, schema, held, widen=False, source=source)
+        self._merge = changed(held, evolved)
+        return evolved
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         """Append ``data`` with a transaction per partition of ``partitions`` set to its offset in ``offsets``."""
@@ -103,10 +108,12 @@ class DeltaTarget:
         assert self.table is not None, "prepare() first"
         try:
             write_deltalake(self.table, data, mode="append", commit_properties=props,
+                            schema_mode="merge" if self._merge else None,
                             writer_properties=WriterProperties(compression=PARQUET_CODEC))
         except CommitFailedError as exc:
             raise self._conflict(exc) from None
         self.table.update_incremental()
+        self._merge = False
         # the next commit is checked against the commits after the version loaded now: one of
         # another sync that set these partitions after this commit (between the commit and the
         # load) would go unchecked, so it is looked for here

@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, decode, encode
-from storage_core.tables.schema import check_columns
+from storage_core.tables.schema import changed, evolve
 
 __all__ = ["EMBEDDED_CATALOG", "IcebergTarget", "embedded_catalog"]
 
@@ -132,8 +132,10 @@ class IcebergTarget:
             snap = self.table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
         return {}, has_records, []
 
-    def prepare(self, schema: pa.Schema) -> None:
-        """Create the table (and its namespace) with ``schema``, or check its columns fit ``schema``."""
+    def prepare(self, schema: pa.Schema, source: str) -> pa.Schema:
+        """Create the table (and its namespace) with ``schema``, or fit its columns to ``schema``
+        (:func:`~storage_core.tables.schema.evolve`; ``source`` names where the value's columns come
+        from): the columns to write."""
         if self.table is None:
             # another sync may create the namespace or the table at the same moment: the SQL
             # catalog then fails on its unique key (not with pyiceberg's AlreadyExists errors);
@@ -150,8 +152,20 @@ class IcebergTarget:
                 if not self.catalog.table_exists(self.identifier):
                     raise
                 self.table = self.catalog.load_table(self.identifier)
-            return
-        check_columns(self.description, schema, self.table.schema().as_arrow())
+                return self.prepare(schema, source)
+            return schema
+        held = self.table.schema().as_arrow()
+        evolved = evolve(self.description, schema, held, widen=True, source=source)
+        if changed(held, evolved):
+            # a commit of its own, before any record: a sync killed after it leaves new columns,
+            # empty, which the rerun finds as they are; the branch's snapshot does not move
+            try:
+                with self.table.update_schema() as update:
+                    update.union_by_name(evolved)
+            except CommitFailedException as exc:
+                raise SyncConflictError(f"{self.description}: another writer changed its schema while this sync "
+                                        f"evolved it ({exc}); nothing was written; rerun") from None
+        return evolved
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         """Append ``data`` with ``offsets`` in one snapshot, if ``main`` is where the offsets were read."""

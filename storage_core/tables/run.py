@@ -20,12 +20,14 @@ import pyarrow as pa
 
 from storage_core.errors import InvalidOptionError, SyncError
 from storage_core.log.topic_partition import TopicPartition
+from storage_core.read import values
 from storage_core.read.api import read_options
-from storage_core.read.options import OffsetSpec, option_name
+from storage_core.read.options import OffsetSpec, ReadOptions, option_name
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import PartitionRange, ReadPlan, plan_read, select_partitions
 from storage_core.record.columnar import kafka_schema
 from storage_core.tables.offsets import TableOffsets, check_holds, starting_offsets
+from storage_core.tables.schema import table_schema, to_table
 
 __all__ = ["DEFAULT_COMMIT_RECORDS", "FORMATS", "SyncSummary", "sync"]
 
@@ -50,7 +52,7 @@ class Target(Protocol):
 
     def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]: ...
 
-    def prepare(self, schema: pa.Schema) -> None: ...
+    def prepare(self, schema: pa.Schema, source: str) -> pa.Schema: ...
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None: ...
 
@@ -147,8 +149,6 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     if commit_records < 1 or commit_bytes < 1:
         raise InvalidOptionError(f"commit size {commit_records} records / {commit_bytes} bytes; expected at least 1")
     opts = read_options(source, **options)
-    if opts.formats.decoded:
-        raise InvalidOptionError("valueFormat/keyFormat: a sync writes the raw key and value for now; expected raw")
     if format == "delta":
         _refuse_inside(to, "table", opts.paths)
     if warehouse is not None:
@@ -160,18 +160,29 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     # every partition of the topics read: a table synced from some of them holds the offsets of others
     everything = [pd.topic_partition for pd in select_partitions(replace(opts, topics=tuple(topics),
                                                                            topic_pattern=None, assign=None))]
+    if opts.formats.decoded and opts.formats.schemas_topic in topics:
+        raise InvalidOptionError(f"topic {opts.formats.schemas_topic} holds the Schema Registry's schemas, not records "
+                                 "of the valueFormat/keyFormat; expected the topics to sync named (topics=..., "
+                                 "subscribe or subscribePattern) without it")
     held, has_records, named = target.held(everything)
     check_holds(target.description, held, topics, has_records=has_records, named=named)
     the_plan = plan_read(replace(opts, starting=OffsetSpec("offsets", offsets=starting_offsets(held, selected))))
-    schema = kafka_schema(opts.include_headers, opts.include_metadata)
-    target.prepare(schema)
-    return _append(target, the_plan, held, schema, opts.include_headers, opts.include_metadata,
-                   opts.fail_on_data_loss, opts.max_threads, commit_records, commit_bytes)
+    decoding = values.prepare(opts, topics) if opts.formats.decoded else None
+    read_schema = values.decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
+    schema = target.prepare(table_schema(read_schema), _value_source(opts, topics))
+    return _append(target, the_plan, held, read_schema, schema, decoding, opts, commit_records, commit_bytes)
 
 
-def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, schema: pa.Schema, include_headers: bool,
-            include_metadata: bool, fail_on_data_loss: bool, threads: int | None, commit_records: int,
-            commit_bytes: int) -> SyncSummary:
+def _value_source(opts: ReadOptions, topics: list[str]) -> str:
+    """Where the value's columns come from, for messages."""
+    if opts.formats.value_format == "raw":
+        return "this sync (raw values)"
+    subjects = sorted({values.subject(opts.formats, t, False) for t in topics})
+    return f"the latest schema of subject {', '.join(subjects)}"
+
+
+def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, read_schema: pa.Schema, schema: pa.Schema,
+            decoding: values.Decoding | None, opts: ReadOptions, commit_records: int, commit_bytes: int) -> SyncSummary:
     summary = SyncSummary(target.description, target.format, ranges=the_plan.ranges)
     position: TableOffsets = {t: dict(ps) for t, ps in held.items()}
     for r in the_plan.ranges:
@@ -192,13 +203,14 @@ def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, schema: pa.S
         pending, rows, nbytes = [], 0, 0
         touched.clear()
 
-    for batch in read_pieces(the_plan.pieces, include_headers=include_headers, include_metadata=include_metadata,
-                             fail_on_data_loss=fail_on_data_loss, schema=schema, threads=threads):
+    for batch in read_pieces(the_plan.pieces, include_headers=opts.include_headers,
+                             include_metadata=opts.include_metadata, fail_on_data_loss=opts.fail_on_data_loss,
+                             decoding=decoding, threads=opts.max_threads):
         if not batch.num_rows:
             continue
-        pending.append(batch)
         rows += batch.num_rows
         nbytes += batch.nbytes
+        pending.append(to_table(batch, schema))
         for tp, after in _positions(batch):
             position[tp.topic][tp.partition] = after
             touched.add(tp)
