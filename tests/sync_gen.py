@@ -28,17 +28,18 @@ class _Partition:
     seq: int = 0
     n: int = 0  # records made so far (the name's counter)
     #: offset -> (key, value) of records a read_committed reader sees
-    visible: dict[int, tuple[bytes | None, bytes]] = field(default_factory=dict)
+    visible: dict[int, tuple[bytes | None, bytes | None]] = field(default_factory=dict)
     #: the open transaction's records: offset -> (key, value), not visible until committed
-    open_txn: dict[int, tuple[bytes | None, bytes]] = field(default_factory=dict)
+    open_txn: dict[int, tuple[bytes | None, bytes | None]] = field(default_factory=dict)
 
 
 class SyncWorkload:
     """Topics of ``partitions`` partitions in ``root``, written in rounds (:meth:`write`)."""
 
     def __init__(self, root: Path, seed: int, topics: tuple[str, ...] = ("orders",), partitions: int = 2,
-                 segment_bytes: int = 4000) -> None:
+                 segment_bytes: int = 4000, tombstones: float = 0.0) -> None:
         self.root = root
+        self.tombstones = tombstones  # the share of keyed records that are tombstones (a null value)
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = LogConfig.from_properties({"segment.bytes": str(segment_bytes), "index.interval.bytes": "400"})
@@ -60,7 +61,10 @@ class SyncWorkload:
                     recs, kv = [], {}
                     for j in range(n):
                         key = None if rng.random() < 0.1 else b"k%d" % rng.randrange(40)
-                        value = f"{topic}/{p}/{st.n}/".encode() + rng.randbytes(rng.randint(0, 60)).hex().encode()
+                        value: bytes | None = f"{topic}/{p}/{st.n}/".encode() + \
+                            rng.randbytes(rng.randint(0, 60)).hex().encode()
+                        if key is not None and rng.random() < self.tombstones:
+                            value = None
                         st.n += 1
                         recs.append(Record(offset + j, T0 + offset + j, key, value))
                         kv[offset + j] = (key, value)
@@ -88,11 +92,24 @@ class SyncWorkload:
             st.visible.update(st.open_txn)
         st.open_txn = {}
 
-    def expected(self) -> dict[tuple[str, int], dict[int, tuple[bytes | None, bytes]]]:
+    def expected(self) -> dict[tuple[str, int], dict[int, tuple[bytes | None, bytes | None]]]:
         """Per partition, what a read_committed reader sees now: offset -> (key, value). An open
         transaction's records, and everything after its first offset, are not there yet."""
         out = {}
         for tp, st in self.parts.items():
             lso = min(st.open_txn) if st.open_txn else None
             out[tp] = {o: kv for o, kv in st.visible.items() if lso is None or o < lso}
+        return out
+
+    def latest(self, upto: dict[str, dict[int, int]]) -> dict[tuple[str, int, bytes], tuple[int, bytes]]:
+        """What an upserted table holds below the offsets ``upto``: per partition, each key's last
+        visible record (offset, value), unless that is a tombstone; records with no key are not there."""
+        out: dict[tuple[str, int, bytes], tuple[int, bytes]] = {}
+        for (t, p), recs in self.expected().items():
+            last: dict[bytes, tuple[int, bytes | None]] = {}
+            for o in sorted(recs):
+                key, value = recs[o]
+                if o < upto.get(t, {}).get(p, 0) and key is not None:
+                    last[key] = (o, value)
+            out.update({(t, p, k): (o, v) for k, (o, v) in last.items() if v is not None})
         return out

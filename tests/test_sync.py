@@ -114,8 +114,8 @@ def klog_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "storage_core.tools.cli", *args], capture_output=True, text=True)
 
 
-def rows_of(table: pa.Table) -> dict[tuple[str, int], dict[int, tuple[bytes | None, bytes]]]:
-    out: dict[tuple[str, int], dict[int, tuple[bytes | None, bytes]]] = {}
+def rows_of(table: pa.Table) -> dict[tuple[str, int], dict[int, tuple[bytes | None, bytes | None]]]:
+    out: dict[tuple[str, int], dict[int, tuple[bytes | None, bytes | None]]] = {}
     cols = [table.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
     for t, p, o, k, v in zip(*cols, strict=True):
         d = out.setdefault((t, p), {})

@@ -24,6 +24,7 @@ from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, app_id, decode, encode
 from storage_core.tables.schema import changed, evolve
+from storage_core.tables.upsert import KEY_COLUMNS, Latest
 
 __all__ = ["DeltaTarget"]
 
@@ -31,6 +32,8 @@ __all__ = ["DeltaTarget"]
 PARQUET_CODEC: Final = "ZSTD"
 #: How far back in the commit history the topics a foreign table's offsets name are looked for (a message only).
 _HISTORY = 20
+#: The merge source's column saying a key's last record is a tombstone (not a table column).
+_TOMBSTONE = "__klog_tombstone"
 
 
 def _is_uri(where: str) -> bool:
@@ -103,15 +106,22 @@ class DeltaTarget:
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         """Append ``data`` with a transaction per partition of ``partitions`` set to its offset in ``offsets``."""
-        txns = [Transaction(app_id(tp), offsets[tp.topic][tp.partition]) for tp in partitions]
-        props = CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets)}, app_transactions=txns)
         assert self.table is not None, "prepare() first"
         try:
-            write_deltalake(self.table, data, mode="append", commit_properties=props,
+            write_deltalake(self.table, data, mode="append", commit_properties=self._properties(offsets, partitions),
                             schema_mode="merge" if self._merge else None,
                             writer_properties=WriterProperties(compression=PARQUET_CODEC))
         except CommitFailedError as exc:
             raise self._conflict(exc) from None
+        self._committed(offsets, partitions)
+
+    @staticmethod
+    def _properties(offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> CommitProperties:
+        txns = [Transaction(app_id(tp), offsets[tp.topic][tp.partition]) for tp in partitions]
+        return CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets)}, app_transactions=txns)
+
+    def _committed(self, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
+        assert self.table is not None
         self.table.update_incremental()
         self._merge = False
         # the next commit is checked against the commits after the version loaded now: one of
@@ -124,6 +134,36 @@ class DeltaTarget:
                     f"{self.description}: another sync committed {tp} (to offset {found}) right after this one's "
                     f"commit up to offset {offsets[tp.topic][tp.partition]}; this sync stops there (what it "
                     "committed stays, exactly once); rerun to continue")
+
+    def upsert(self, latest: Latest, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the rows of ``latest``'s keys by its rows (tombstoned keys by none), with a
+        transaction per partition of ``partitions``, in one Delta merge."""
+        assert self.table is not None, "prepare() first"
+        rows = latest.rows
+        if not rows.num_rows and not latest.deleted.num_rows:  # only offsets move: delta-rs commits no empty merge
+            self.commit(rows, offsets, partitions)
+            return
+        gone = pa.table([latest.deleted.column(f.name).cast(f.type) if f.name in KEY_COLUMNS else
+                         pa.nulls(latest.deleted.num_rows, f.type) for f in rows.schema], schema=rows.schema)
+        source = pa.concat_tables([rows, gone]).append_column(
+            _TOMBSTONE, pa.array([False] * rows.num_rows + [True] * gone.num_rows, pa.bool_()))
+        if self._merge:  # new columns first, in a commit of no records (a merge would add the tombstone flag too)
+            write_deltalake(self.table, rows.slice(0, 0), mode="append", schema_mode="merge")
+            self.table.update_incremental()
+            self._merge = False
+        columns = {f"`{n}`": f"s.`{n}`" for n in rows.schema.names}
+        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in KEY_COLUMNS)
+        try:
+            self.table.merge(source, predicate=on, source_alias="s", target_alias="t",
+                             commit_properties=self._properties(offsets, partitions),
+                             writer_properties=WriterProperties(compression=PARQUET_CODEC)) \
+                .when_matched_delete(predicate=f"s.{_TOMBSTONE}") \
+                .when_matched_update(updates=columns, predicate=f"NOT s.{_TOMBSTONE}") \
+                .when_not_matched_insert(updates=columns, predicate=f"NOT s.{_TOMBSTONE}") \
+                .execute()
+        except CommitFailedError as exc:
+            raise self._conflict(exc) from None
+        self._committed(offsets, partitions)
 
     def _conflict(self, exc: Exception) -> SyncConflictError:
         return SyncConflictError(

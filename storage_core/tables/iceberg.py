@@ -15,6 +15,7 @@ and the loser stops with :class:`~storage_core.errors.SyncConflictError`, its da
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
 )
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import AssertRefSnapshotId, ValidatableTableRequirement
@@ -36,6 +38,7 @@ from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, decode, encode
 from storage_core.tables.schema import changed, evolve
+from storage_core.tables.upsert import Latest
 
 __all__ = ["EMBEDDED_CATALOG", "IcebergTarget", "embedded_catalog"]
 
@@ -90,6 +93,20 @@ def configured_catalog(name: str, properties: Mapping[str, str]) -> Catalog:
         return load_catalog(name, **properties)
     except (ValueError, NotImplementedError) as exc:
         raise SyncError(f"Iceberg catalog {name!r}: {exc}") from None
+
+
+def _key_filter(keys: pa.Table) -> BooleanExpression | None:
+    """The rows of ``keys`` (:data:`~storage_core.tables.upsert.KEY_COLUMNS`): per partition, its key in the set."""
+    if not keys.num_rows:
+        return None
+    terms: list[BooleanExpression] = []
+    grouped = keys.group_by(["topic", "partition"], use_threads=False).aggregate([("key", "list")])
+    for topic, partition, ks in zip(grouped.column("topic").to_pylist(), grouped.column("partition").to_pylist(),
+                                    grouped.column("key_list").to_pylist(), strict=True):
+        # pyiceberg's expressions take their terms positionally (their pydantic fields confuse mypy)
+        where = And(EqualTo("topic", topic), EqualTo("partition", partition))  # type: ignore[call-arg, arg-type]
+        terms.append(And(where, In("key", set(ks))))  # type: ignore[call-arg, arg-type]
+    return terms[0] if len(terms) == 1 else Or(*terms)
 
 
 class IcebergTarget:
@@ -169,14 +186,27 @@ class IcebergTarget:
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         """Append ``data`` with ``offsets`` in one snapshot, if ``main`` is where the offsets were read."""
+        self._commit(data, None, offsets)
+
+    def upsert(self, latest: Latest, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the rows of ``latest``'s keys by its rows (tombstoned keys by none), with
+        ``offsets``, in one commit: a delete snapshot and an append snapshot, both carrying the offsets."""
+        self._commit(latest.rows, _key_filter(latest.keys()), offsets)
+
+    def _commit(self, data: pa.Table, delete: BooleanExpression | None, offsets: TableOffsets) -> None:
         assert self.table is not None, "prepare() first"
         tx = self.table.transaction()
         branch_at = _BranchAt.model_validate({"ref": MAIN_BRANCH, "snapshot-id": self._snapshot_id})
+        props = {OFFSETS_PROPERTY: encode(offsets)}
         try:
             # checked at once against the table as loaded (a table another sync made and appended
             # to meanwhile fails here), and again by the catalog at the commit
             tx._stage((), (branch_at,))  # type: ignore[arg-type]  # pyiceberg's union names its own classes
-            tx.append(data, snapshot_properties={OFFSETS_PROPERTY: encode(offsets)})
+            if delete is not None:
+                with warnings.catch_warnings():  # keys new to the table match no rows: nothing to say
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                    tx.delete(delete, snapshot_properties=props)
+            tx.append(data, snapshot_properties=props)
             self.table = tx.commit_transaction()
         except CommitFailedException as exc:
             raise SyncConflictError(

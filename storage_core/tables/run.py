@@ -11,6 +11,7 @@ commit, and a rerun continues from there: every record once.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,10 +29,15 @@ from storage_core.read.planner import PartitionRange, ReadPlan, plan_read, selec
 from storage_core.record.columnar import kafka_schema
 from storage_core.tables.offsets import TableOffsets, check_holds, starting_offsets
 from storage_core.tables.schema import table_schema, to_table
+from storage_core.tables.upsert import Latest, latest
 
-__all__ = ["DEFAULT_COMMIT_RECORDS", "FORMATS", "SyncSummary", "sync"]
+__all__ = ["DEFAULT_COMMIT_RECORDS", "FORMATS", "MODES", "SyncSummary", "sync"]
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("iceberg", "delta")
+#: append: every record a row; upsert: the latest record of each key a row (:mod:`storage_core.tables.upsert`).
+MODES = ("append", "upsert")
 #: Records per commit: each commit holds its records in memory as one Arrow table.
 DEFAULT_COMMIT_RECORDS = 1_000_000
 #: Bytes of Arrow data per commit, whichever of the two limits comes first.
@@ -56,6 +62,8 @@ class Target(Protocol):
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None: ...
 
+    def upsert(self, latest: Latest, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None: ...
+
 
 @dataclass
 class SyncSummary:
@@ -69,6 +77,9 @@ class SyncSummary:
     offsets: TableOffsets = field(default_factory=dict)
     #: the table's version after the sync: Iceberg's snapshot id, Delta's version (None: no table)
     version: int | None = None
+    mode: str = "append"
+    #: upsert: records with no key, dropped as Kafka's cleaner drops them
+    dropped: int = 0
 
 
 def open_target(fmt: str, to: str | os.PathLike[str], *, catalog: str | None = None,
@@ -130,7 +141,7 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
          catalog: str | None = None, catalog_properties: Mapping[str, str] | None = None,
          warehouse: str | os.PathLike[str] | None = None, storage_options: Mapping[str, str] | None = None,
          commit_records: int = DEFAULT_COMMIT_RECORDS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
-         **options: object) -> SyncSummary:
+         mode: str = "append", **options: object) -> SyncSummary:
     """Append to the table ``to`` the records of ``source`` it does not hold yet, exactly once.
 
     ``format``: ``iceberg`` (``to`` is ``namespace.table`` in ``catalog``, one ``pyiceberg`` is
@@ -138,7 +149,11 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     catalog in ``warehouse``) or ``delta`` (``to`` is a path or URI; ``storage_options`` are
     delta-rs's). ``options`` are ``spark.read.format("klog")``'s, which pick the topics and where
     the range ends; ``isolationLevel`` defaults to ``read_committed``; the start is the table's.
+    ``mode``: ``append`` (every record a row) or ``upsert`` (the table holds each key's latest
+    record, tombstones delete, as Kafka's log cleaner leaves a compacted topic).
     Raises before anything is written when an option, the table or the range does not fit."""
+    if mode not in MODES:
+        raise InvalidOptionError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     given = {str(k).lower(): k for k in options}
     starts = [option_name(given[k]) for k in _STARTS if k in given]
     if starts:
@@ -149,6 +164,8 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     if commit_records < 1 or commit_bytes < 1:
         raise InvalidOptionError(f"commit size {commit_records} records / {commit_bytes} bytes; expected at least 1")
     opts = read_options(source, **options)
+    if mode == "upsert":
+        _check_upsert(opts)
     if format == "delta":
         _refuse_inside(to, "table", opts.paths)
     if warehouse is not None:
@@ -170,7 +187,21 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     decoding = values.prepare(opts, topics) if opts.formats.decoded else None
     read_schema = values.decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
     schema = target.prepare(table_schema(read_schema), _value_source(opts, topics))
-    return _append(target, the_plan, held, read_schema, schema, decoding, opts, commit_records, commit_bytes)
+    return _append(target, the_plan, held, read_schema, schema, decoding, opts, commit_records, commit_bytes, mode)
+
+
+def _check_upsert(opts: ReadOptions) -> None:
+    """Upsert keeps each key's latest committed record: a read that could show an aborted record,
+    match rows by a decoded key, or take a value that does not decode for a tombstone is refused."""
+    if not opts.read_committed:
+        raise InvalidOptionError("isolationLevel read_uncommitted: an upsert sync keeps each key's latest committed "
+                                 "record (aborted transactions never reach the table); expected read_committed")
+    if opts.formats.key_format != "raw":
+        raise InvalidOptionError(f"keyFormat {opts.formats.key_format}: an upsert sync matches rows by the key's "
+                                 "bytes; expected keyFormat raw")
+    if opts.formats.decoded and opts.formats.permissive:
+        raise InvalidOptionError("mode PERMISSIVE: a value that does not decode would read as a tombstone and delete "
+                                 "its key's row; expected FAILFAST with an upsert sync")
 
 
 def _value_source(opts: ReadOptions, topics: list[str]) -> str:
@@ -182,25 +213,36 @@ def _value_source(opts: ReadOptions, topics: list[str]) -> str:
 
 
 def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, read_schema: pa.Schema, schema: pa.Schema,
-            decoding: values.Decoding | None, opts: ReadOptions, commit_records: int, commit_bytes: int) -> SyncSummary:
-    summary = SyncSummary(target.description, target.format, ranges=the_plan.ranges)
+            decoding: values.Decoding | None, opts: ReadOptions, commit_records: int, commit_bytes: int,
+            mode: str) -> SyncSummary:
+    summary = SyncSummary(target.description, target.format, ranges=the_plan.ranges, mode=mode)
     position: TableOffsets = {t: dict(ps) for t, ps in held.items()}
     for r in the_plan.ranges:
         position.setdefault(r.topic_partition.topic, {})[r.topic_partition.partition] = r.start
     committed = {t: dict(ps) for t, ps in held.items()}
     pending: list[pa.RecordBatch] = []
+    tombstones: list[pa.Array] = []  # upsert: which pending rows are tombstones
     rows = nbytes = 0
     touched: set[TopicPartition] = set()
 
     def commit() -> None:
-        nonlocal pending, rows, nbytes
+        nonlocal pending, tombstones, rows, nbytes
         data = pa.Table.from_batches(pending, schema=schema)
-        target.commit(data, {t: dict(ps) for t, ps in position.items()}, sorted(touched))
+        offsets = {t: dict(ps) for t, ps in position.items()}
+        if mode == "upsert":
+            last = latest(data, pa.chunked_array(tombstones, pa.bool_()))
+            if last.dropped:
+                log.warning("%s: %d record(s) with no key dropped, as Kafka's log cleaner drops them from a "
+                            "compacted topic", target.description, last.dropped)
+            summary.dropped += last.dropped
+            target.upsert(last, offsets, sorted(touched))
+        else:
+            target.commit(data, offsets, sorted(touched))
         summary.records += data.num_rows
         summary.commits += 1
         committed.clear()
         committed.update({t: dict(ps) for t, ps in position.items()})
-        pending, rows, nbytes = [], 0, 0
+        pending, tombstones, rows, nbytes = [], [], 0, 0
         touched.clear()
 
     for batch in read_pieces(the_plan.pieces, include_headers=opts.include_headers,
@@ -211,6 +253,8 @@ def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, read_schema:
         rows += batch.num_rows
         nbytes += batch.nbytes
         pending.append(to_table(batch, schema))
+        if mode == "upsert":
+            tombstones.append(batch.column("value").is_null())
         for tp, after in _positions(batch):
             position[tp.topic][tp.partition] = after
             touched.add(tp)

@@ -891,6 +891,8 @@ SYNC_EXAMPLES = """examples:
   klog sync data --topic orders --format delta --to lake/orders
   klog sync data --topic orders --format iceberg --catalog prod --to kafka.orders   a catalog of ~/.pyiceberg.yaml
   klog sync data --topic-pattern 'orders.*' --format delta --to s3://lake/orders --option failOnDataLoss=false
+  klog sync data --topic users --format delta --to lake/users --mode upsert        each key's latest record
+  klog sync data --topic orders --format iceberg --warehouse lake --to kafka.orders --option valueFormat=confluent-avro
 exit codes: 0 ok (the table holds every record up to each partition's end), 1 corrupt or lost data found,
 2 usage error (a bad option, another topic's table, a range lost to retention, another sync committed
 first: rerun)
@@ -911,9 +913,10 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     summary = sync(args.dir, args.to, format=args.format, catalog=args.catalog,
                    catalog_properties=_pairs(args.catalog_property, "--catalog-property") or None,
                    warehouse=args.warehouse, storage_options=_pairs(args.storage_option, "--storage-option") or None,
-                   commit_records=args.commit_records, **options)
+                   commit_records=args.commit_records, mode=args.mode, **options)
     if args.json:
-        print(json.dumps({"table": summary.table, "format": summary.format, "records": summary.records,
+        print(json.dumps({"table": summary.table, "format": summary.format, "mode": summary.mode,
+                          "records": summary.records, "dropped": summary.dropped,
                           "commits": summary.commits, "version": summary.version,
                           "ranges": [{"topic": r.topic_partition.topic, "partition": r.topic_partition.partition,
                                       "start": r.start, "end": r.end} for r in summary.ranges],
@@ -923,7 +926,8 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         for r in summary.ranges:
             print(f"{r.topic_partition}: offsets {r.start}..{r.end} ({r.end - r.start} offsets)")
         print(f"synced {summary.records:,} records in {_plural(summary.commits, 'commit')} to {summary.table}"
-              + ("" if summary.commits else ": it was up to date"))
+              + ("" if summary.commits else ": it was up to date")
+              + (f"; {summary.dropped:,} with no key dropped, as Kafka's cleaner drops them" if summary.dropped else ""))
     return EXIT_OK
 
 
@@ -1135,6 +1139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="a read option of spark.read.format('klog') (isolationLevel, endingOffsets, "
                    "failOnDataLoss, includeHeaders, remoteStorage, ...) (repeatable)")
+    p.add_argument("--mode", choices=("append", "upsert"), default="append",
+                   help="append: every record a row (default); upsert: each key's latest record a row, tombstones "
+                   "delete, as Kafka's cleaner leaves a compacted topic")
     p.add_argument("--commit-records", type=_bounded_int("--commit-records", 1, 2**31 - 1), default=1_000_000,
                    metavar="N", help="records per commit (default 1000000): each commit is held in memory")
     p.add_argument("--json", action="store_true", help="machine-readable output")
