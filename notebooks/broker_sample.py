@@ -43,11 +43,15 @@ def _append(log, records: list[Record], codec: CompressionType, **producer: int 
     log.append(build_batch(recs, compression=codec, **producer), now_ms=recs[-1].timestamp)
 
 
-def _orders(lm: LogManager, rng: random.Random) -> None:
-    cfg = LogConfig.from_properties({"compression.type": "lz4", "segment.bytes": "262144"})
-    logs = [lm.create_log(TopicPartition("orders", p), cfg) for p in range(3)]
-    for second in range(0, HOUR_MS // 1000, 2):  # a batch every 2 s per partition
-        t = T0_MS + second * 1000
+def _orders_config() -> LogConfig:
+    return LogConfig.from_properties({"compression.type": "lz4", "segment.bytes": "262144"})
+
+
+def _orders(lm: LogManager, rng: random.Random, start_ms: int = T0_MS, seconds: int = HOUR_MS // 1000) -> int:
+    logs = [lm.create_log(TopicPartition("orders", p), _orders_config()) for p in range(3)]
+    written = 0
+    for second in range(0, seconds, 2):  # a batch every 2 s per partition
+        t = start_ms + second * 1000
         for p, log in enumerate(logs):
             n = rng.randint(1, 3) + (2 if p == 2 else 0)
             recs = []
@@ -57,6 +61,8 @@ def _orders(lm: LogManager, rng: random.Random) -> None:
                         "amount": round(rng.uniform(5, 400), 2), "items": rng.randint(1, 6)}
                 recs.append(Record(0, t + i * 7, f"c-{customer}".encode(), json.dumps(body).encode()))
             _append(log, recs, CompressionType.LZ4)
+            written += n
+    return written
 
 
 def _clicks(lm: LogManager, rng: random.Random) -> None:
@@ -156,6 +162,19 @@ def write_broker_copy(root: str | Path) -> list[Path]:
         _consumer_offsets(lm, rng)
     (root / MARKER).write_text("written by notebooks/broker_sample.py; deleted by its next run\n")
     return dirs
+
+
+def append_orders(log_dirs: list[str | Path], minutes: int = 10, *, seed: int = 2027) -> int:
+    """Append ``minutes`` more of ``orders`` to a sample :func:`write_broker_copy` wrote, as the
+    broker would have gone on writing them (from 09:00 UTC, the copy's end, on: a second call writes
+    the same minutes again, at later offsets); the number of records appended. Only a sample's dirs
+    are written: dirs not under a sample's marker are refused."""
+    dirs = [Path(d) for d in log_dirs]
+    for d in dirs:
+        if not (d.parent / MARKER).exists():
+            raise FileExistsError(f"{d} is not a log dir of a sample this notebook wrote: not appending to it")
+    with LogManager(dirs, writable=True, topic_configs={"orders": _orders_config()}) as lm:
+        return _orders(lm, random.Random(seed), start_ms=T0_MS + HOUR_MS, seconds=minutes * 60)
 
 
 if __name__ == "__main__":

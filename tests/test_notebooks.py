@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ["backfill.ipynb", "broker_audit.ipynb"]
+NAMES = ["backfill.ipynb", "broker_audit.ipynb", "sync_iceberg.ipynb"]
 
 
 def runner() -> ModuleType:
@@ -188,3 +188,59 @@ def test_broker_audit_notebook(tmp_path: Path) -> None:
     assert len(images(nb)) == 2, "the sizes and the throughput plots"
     assert "not yet" not in "\n".join("".join(c["source"]) for c in nb.cells if c.cell_type == "markdown")
     _same_as_stored("broker_audit.ipynb", nb)
+
+
+def test_sync_iceberg_notebook(tmp_path: Path) -> None:
+    """No Spark: klog.sync into an Iceberg table in a temporary warehouse, read back by pyiceberg,
+    more orders appended to the sample, a second sync of only those, a third of nothing."""
+    pytest.importorskip("pyiceberg")
+    nb = execute(NOTEBOOKS / "sync_iceberg.ipynb", tmp_path)
+    assert errors(nb) == []
+    out = printed(nb)
+    assert "wrote a sample broker copy: broker-copy/data-1, broker-copy/data-2" in out
+    assert ("Iceberg table kafka.orders (catalog klog): 14,344 records in 1 commit(s); "
+            'next offsets now {"orders": {"0": 3592, "1": 3606, "2": 7146}}') in out
+    assert 'klog.offsets of the current snapshot: {"orders":{"0":3592,"1":3606,"2":7146}}' in out
+    assert "table: 14,344 rows; read_arrow up to its offsets: 14,344 rows; identical: True" in out
+    assert "appended 2,419 orders" in out
+    assert "  orders-2: offsets 7146..8349 (1203 offsets)" in out  # the second sync starts at the table's offsets
+    assert "snapshot 2: append, +2,419 records, 16,763 in all" in out
+    assert "16,763 rows = 14,344 + 2,419; 16,763 distinct (partition, offset): no duplicates" in out
+    assert "identical to read_arrow up to the new offsets: True" in out
+    assert "0 records in 0 commit(s)" in out and "2 snapshots, 16,763 rows: unchanged" in out
+    assert len(images(nb)) == 1, "the per-minute plot of the two syncs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broker-copy"]  # the temporary warehouse is gone
+    _same_as_stored("sync_iceberg.ipynb", nb)
+
+
+def test_sync_iceberg_never_writes_a_users_log_dir(tmp_path: Path) -> None:
+    """With LOG_DIRS set the whole notebook runs on that dir (non-JSON values, nothing new for the
+    second sync) and writes nothing into it: no sample made, no record appended."""
+    pytest.importorskip("pyiceberg")
+    import nbformat
+
+    from storage_core.log.log import Log
+    from storage_core.record.records import Record, build_batch
+
+    mine = tmp_path / "my-log-dir"
+    for p in range(2):
+        (mine / f"orders-{p}").mkdir(parents=True)
+        with Log(mine / f"orders-{p}", writable=True) as log:
+            log.append(build_batch([Record(i, 1_795_338_000_000 + i * 1000, b"k", b"not json %d" % i)
+                                    for i in range(10 + p)]))
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
+    nb = nbformat.read(NOTEBOOKS / "sync_iceberg.ipynb", as_version=4)
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    assert "LOG_DIRS = None " in setup.source
+    setup.source = setup.source.replace("LOG_DIRS = None ", f"LOG_DIRS = {str(mine)!r} ")
+    path = tmp_path / "mine.ipynb"
+    nbformat.write(nb, path)
+    run = tmp_path / "run"
+    run.mkdir()
+    done = execute(path, run)
+    assert errors(done) == []
+    out = printed(done)
+    assert "21 records in 1 commit(s)" in out and "identical: True" in out and "appended" not in out
+    assert "21 rows = 21 + 0" in out and "1 snapshots, 21 rows: unchanged" in out
+    assert before == {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
+    assert list(run.iterdir()) == []
