@@ -67,10 +67,10 @@ class Case:
         return storage_core.read_arrow(self.work.root, **self.read_options()).read_all()
 
 
-#: name, seed offset, topics, partitions, the generator's extras, the column options
-WORKLOADS: list[tuple[str, int, tuple[str, ...], int, dict[str, bool], dict[str, str]]] = [
+#: name, seed offset, topics, partitions, the generator's extras (headers, LogAppendTime, null values), the column options
+WORKLOADS: list[tuple[str, int, tuple[str, ...], int, dict[str, Any], dict[str, str]]] = [
     ("headers", 0, ("orders",), 3, {"headers": True, "append_time": True}, {"includeHeaders": "true"}),
-    ("topics", 1, ("orders", "payments"), 2, {}, {"includeMetadata": "true"}),
+    ("topics", 1, ("orders", "payments"), 2, {"tombstones": 0.1}, {"includeMetadata": "true"}),
 ]
 
 
