@@ -8,13 +8,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
 from storage_core.record.compression import CompressionType
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
-from storage_core.record.records import Record, build_batch, build_end_txn_marker
+from storage_core.record.records import Header, Record, TimestampType, build_batch, build_end_txn_marker
 
 T0 = 1_700_000_000_000
 CODECS = (CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD,
@@ -34,14 +35,22 @@ class _Partition:
 
 
 class SyncWorkload:
-    """Topics of ``partitions`` partitions in ``root``, written in rounds (:meth:`write`)."""
+    """Topics of ``partitions`` partitions in ``root``, written in rounds (:meth:`write`). With
+    ``headers`` some records carry headers (:attr:`headers`); with ``append_time`` some batches are
+    LogAppendTime. Both draw from a generator of their own, so the records are the same either way."""
 
     def __init__(self, root: Path, seed: int, topics: tuple[str, ...] = ("orders",), partitions: int = 2,
-                 segment_bytes: int = 4000, tombstones: float = 0.0) -> None:
+                 segment_bytes: int = 4000, tombstones: float = 0.0, *, headers: bool = False,
+                 append_time: bool = False) -> None:
         self.root = root
         self.tombstones = tombstones  # the share of keyed records that are tombstones (a null value)
         self.seed = seed
         self.rng = random.Random(seed)
+        self.extra_rng = random.Random(seed + 1) if headers or append_time else None
+        self.with_headers = headers
+        self.append_time = append_time
+        #: (topic, partition) -> offset -> the headers of each record written (``(key, value)`` pairs)
+        self.headers: dict[tuple[str, int], dict[int, tuple[tuple[str, bytes | None], ...]]] = {}
         self.config = LogConfig.from_properties({"segment.bytes": str(segment_bytes), "index.interval.bytes": "400"})
         self.parts = {(t, p): _Partition(pid=1000 + i) for i, (t, p) in
                       enumerate((t, p) for t in topics for p in range(partitions))}
@@ -66,12 +75,18 @@ class SyncWorkload:
                         if key is not None and rng.random() < self.tombstones:
                             value = None
                         st.n += 1
-                        recs.append(Record(offset + j, T0 + offset + j, key, value))
+                        hdrs = self._headers()
+                        self.headers.setdefault((topic, p), {})[offset + j] = hdrs
+                        recs.append(Record(offset + j, T0 + offset + j, key, value, tuple(Header(*h) for h in hdrs)))
                         kv[offset + j] = (key, value)
                     codec = rng.choice(CODECS)
+                    stamp: dict[str, Any] = {}
+                    if self.extra_rng is not None and self.append_time and self.extra_rng.random() < 0.3:
+                        stamp = {"timestamp_type": TimestampType.LOG_APPEND_TIME, "log_append_time": T0 + 10**6 + offset}
                     if st.open_txn or rng.random() < 0.35:
                         log.append(build_batch(recs, compression=codec, producer_id=st.pid, producer_epoch=st.epoch,
-                                               base_sequence=st.seq, is_transactional=True), now_ms=T0 + offset)
+                                               base_sequence=st.seq, is_transactional=True, **stamp),
+                                   now_ms=T0 + offset)
                         st.seq += n
                         st.open_txn.update(kv)
                         last = i == batches - 1
@@ -79,9 +94,18 @@ class SyncWorkload:
                                 (last and not leave_open):
                             self._end(log, st, commit=rng.random() < 0.6)
                     else:
-                        log.append(build_batch(recs, compression=codec), now_ms=T0 + offset)
+                        log.append(build_batch(recs, compression=codec, **stamp), now_ms=T0 + offset)
                         st.visible.update(kv)
         LogManager([self.root], writable=True).close()  # checkpoints and the clean-shutdown marker
+
+    def _headers(self) -> tuple[tuple[str, bytes | None], ...]:
+        """Up to three headers for a record (none without ``headers``): repeated and non-ASCII keys,
+        empty and null values."""
+        r = self.extra_rng
+        if r is None or not self.with_headers or r.random() < 0.4:
+            return ()
+        return tuple((r.choice(("trace", "h", "é", "键", "")), None if r.random() < 0.2 else r.randbytes(r.randint(0, 8)))
+                     for _ in range(r.randint(1, 3)))
 
     def _end(self, log: Log, st: _Partition, *, commit: bool) -> None:
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT

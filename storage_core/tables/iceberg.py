@@ -64,6 +64,35 @@ class _BranchAt(ValidatableTableRequirement):
         AssertRefSnapshotId.model_validate({"ref": self.ref, "snapshot-id": self.snapshot_id}).validate(base_metadata)
 
 
+def _keep_null_lists() -> None:
+    """Make ``pyiceberg`` keep a null list of structs null. Its Arrow projection, run on every
+    batch it writes to Parquet (and reads back), rebuilds such a list from its offsets alone, so a
+    null list becomes an empty one (apache/iceberg-python#3833, open in 0.12): a record without
+    headers, whose ``headers`` is null in ``format("klog")`` and in Spark's Kafka source, was stored
+    as ``[]`` (found by Iceberg's Java reader, ``tests/test_sync_oracles.py``). The rebuilt list gets
+    the original's validity back; a ``pyiceberg`` that keeps the nulls itself is left as it is."""
+    from pyiceberg.io import pyarrow as pyiceberg_arrow
+
+    visitor = pyiceberg_arrow.ArrowProjectionVisitor
+    if getattr(visitor.list, "_klog_keeps_nulls", False):
+        return
+    rebuild = visitor.list
+
+    def list_keeping_nulls(self: Any, list_type: Any, list_array: pa.Array | None,
+                           value_array: pa.Array | None) -> pa.Array | None:
+        result = rebuild(self, list_type, list_array, value_array)
+        if result is not None and list_array is not None and result.null_count < list_array.null_count:
+            result = type(result).from_arrays(result.offsets, result.values, type=result.type,
+                                              mask=list_array.is_null())
+        return result
+
+    list_keeping_nulls._klog_keeps_nulls = True  # type: ignore[attr-defined]
+    visitor.list = list_keeping_nulls  # type: ignore[method-assign]
+
+
+_keep_null_lists()
+
+
 def embedded_catalog(warehouse: str | os.PathLike[str]) -> Catalog:
     """``pyiceberg``'s SQL catalog on SQLite in ``warehouse/catalog.db``, the tables' files under ``warehouse``."""
     root = Path(warehouse).resolve()
