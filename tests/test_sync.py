@@ -361,3 +361,65 @@ def test_range_lost_to_retention(fmt: str, tmp_path: Path, caplog: pytest.LogCap
     held = rows_of(table.read())[("orders", 0)]
     truth = work.expected()[("orders", 0)]
     assert held == {o: kv for o, kv in truth.items() if o < synced or o >= start}
+
+
+def _write_spread(root: Path, rng: random.Random, count: int, start: int) -> None:
+    """``count`` records per partition of topic orders, timestamps spread over three days."""
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.record.records import Record, build_batch
+
+    with LogManager([root], writable=True, config=LogConfig.from_properties({})) as lm:
+        for p in range(2):
+            tp = TopicPartition("orders", p)
+            lg = lm.get_log(tp) or lm.create_log(tp)
+            base = lg.log_end_offset
+            lg.append(build_batch([Record(base + i, start + rng.randrange(3 * 86_400_000), b"k%d" % i, b"v%d" % i)
+                                   for i in range(count)]))
+        lm.checkpoint()
+
+
+@pytest.mark.parametrize("by", ["day", "hour"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_partitioned_by_the_record_timestamp(fmt: str, by: str, tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    root = tmp_path / "logs"
+    root.mkdir()
+    start = 1_700_000_000_000 + rng.randrange(86_400_000)
+    _write_spread(root, rng, 150, start)
+    table = Table(fmt, tmp_path)
+    sync(root, table.to, **table.kwargs(), partition_by=by)
+    _write_spread(root, rng, 100, start)
+    sync(root, table.to, **table.kwargs())  # the table keeps its partitioning
+    got = table.read()
+    ref = klog.read_arrow(root, topics="orders").read_all().sort_by(ORDER)
+    assert got.num_rows == ref.num_rows == 500, _seeded(f"{got.num_rows} rows")
+    unit = 86_400_000_000 if by == "day" else 3_600_000_000
+    slots = {ts // unit for ts in ref.column("timestamp").cast(pa.int64()).to_pylist()}
+    if fmt == "iceberg":
+        from pyiceberg.catalog import load_catalog
+
+        cat = load_catalog("klog", type="sql", uri=f"sqlite:///{table.warehouse / 'catalog.db'}",
+                           warehouse=table.warehouse.as_uri())
+        tbl = cat.load_table(table.to)
+        assert [(f.name, str(f.transform)) for f in tbl.spec().fields] == [(f"timestamp_{by}", by)]
+        files = {task.file.partition[0] for task in tbl.scan().plan_files()}
+        assert files == slots, _seeded("the data files' partitions differ from the records' days/hours")
+        assert got.cast(ref.schema).equals(ref), _seeded("the partitioned table differs from read_arrow")
+    else:
+        from deltalake import DeltaTable
+
+        assert DeltaTable(table.to).metadata().partition_columns == [f"timestamp_{by}"]
+        derived = got.column(f"timestamp_{by}")
+        stamps = got.column("timestamp").cast(pa.int64()).to_pylist()
+        if by == "day":
+            assert derived.cast(pa.int32()).to_pylist() == [ts // unit for ts in stamps]
+        else:
+            assert derived.cast(pa.int64()).to_pylist() == [ts // unit * unit for ts in stamps]
+        assert len(DeltaTable(table.to).partitions()) == len(slots)
+        assert got.drop_columns([f"timestamp_{by}"]).cast(ref.schema).equals(ref), _seeded("differs from read_arrow")
+    # a table's partitioning is set when it is made
+    other = "day" if by == "hour" else "hour"
+    with pytest.raises(SyncError, match=f"is partitioned by timestamp_{by}; expected timestamp_{other}"):
+        sync(root, table.to, **table.kwargs(), partition_by=other)
+    with pytest.raises(InvalidOptionError, match="partition by 'week'; expected one of day, hour"):
+        sync(root, table.to, **table.kwargs(), partition_by="week")

@@ -23,7 +23,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, app_id, decode, encode
-from storage_core.tables.schema import changed, evolve
+from storage_core.tables.schema import PARTITIONINGS, changed, evolve, partition_column
 from storage_core.tables.upsert import KEY_COLUMNS, Latest
 
 __all__ = ["DeltaTarget"]
@@ -83,7 +83,7 @@ class DeltaTarget:
                     break
         return offsets, has_records, named
 
-    def prepare(self, schema: pa.Schema, source: str) -> pa.Schema:
+    def prepare(self, schema: pa.Schema, source: str, partition_by: str | None = None) -> pa.Schema:
         """Fit an existing table's columns to ``schema`` (:func:`~storage_core.tables.schema.evolve`;
         ``source`` names where the value's columns come from), or create the table, empty: the
         columns to write. New columns are added by the first commit, with its records (Delta's
@@ -93,12 +93,27 @@ class DeltaTarget:
         both succeed harmlessly (delta-rs does not refuse a second create that races the first).
         The offsets are then read again at the version loaded, where the appends are checked from:
         if another sync already appended there, this one stops rather than start from the earliest."""
+        if partition_by is not None:
+            schema = schema.append(partition_column(partition_by))
         if self.table is None:
-            DeltaTable.create(self.where, schema=schema, mode="ignore", storage_options=self.storage_options or None)
+            DeltaTable.create(self.where, schema=schema, mode="ignore", storage_options=self.storage_options or None,
+                              partition_by=[partition_column(partition_by).name] if partition_by else None)
             self.table = DeltaTable(self.where, storage_options=self.storage_options or None)
             raced = [tp for tp in self._partitions if self.table.transaction_version(app_id(tp)) is not None]
             if raced:
                 raise self._conflict(RuntimeError(f"it synced {', '.join(map(str, raced))} into the new table"))
+        # a Delta table has no transforms: its partition column is one the sync derives from the
+        # timestamp, whether this sync asked for it or the sync that made the table did
+        parts = list(self.table.metadata().partition_columns)
+        derived = [partition_column(by) for by in PARTITIONINGS]
+        wanted = [partition_column(partition_by).name] if partition_by is not None else \
+            [c for c in parts if c in {f.name for f in derived}]
+        if parts != wanted:
+            raise SyncError(f"{self.description} is partitioned by {', '.join(parts) or 'nothing'}; expected "
+                            f"{', '.join(wanted) or 'nothing'} (a table's partitioning is set when a sync creates it; "
+                            "sync without partitionBy to keep the table's own)")
+        if partition_by is None:
+            schema = pa.schema(list(schema) + [f for f in derived if f.name in parts])
         held = pa.schema(self.table.schema().to_arrow())
         evolved = evolve(self.description, schema, held, widen=False, source=source)
         self._merge = changed(held, evolved)

@@ -31,13 +31,14 @@ from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import AssertRefSnapshotId, ValidatableTableRequirement
+from pyiceberg.transforms import DayTransform, HourTransform
 from pyiceberg.utils.config import Config
 from sqlalchemy.exc import SQLAlchemyError
 
 from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, decode, encode
-from storage_core.tables.schema import changed, evolve
+from storage_core.tables.schema import changed, evolve, partition_column
 from storage_core.tables.upsert import Latest
 
 __all__ = ["EMBEDDED_CATALOG", "IcebergTarget", "embedded_catalog"]
@@ -45,6 +46,8 @@ __all__ = ["EMBEDDED_CATALOG", "IcebergTarget", "embedded_catalog"]
 #: The catalog name used when none is given: SQLite in ``<warehouse>/catalog.db``.
 EMBEDDED_CATALOG = "klog"
 MAIN_BRANCH = "main"
+#: partitionBy's Iceberg transforms of the record timestamp.
+_TRANSFORMS = {"day": DayTransform, "hour": HourTransform}
 
 
 class _BranchAt(ValidatableTableRequirement):
@@ -178,8 +181,9 @@ class IcebergTarget:
             snap = self.table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
         return {}, has_records, []
 
-    def prepare(self, schema: pa.Schema, source: str) -> pa.Schema:
-        """Create the table (and its namespace) with ``schema``, or fit its columns to ``schema``
+    def prepare(self, schema: pa.Schema, source: str, partition_by: str | None = None) -> pa.Schema:
+        """Create the table (and its namespace) with ``schema``, partitioned by ``partition_by``'s
+        transform of the timestamp if given, or fit its columns to ``schema``
         (:func:`~storage_core.tables.schema.evolve`; ``source`` names where the value's columns come
         from): the columns to write."""
         if self.table is None:
@@ -193,13 +197,23 @@ class IcebergTarget:
                 if not self.catalog.namespace_exists(namespace):
                     raise
             try:
-                self.table = self.catalog.create_table(self.identifier, schema=schema)
+                create = self.catalog.create_table_transaction(self.identifier, schema=schema)
+                if partition_by is not None:  # the table and its partitioning in one commit
+                    with create.update_spec() as spec:
+                        spec.add_field("timestamp", _TRANSFORMS[partition_by](), partition_column(partition_by).name)
+                self.table = create.commit_transaction()
             except Exception:
                 if not self.catalog.table_exists(self.identifier):
                     raise
                 self.table = self.catalog.load_table(self.identifier)
-                return self.prepare(schema, source)
+                return self.prepare(schema, source, partition_by)
             return schema
+        if partition_by is not None:
+            fields = [f.name for f in self.table.spec().fields]
+            if fields != [partition_column(partition_by).name]:
+                raise SyncError(f"{self.description} is partitioned by {', '.join(fields) or 'nothing'}; expected "
+                                f"{partition_column(partition_by).name} (a table's partitioning is set when a sync "
+                                "creates it; sync without partitionBy to keep the table's own)")
         held = self.table.schema().as_arrow()
         evolved = evolve(self.description, schema, held, widen=True, source=source)
         if changed(held, evolved):

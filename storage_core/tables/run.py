@@ -28,7 +28,7 @@ from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import PartitionRange, ReadPlan, plan_read, select_partitions
 from storage_core.record.columnar import kafka_schema
 from storage_core.tables.offsets import TableOffsets, check_holds, starting_offsets
-from storage_core.tables.schema import table_schema, to_table
+from storage_core.tables.schema import PARTITIONINGS, table_schema, to_table
 from storage_core.tables.upsert import Latest, latest
 
 __all__ = ["DEFAULT_COMMIT_RECORDS", "FORMATS", "MODES", "SyncSummary", "sync"]
@@ -58,7 +58,7 @@ class Target(Protocol):
 
     def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]: ...
 
-    def prepare(self, schema: pa.Schema, source: str) -> pa.Schema: ...
+    def prepare(self, schema: pa.Schema, source: str, partition_by: str | None = None) -> pa.Schema: ...
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None: ...
 
@@ -141,7 +141,7 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
          catalog: str | None = None, catalog_properties: Mapping[str, str] | None = None,
          warehouse: str | os.PathLike[str] | None = None, storage_options: Mapping[str, str] | None = None,
          commit_records: int = DEFAULT_COMMIT_RECORDS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
-         mode: str = "append", **options: object) -> SyncSummary:
+         mode: str = "append", partition_by: str | None = None, **options: object) -> SyncSummary:
     """Append to the table ``to`` the records of ``source`` it does not hold yet, exactly once.
 
     ``format``: ``iceberg`` (``to`` is ``namespace.table`` in ``catalog``, one ``pyiceberg`` is
@@ -149,11 +149,17 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     catalog in ``warehouse``) or ``delta`` (``to`` is a path or URI; ``storage_options`` are
     delta-rs's). ``options`` are ``spark.read.format("klog")``'s, which pick the topics and where
     the range ends; ``isolationLevel`` defaults to ``read_committed``; the start is the table's.
+    ``partition_by``: ``day`` or ``hour`` of the record timestamp (UTC), for a table the sync
+    creates (Iceberg: a partition transform; Delta: a derived ``timestamp_day``/``timestamp_hour``
+    column); an existing table keeps its own.
     ``mode``: ``append`` (every record a row) or ``upsert`` (the table holds each key's latest
     record, tombstones delete, as Kafka's log cleaner leaves a compacted topic).
     Raises before anything is written when an option, the table or the range does not fit."""
     if mode not in MODES:
         raise InvalidOptionError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if partition_by is not None and partition_by not in PARTITIONINGS:
+        raise InvalidOptionError(f"partition by {partition_by!r}; expected one of {', '.join(PARTITIONINGS)} (of the "
+                                 "record timestamp, UTC)")
     given = {str(k).lower(): k for k in options}
     starts = [option_name(given[k]) for k in _STARTS if k in given]
     if starts:
@@ -186,7 +192,7 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     the_plan = plan_read(replace(opts, starting=OffsetSpec("offsets", offsets=starting_offsets(held, selected))))
     decoding = values.prepare(opts, topics) if opts.formats.decoded else None
     read_schema = values.decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
-    schema = target.prepare(table_schema(read_schema), _value_source(opts, topics))
+    schema = target.prepare(table_schema(read_schema), _value_source(opts, topics), partition_by)
     return _append(target, the_plan, held, read_schema, schema, decoding, opts, commit_records, commit_bytes, mode)
 
 

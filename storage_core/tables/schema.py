@@ -16,14 +16,34 @@ promotions: int to long, float to double, a decimal's precision). Any other chan
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from storage_core.errors import SyncError
 
-__all__ = ["evolve", "table_schema", "to_table"]
+__all__ = ["PARTITIONINGS", "evolve", "partition_column", "table_schema", "to_table"]
 
 #: The Kafka columns a value field may not be named after, and whose types never change.
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
                  "leaderEpoch", "sequence", "producerId", "producerEpoch", "isTransactional", "isControl")
+
+#: ``partitionBy``: the table partitioned by the day or the hour (UTC) of the record timestamp.
+PARTITIONINGS = ("day", "hour")
+
+
+def partition_column(by: str) -> pa.Field:
+    """The column a table partitioned by ``by`` (:data:`PARTITIONINGS`) is partitioned on: Iceberg's
+    partition field name for a ``day``/``hour`` transform of ``timestamp``, and the derived column
+    a Delta table (which has no transforms) holds: a date, or the timestamp floored to the hour."""
+    return pa.field(f"timestamp_{by}", pa.date32() if by == "day" else pa.timestamp("us", tz="UTC"))
+
+
+def _derived(name: str, timestamps: pa.Array) -> pa.Array | None:
+    """The value of the derived partition column ``name`` (:func:`partition_column`), if it is one."""
+    if name == "timestamp_day":
+        return timestamps.cast(pa.timestamp("us", tz="UTC")).cast(pa.date32())
+    if name == "timestamp_hour":
+        return pc.floor_temporal(timestamps.cast(pa.timestamp("us", tz="UTC")), unit="hour")
+    return None
 
 
 def _plain(t: pa.DataType) -> str:
@@ -165,11 +185,17 @@ def _conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
 
 def to_table(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` (the read's columns) with the table's columns ``schema``: the value's fields as
-    columns when the table has them (:func:`table_schema`), missing ones null, types widened."""
+    columns when the table has them (:func:`table_schema`), a Delta table's partition column
+    derived from the timestamp (:func:`partition_column`), missing ones null, types widened."""
     columns = dict(zip(batch.schema.names, batch.columns, strict=True))
     if "value" not in schema.names and "value" in columns:
         value = columns.pop("value")
         columns.update(zip((f.name for f in value.type), value.flatten(), strict=True))
-    out = [_conform(columns[f.name], f.type) if f.name in columns else pa.nulls(batch.num_rows, f.type)
-           for f in schema]
+    out = []
+    for f in schema:
+        if f.name in columns:
+            out.append(_conform(columns[f.name], f.type))
+            continue
+        derived = _derived(f.name, columns["timestamp"])
+        out.append(_conform(derived, f.type) if derived is not None else pa.nulls(batch.num_rows, f.type))
     return pa.RecordBatch.from_arrays(out, schema=schema)

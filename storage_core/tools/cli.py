@@ -913,7 +913,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     summary = sync(args.dir, args.to, format=args.format, catalog=args.catalog,
                    catalog_properties=_pairs(args.catalog_property, "--catalog-property") or None,
                    warehouse=args.warehouse, storage_options=_pairs(args.storage_option, "--storage-option") or None,
-                   commit_records=args.commit_records, mode=args.mode, **options)
+                   commit_records=args.commit_records, mode=args.mode, partition_by=args.partition_by, **options)
     if args.json:
         print(json.dumps({"table": summary.table, "format": summary.format, "mode": summary.mode,
                           "records": summary.records, "dropped": summary.dropped,
@@ -1142,6 +1142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("append", "upsert"), default="append",
                    help="append: every record a row (default); upsert: each key's latest record a row, tombstones "
                    "delete, as Kafka's cleaner leaves a compacted topic")
+    p.add_argument("--partition-by", choices=("day", "hour"), default=None,
+                   help="a new table partitioned by the day or hour (UTC) of the record timestamp")
     p.add_argument("--commit-records", type=_bounded_int("--commit-records", 1, 2**31 - 1), default=1_000_000,
                    metavar="N", help="records per commit (default 1000000): each commit is held in memory")
     p.add_argument("--json", action="store_true", help="machine-readable output")
