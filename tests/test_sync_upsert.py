@@ -16,7 +16,7 @@ from sync_gen import SyncWorkload
 from test_sync import FORMATS, SEED, Table, _seeded, klog_cli
 
 import storage_core as klog
-from storage_core.errors import InvalidOptionError
+from storage_core.errors import InvalidOptionError, SyncError
 from storage_core.tables import sync
 
 
@@ -88,3 +88,20 @@ def test_upsert_from_the_cli(tmp_path: Path) -> None:
     assert out["mode"] == "upsert" and out["dropped"] == sum(
         1 for recs in work.expected().values() for k, _ in recs.values() if k is None)
     assert table_latest(table.read()) == work.latest(table.offsets()), _seeded("the CLI's upsert differs")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_table_keeps_its_mode(fmt: str, tmp_path: Path) -> None:
+    work = SyncWorkload(tmp_path / "logs", SEED, tombstones=0.2)
+    work.write(3, leave_open=False)
+    upserted, appended = Table(fmt, tmp_path / "u"), Table(fmt, tmp_path / "a")
+    sync(work.root, upserted.to, **upserted.kwargs(), mode="upsert")
+    sync(work.root, appended.to, **appended.kwargs())
+    work.write(2, leave_open=False)
+    for table, held, other in ((upserted, "upsert", "append"), (appended, "append", "upsert")):
+        before = table.version()
+        with pytest.raises(SyncError, match=f"was synced in {held} mode; this sync runs in {other} mode"):
+            sync(work.root, table.to, **table.kwargs(), mode=other)
+        assert table.version() == before
+    assert sync(work.root, upserted.to, **upserted.kwargs(), mode="upsert").records > 0
+    assert table_latest(upserted.read()) == work.latest(upserted.offsets()), _seeded("upsert after a refusal")

@@ -22,7 +22,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
-from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, app_id, decode, encode
+from storage_core.tables.offsets import MODE_PROPERTY, OFFSETS_PROPERTY, TableOffsets, app_id, decode, encode
 from storage_core.tables.schema import PARTITIONINGS, changed, evolve, partition_column
 from storage_core.tables.upsert import KEY_COLUMNS, Latest
 
@@ -53,6 +53,8 @@ class DeltaTarget:
         self.description = f"Delta table {self.where}"
         self._partitions: list[TopicPartition] = []
         self._merge = False  # the next commit adds columns (prepare)
+        #: the mode of the sync that committed the offsets held() found (None: none found)
+        self.mode: str | None = None
         try:
             self.table: DeltaTable | None = DeltaTable(self.where, storage_options=self.storage_options or None)
         except TableNotFoundError:
@@ -66,6 +68,7 @@ class DeltaTarget:
         """The next offsets of ``partitions`` the table's transactions record, whether it holds
         records, and (for a message only) the topics its latest klog commit names."""
         self._partitions = list(partitions)
+        self.mode = None
         if self.table is None:
             return {}, False, []
         offsets: TableOffsets = {}
@@ -75,11 +78,13 @@ class DeltaTarget:
                 offsets.setdefault(tp.topic, {})[tp.partition] = int(v)
         has_records = len(self.table.file_uris()) > 0
         named: list[str] = []
-        if has_records and not offsets:
+        if has_records or offsets:
             for commit in self.table.history(_HISTORY):
                 text = commit.get(OFFSETS_PROPERTY)
                 if isinstance(text, str):
                     named = sorted(decode(text, f"{self.description}, version {commit.get('version')}"))
+                    mode = commit.get(MODE_PROPERTY)
+                    self.mode = mode if isinstance(mode, str) else "append"
                     break
         return offsets, has_records, named
 
@@ -119,11 +124,14 @@ class DeltaTarget:
         self._merge = changed(held, evolved)
         return evolved
 
-    def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
-        """Append ``data`` with a transaction per partition of ``partitions`` set to its offset in ``offsets``."""
+    def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition],
+               mode: str = "append") -> None:
+        """Append ``data`` with a transaction per partition of ``partitions`` set to its offset in
+        ``offsets`` (``mode``: the sync's, recorded with them)."""
         assert self.table is not None, "prepare() first"
         try:
-            write_deltalake(self.table, data, mode="append", commit_properties=self._properties(offsets, partitions),
+            write_deltalake(self.table, data, mode="append",
+                            commit_properties=self._properties(offsets, partitions, mode),
                             schema_mode="merge" if self._merge else None,
                             writer_properties=WriterProperties(compression=PARQUET_CODEC))
         except CommitFailedError as exc:
@@ -131,9 +139,10 @@ class DeltaTarget:
         self._committed(offsets, partitions)
 
     @staticmethod
-    def _properties(offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> CommitProperties:
+    def _properties(offsets: TableOffsets, partitions: Iterable[TopicPartition], mode: str) -> CommitProperties:
         txns = [Transaction(app_id(tp), offsets[tp.topic][tp.partition]) for tp in partitions]
-        return CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets)}, app_transactions=txns)
+        return CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets), MODE_PROPERTY: mode},
+                                app_transactions=txns)
 
     def _committed(self, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         assert self.table is not None
@@ -156,7 +165,7 @@ class DeltaTarget:
         assert self.table is not None, "prepare() first"
         rows = latest.rows
         if not rows.num_rows and not latest.deleted.num_rows:  # only offsets move: delta-rs commits no empty merge
-            self.commit(rows, offsets, partitions)
+            self.commit(rows, offsets, partitions, "upsert")
             return
         gone = pa.table([latest.deleted.column(f.name).cast(f.type) if f.name in KEY_COLUMNS else
                          pa.nulls(latest.deleted.num_rows, f.type) for f in rows.schema], schema=rows.schema)
@@ -170,7 +179,7 @@ class DeltaTarget:
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in KEY_COLUMNS)
         try:
             self.table.merge(source, predicate=on, source_alias="s", target_alias="t",
-                             commit_properties=self._properties(offsets, partitions),
+                             commit_properties=self._properties(offsets, partitions, "upsert"),
                              writer_properties=WriterProperties(compression=PARQUET_CODEC)) \
                 .when_matched_delete(predicate=f"s.{_TOMBSTONE}") \
                 .when_matched_update(updates=columns, predicate=f"NOT s.{_TOMBSTONE}") \

@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from storage_core.errors import SyncConflictError, SyncError
 from storage_core.log.topic_partition import TopicPartition
-from storage_core.tables.offsets import OFFSETS_PROPERTY, TableOffsets, decode, encode
+from storage_core.tables.offsets import MODE_PROPERTY, OFFSETS_PROPERTY, TableOffsets, decode, encode
 from storage_core.tables.schema import changed, evolve, partition_column
 from storage_core.tables.upsert import Latest
 
@@ -159,6 +159,8 @@ class IcebergTarget:
             self.table = None
         snap = self.table.current_snapshot() if self.table is not None else None
         self._snapshot_id: int | None = snap.snapshot_id if snap is not None else None
+        #: the mode of the sync that committed the offsets held() found (None: none)
+        self.mode: str | None = None
 
     @property
     def version(self) -> int | None:
@@ -168,6 +170,7 @@ class IcebergTarget:
     def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]:
         """The offsets the table records (the newest snapshot in ``main``'s history carrying them),
         whether it holds records, and the topics its offsets name."""
+        self.mode = None
         if self.table is None:
             return {}, False, []
         snap = self.table.current_snapshot()
@@ -177,6 +180,7 @@ class IcebergTarget:
             text = snap.summary.get(OFFSETS_PROPERTY) if snap.summary is not None else None
             if text is not None:
                 offsets = decode(text, f"{self.description}, snapshot {snap.snapshot_id}")
+                self.mode = snap.summary.get(MODE_PROPERTY) or "append" if snap.summary is not None else None
                 return offsets, has_records, sorted(offsets)
             snap = self.table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
         return {}, has_records, []
@@ -229,18 +233,18 @@ class IcebergTarget:
 
     def commit(self, data: pa.Table, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         """Append ``data`` with ``offsets`` in one snapshot, if ``main`` is where the offsets were read."""
-        self._commit(data, None, offsets)
+        self._commit(data, None, offsets, "append")
 
     def upsert(self, latest: Latest, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
         """Replace the rows of ``latest``'s keys by its rows (tombstoned keys by none), with
         ``offsets``, in one commit: a delete snapshot and an append snapshot, both carrying the offsets."""
-        self._commit(latest.rows, _key_filter(latest.keys()), offsets)
+        self._commit(latest.rows, _key_filter(latest.keys()), offsets, "upsert")
 
-    def _commit(self, data: pa.Table, delete: BooleanExpression | None, offsets: TableOffsets) -> None:
+    def _commit(self, data: pa.Table, delete: BooleanExpression | None, offsets: TableOffsets, mode: str) -> None:
         assert self.table is not None, "prepare() first"
         tx = self.table.transaction()
         branch_at = _BranchAt.model_validate({"ref": MAIN_BRANCH, "snapshot-id": self._snapshot_id})
-        props = {OFFSETS_PROPERTY: encode(offsets)}
+        props = {OFFSETS_PROPERTY: encode(offsets), MODE_PROPERTY: mode}
         try:
             # checked at once against the table as loaded (a table another sync made and appended
             # to meanwhile fails here), and again by the catalog at the commit

@@ -23,11 +23,14 @@ from collections.abc import Iterable, Mapping
 from storage_core.errors import SyncError
 from storage_core.log.topic_partition import TopicPartition
 
-__all__ = ["EARLIEST", "OFFSETS_PROPERTY", "TableOffsets", "app_id", "check_holds", "decode", "encode",
-           "starting_offsets"]
+__all__ = ["EARLIEST", "MODE_PROPERTY", "OFFSETS_PROPERTY", "TableOffsets", "app_id", "check_holds",
+           "check_mode", "decode", "encode", "starting_offsets"]
 
 #: The Iceberg snapshot summary property (and Delta commit info key) holding the offsets' JSON.
 OFFSETS_PROPERTY = "klog.offsets"
+#: Beside it: the sync's mode, ``append`` or ``upsert`` (a commit without it: ``append``, as syncs
+#: made before the mode existed).
+MODE_PROPERTY = "klog.mode"
 #: Kafka's "earliest" in a startingOffsets JSON: a partition the table has never held.
 EARLIEST = -2
 
@@ -90,3 +93,12 @@ def check_holds(table: str, held: Mapping[str, Mapping[int, int]], topics: Itera
             f"records but no {OFFSETS_PROPERTY} (it was not written by klog sync)")
     raise SyncError(f"{table} holds {what}; this sync reads {', '.join(wanted)}: expected an empty table, a new one, "
                     f"or one synced from {'these topics' if len(wanted) > 1 else 'this topic'}")
+
+
+def check_mode(table: str, held: str | None, mode: str) -> None:
+    """Refuse to sync in ``mode`` a table whose last sync ran in ``held`` (None: a table no sync has
+    committed to): appending every record to an upserted table would give a key several rows, and
+    upserting into an appended one would delete rows the table was meant to keep."""
+    if held is not None and held != mode:
+        raise SyncError(f"{table} was synced in {held} mode; this sync runs in {mode} mode; expected mode {held} "
+                        "(a table keeps the mode it was made with)")

@@ -27,7 +27,7 @@ from storage_core.read.options import OffsetSpec, ReadOptions, option_name
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import PartitionRange, ReadPlan, plan_read, select_partitions
 from storage_core.record.columnar import kafka_schema
-from storage_core.tables.offsets import TableOffsets, check_holds, starting_offsets
+from storage_core.tables.offsets import TableOffsets, check_holds, check_mode, starting_offsets
 from storage_core.tables.schema import PARTITIONINGS, table_schema, to_table
 from storage_core.tables.upsert import Latest, latest
 
@@ -52,6 +52,8 @@ class Target(Protocol):
 
     format: str
     description: str
+    #: the mode of the sync whose offsets held() found (None: no sync committed)
+    mode: str | None
 
     @property
     def version(self) -> int | None: ...
@@ -189,6 +191,7 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
                                  "subscribe or subscribePattern) without it")
     held, has_records, named = target.held(everything)
     check_holds(target.description, held, topics, has_records=has_records, named=named)
+    check_mode(target.description, target.mode, mode)
     the_plan = plan_read(replace(opts, starting=OffsetSpec("offsets", offsets=starting_offsets(held, selected))))
     decoding = values.prepare(opts, topics) if opts.formats.decoded else None
     read_schema = values.decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
