@@ -167,10 +167,10 @@ class DeltaTarget:
         if not rows.num_rows and not latest.deleted.num_rows:  # only offsets move: delta-rs commits no empty merge
             self.commit(rows, offsets, partitions, "upsert")
             return
-        gone = pa.table([latest.deleted.column(f.name).cast(f.type) if f.name in KEY_COLUMNS else
+        gone = pa.table([latest.deleted.column(f.name) if f.name in KEY_COLUMNS else
                          pa.nulls(latest.deleted.num_rows, f.type) for f in rows.schema], schema=rows.schema)
-        source = pa.concat_tables([rows, gone]).append_column(
-            _TOMBSTONE, pa.array([False] * rows.num_rows + [True] * gone.num_rows, pa.bool_()))
+        source = pa.concat_tables([rows, gone]).append_column(_TOMBSTONE, pa.chunked_array(
+            [pa.repeat(False, rows.num_rows), pa.repeat(True, gone.num_rows)], pa.bool_()))
         if self._merge:  # new columns first, in a commit of no records (a merge would add the tombstone flag too)
             write_deltalake(self.table, rows.slice(0, 0), mode="append", schema_mode="merge")
             self.table.update_incremental()

@@ -177,10 +177,11 @@ class IcebergTarget:
         has_records = snap is not None and snap.summary is not None and \
             int(snap.summary.get("total-records") or 0) > 0
         while snap is not None:
-            text = snap.summary.get(OFFSETS_PROPERTY) if snap.summary is not None else None
-            if text is not None:
+            summary = snap.summary
+            text = summary.get(OFFSETS_PROPERTY) if summary is not None else None
+            if summary is not None and text is not None:
                 offsets = decode(text, f"{self.description}, snapshot {snap.snapshot_id}")
-                self.mode = snap.summary.get(MODE_PROPERTY) or "append" if snap.summary is not None else None
+                self.mode = summary.get(MODE_PROPERTY) or "append"  # none: a sync from before modes
                 return offsets, has_records, sorted(offsets)
             snap = self.table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
         return {}, has_records, []

@@ -11,6 +11,7 @@ the sync counts them and says so. Aborted transactions never reach the table: an
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,8 +31,7 @@ class Latest:
 
     def keys(self) -> pa.Table:
         """Every key this commit sets or deletes: the rows the table has for them go."""
-        return pa.concat_tables([self.rows.select(list(KEY_COLUMNS)), self.deleted.cast(
-            self.rows.select(list(KEY_COLUMNS)).schema)])
+        return pa.concat_tables([self.rows.select(list(KEY_COLUMNS)), self.deleted])
 
 
 def latest(data: pa.Table, tombstone: pa.ChunkedArray | pa.Array) -> Latest:
@@ -39,7 +39,7 @@ def latest(data: pa.Table, tombstone: pa.ChunkedArray | pa.Array) -> Latest:
     saying which are tombstones."""
     keyed = pc.is_valid(data.column("key"))
     dropped = len(data) - pc.sum(keyed).as_py() if len(data) else 0
-    indexed = data.select(list(KEY_COLUMNS)).append_column("__row", pa.array(range(len(data)), pa.int64()))
+    indexed = data.select(list(KEY_COLUMNS)).append_column("__row", pa.array(np.arange(len(data), dtype=np.int64)))
     if dropped:
         indexed = indexed.filter(keyed)
     last = indexed.group_by(list(KEY_COLUMNS), use_threads=False).aggregate([("__row", "max")])
