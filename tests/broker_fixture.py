@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,25 +174,34 @@ def libs() -> list[Path]:
     return _libs
 
 
-def classpath(source: Path = CLIENT_SOURCE) -> str:
-    """The broker's jars and the compiled ``source`` (a Java program of ``oracle/``; default ``BrokerClient``)."""
-    jars = libs()
-    cache = cache_dir()
+def compiled_classpath(pom: Path, cache: Path, jars: list[Path], source: Path, what: str | None = None) -> str:
+    """``pom``'s jars (fetched into ``cache``) and ``source`` compiled against them there, under the
+    cache's file lock; a failure is a :class:`BrokerError` (``what`` names the oracle in it)."""
     try:
         with _locked(cache / ".lock"):
             classes = _classes(cache, jars, source)
-    except OracleError as e:
-        raise BrokerError(str(e)) from e
-    return os.pathsep.join([str(libs_dir(POM, cache) / "*"), str(classes)])
+    except (OracleError, OSError) as e:
+        raise BrokerError(f"{what}: {e}" if what else str(e)) from e
+    return os.pathsep.join([str(libs_dir(pom, cache) / "*"), str(classes)])
+
+
+def classpath(source: Path = CLIENT_SOURCE) -> str:
+    """The broker's jars and the compiled ``source`` (a Java program of ``oracle/``; default ``BrokerClient``)."""
+    return compiled_classpath(POM, cache_dir(), libs(), source)
+
+
+def skip_reason(fetch: Callable[[], object]) -> str | None:
+    """None if ``fetch`` (what gets an oracle's jars or classes) succeeds here, else why not (a skip reason)."""
+    try:
+        fetch()
+    except BrokerError as e:
+        return str(e)
+    return None
 
 
 def unavailable() -> str | None:
     """None if the broker can run here, else why not (a skip reason)."""
-    try:
-        classpath()
-    except BrokerError as e:
-        return str(e)
-    return None
+    return skip_reason(classpath)
 
 
 def required() -> bool:

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker_fixture import BrokerError, libs_dir, maven_cache, maven_jars, pom_property
-from kafka_oracle import OracleError, _classes, _locked
+from broker_fixture import BrokerError, compiled_classpath, maven_cache, maven_jars, pom_property, skip_reason
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "iceberg_java" / "pom.xml"
@@ -56,12 +55,7 @@ def classpath() -> str:
         version = iceberg_version()
         cache = maven_cache("KLOG_ICEBERG_JAVA_CACHE", "klog-iceberg-java", version)
         jars = maven_jars(POM, cache, f"iceberg-data-{version}.jar", "Iceberg's Java library")
-        try:
-            with _locked(cache / ".lock"):
-                classes = _classes(cache, jars, SOURCE)
-        except (OracleError, OSError) as e:
-            raise BrokerError(f"Iceberg's Java library: {e}") from e
-        _classpath = os.pathsep.join([str(libs_dir(POM, cache) / "*"), str(classes)])
+        _classpath = compiled_classpath(POM, cache, jars, SOURCE, "Iceberg's Java library")
     except BrokerError as e:
         _failure = str(e)
         raise
@@ -70,11 +64,7 @@ def classpath() -> str:
 
 def unavailable() -> str | None:
     """None if the oracle can run here, else why not (a skip reason)."""
-    try:
-        classpath()
-    except BrokerError as e:
-        return str(e)
-    return None
+    return skip_reason(classpath)
 
 
 def read_tables(warehouse: Path, *names: str, timeout: float = 300) -> dict[str, IcebergTable]:

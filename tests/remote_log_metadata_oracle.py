@@ -38,14 +38,7 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dslf4j.internal.
 
 def unavailable() -> str | None:
     """None if the generator can run here, else why not (a skip reason: no broker jars, or javac failed)."""
-    reason = broker_fixture.unavailable()
-    if reason is not None:
-        return reason
-    try:
-        broker_fixture.classpath(SOURCE)
-    except broker_fixture.BrokerError as e:
-        return str(e)
-    return None
+    return broker_fixture.unavailable() or broker_fixture.skip_reason(lambda: broker_fixture.classpath(SOURCE))
 
 
 def generate(out_dir: Path, seed: int, events: int = 60, *, timeout: float = 300) -> dict[str, Any]:

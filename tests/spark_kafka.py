@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from broker_fixture import BrokerError, maven_cache, maven_jars, pom_property
+from broker_fixture import BrokerError, maven_cache, maven_jars, pom_property, skip_reason
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "spark_kafka" / "pom.xml"
@@ -64,8 +64,4 @@ def connector_jars() -> list[Path]:
 
 def unavailable() -> str | None:
     """None if ``format("kafka")`` can run here, else why not (a skip reason)."""
-    try:
-        connector_jars()
-    except BrokerError as e:
-        return str(e)
-    return None
+    return skip_reason(connector_jars)

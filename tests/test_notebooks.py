@@ -135,11 +135,36 @@ def test_notebook_code_uses_the_public_api_only() -> None:
         assert "rmtree(LOG_DIR" not in source and "rmtree(LOG_DIRS" not in source, name
 
 
+def _run_on_users_dir(tmp_path: Path, name: str, variable: str, mine: Path, *, cells: int | None = None,
+                      then: str | None = None) -> Any:
+    """Run notebook ``name`` (its first ``cells`` code cells, then the code ``then``) with its
+    set-up's ``variable`` set to the user's dir ``mine``: it runs without an error, and leaves
+    ``mine`` exactly as it was and its working dir empty. The executed notebook."""
+    import nbformat
+
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    setup = code[0]
+    assert f"{variable} = None " in setup.source
+    setup.source = setup.source.replace(f"{variable} = None ", f"{variable} = {str(mine)!r} ")
+    if cells is not None:
+        nb.cells = code[:cells] + ([nbformat.v4.new_code_cell(then)] if then else [])
+    path = tmp_path / "mine.ipynb"
+    nbformat.write(nb, path)
+    run = tmp_path / "run"
+    run.mkdir()
+    done = execute(path, run)
+    assert errors(done) == []
+    assert before == {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
+    assert list(run.iterdir()) == []
+    return done
+
+
 @pytest.mark.spark
 def test_backfill_never_writes_a_users_log_dir(tmp_path: Path) -> None:
     """With LOG_DIR set, the set-up and step 1 ("Run All" on your own dir) write nothing: the
     user's dir, whatever is in it, is left exactly as it was, and no sample is made."""
-    import nbformat
 
     from storage_core.log.log import Log
     from storage_core.record.records import Record, build_batch
@@ -149,21 +174,8 @@ def test_backfill_never_writes_a_users_log_dir(tmp_path: Path) -> None:
     with Log(mine / "sensors-0", writable=True) as log:
         log.append(build_batch([Record(i, 1_795_338_000_000 + i, b"k", b"{}") for i in range(10)]))
     (mine / "notes.txt").write_text("not a sample\n")
-    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
-    nb = nbformat.read(NOTEBOOKS / "backfill.ipynb", as_version=4)
-    setup, step1 = [c for c in nb.cells if c.cell_type == "code"][:2]
-    assert "LOG_DIR = None " in setup.source
-    setup.source = setup.source.replace("LOG_DIR = None ", f"LOG_DIR = {str(mine)!r} ")
-    nb.cells = [setup, step1, nbformat.v4.new_code_cell("spark.stop()")]
-    path = tmp_path / "mine.ipynb"
-    nbformat.write(nb, path)
-    run = tmp_path / "run"
-    run.mkdir()
-    done = execute(path, run)
-    assert errors(done) == []
+    done = _run_on_users_dir(tmp_path, "backfill.ipynb", "LOG_DIR", mine, cells=2, then="spark.stop()")
     assert f"LOG_DIR is set: no sample written, {mine} is only read" in printed(done)
-    assert before == {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
-    assert list(run.iterdir()) == []
 
 
 @pytest.mark.spark
@@ -217,7 +229,6 @@ def test_sync_iceberg_never_writes_a_users_log_dir(tmp_path: Path) -> None:
     """With LOG_DIRS set the whole notebook runs on that dir (non-JSON values, nothing new for the
     second sync) and writes nothing into it: no sample made, no record appended."""
     pytest.importorskip("pyiceberg")
-    import nbformat
 
     from storage_core.log.log import Log
     from storage_core.record.records import Record, build_batch
@@ -228,19 +239,6 @@ def test_sync_iceberg_never_writes_a_users_log_dir(tmp_path: Path) -> None:
         with Log(mine / f"orders-{p}", writable=True) as log:
             log.append(build_batch([Record(i, 1_795_338_000_000 + i * 1000, b"k", b"not json %d" % i)
                                     for i in range(10 + p)]))
-    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
-    nb = nbformat.read(NOTEBOOKS / "sync_iceberg.ipynb", as_version=4)
-    setup = next(c for c in nb.cells if c.cell_type == "code")
-    assert "LOG_DIRS = None " in setup.source
-    setup.source = setup.source.replace("LOG_DIRS = None ", f"LOG_DIRS = {str(mine)!r} ")
-    path = tmp_path / "mine.ipynb"
-    nbformat.write(nb, path)
-    run = tmp_path / "run"
-    run.mkdir()
-    done = execute(path, run)
-    assert errors(done) == []
-    out = printed(done)
+    out = printed(_run_on_users_dir(tmp_path, "sync_iceberg.ipynb", "LOG_DIRS", mine))
     assert "21 records in 1 commit(s)" in out and "identical: True" in out and "appended" not in out
     assert "21 rows = 21 + 0" in out and "1 snapshots, 21 rows: unchanged" in out
-    assert before == {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in mine.rglob("*")}
-    assert list(run.iterdir()) == []
