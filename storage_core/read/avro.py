@@ -419,7 +419,7 @@ class AvroDecoder:
 def json_value(v: Any, t: pa.DataType) -> Any:
     """A decoded value (``to_pylist`` of Arrow type ``t``) as JSON data: records as objects, maps as
     objects, bytes/fixed base64, decimals as strings, timestamps as epoch microseconds and dates as
-    epoch days (what Spark stores), NaN/Infinity as strings."""
+    epoch days (what Spark stores), durations as microseconds, NaN/Infinity as strings."""
     import base64
     import datetime as dt
     import math
@@ -439,6 +439,8 @@ def json_value(v: Any, t: pa.DataType) -> Any:
         return base64.b64encode(v).decode()
     if isinstance(v, Decimal):
         return format(v, "f")
+    if isinstance(v, dt.timedelta):
+        return v // dt.timedelta(microseconds=1)
     if isinstance(v, dt.datetime):
         when = v if v.tzinfo is not None else v.replace(tzinfo=dt.timezone.utc)
         return (when - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)

@@ -37,8 +37,9 @@ option                                 default                     meaning
 ``minPartitions``                                                  at least this many Spark partitions
 ``maxRecordsPerPartition``                                         split ranges above this many records
 ``maxBytesPerPartition``               134217728                   split/pack input by log bytes per task
-``valueFormat`` / ``keyFormat``        ``raw``                     ``confluent-avro`` or ``confluent-json``: decode
-                                                                   by the Schema Registry's schemas
+``valueFormat`` / ``keyFormat``        ``raw``                     ``confluent-avro``, ``confluent-json`` or
+                                                                   ``confluent-protobuf``: decode by the Schema
+                                                                   Registry's schemas
 ``schemaRegistryPath``                 the read's paths            log dir(s) holding the ``_schemas`` topic
 ``schemasTopic``                       ``_schemas``                the registry's ``kafkastore.topic``
 ``subjectNameStrategy``                ``TopicNameStrategy``       or ``RecordNameStrategy``,
@@ -125,14 +126,14 @@ PartitionOffsets = Mapping[str, Mapping[int, int]]
 
 #: valueFormat/keyFormat values: raw bytes, or Confluent's wire format decoded by the writer schema.
 FORMATS = ("raw", "confluent-avro", "confluent-json", "confluent-protobuf")
-_DECODED_FORMATS = ("confluent-avro", "confluent-json")
+_DECODED_FORMATS = ("confluent-avro", "confluent-json", "confluent-protobuf")
 SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
 
 
 @dataclass(frozen=True)
 class ValueFormats:
-    """How keys and values are decoded: ``raw`` (binary, the default), ``confluent-avro`` or
-    ``confluent-json`` with the schemas of a Schema Registry's ``_schemas`` topic
+    """How keys and values are decoded: ``raw`` (binary, the default), ``confluent-avro``,
+    ``confluent-json`` or ``confluent-protobuf`` with the schemas of a Schema Registry's ``_schemas`` topic
     (:mod:`storage_core.read.values`)."""
 
     value_format: str = "raw"

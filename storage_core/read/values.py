@@ -19,12 +19,42 @@ import pyarrow as pa
 
 from storage_core.errors import InvalidOptionError, SchemaRegistryError
 from storage_core.fs import as_path
-from storage_core.read.avro import AvroDecoder
-from storage_core.read.json_schema import JsonSchemaDecoder
+from storage_core.read.avro import AvroDecoder, WriterSchemaJson
+from storage_core.read.json_schema import JsonSchemaDecoder, WriterJson
 from storage_core.read.options import ReadOptions, ValueFormats
-from storage_core.read.schema_registry import SchemaRegistry, load_registry, subject_name
+from storage_core.read.protobuf import ProtobufDecoder, WriterProtobufJson, require_protoc
+from storage_core.read.schema_registry import RegisteredSchema, SchemaRegistry, load_registry, subject_name
 
-__all__ = ["ColumnDecoding", "Decoding", "decoded_schema", "prepare", "subject"]
+__all__ = ["ColumnDecoder", "ColumnDecoding", "Decoding", "WriterDecoder", "column_decoder", "decoded_schema",
+           "prepare", "subject", "writer_decoder"]
+
+ColumnDecoder = AvroDecoder | JsonSchemaDecoder | ProtobufDecoder
+WriterDecoder = WriterSchemaJson | WriterJson | WriterProtobufJson
+
+
+def column_decoder(fmt: str, registry: SchemaRegistry, reader: RegisteredSchema,
+                   record_name: str | None = None) -> ColumnDecoder:
+    """The decoder of a ``fmt`` column read as ``reader`` (a Protobuf column reads the message
+    ``record_name`` when given, else the schema's first)."""
+    if fmt == "confluent-avro":
+        return AvroDecoder(registry, reader)
+    if fmt == "confluent-json":
+        return JsonSchemaDecoder(registry, reader)
+    if fmt == "confluent-protobuf":
+        return ProtobufDecoder(registry, reader, record_name)
+    raise InvalidOptionError(f"format {fmt!r} has no decoder")
+
+
+def writer_decoder(fmt: str, registry: SchemaRegistry) -> WriterDecoder:
+    """``klog dump``'s decoder of ``fmt`` values: each by its own writer schema, as JSON."""
+    if fmt == "confluent-avro":
+        return WriterSchemaJson(registry)
+    if fmt == "confluent-json":
+        return WriterJson(registry)
+    if fmt == "confluent-protobuf":
+        require_protoc("--value-decoder")
+        return WriterProtobufJson(registry)
+    raise InvalidOptionError(f"format {fmt!r} has no decoder")
 
 
 @dataclass(frozen=True)
@@ -32,7 +62,7 @@ class ColumnDecoding:
     """How one column (``key`` or ``value``) of each topic is decoded."""
 
     column: str
-    decoders: dict[str, AvroDecoder | JsonSchemaDecoder]  # by topic
+    decoders: dict[str, ColumnDecoder]  # by topic
     arrow_type: pa.DataType
 
 
@@ -82,12 +112,13 @@ def prepare(opts: ReadOptions, topics: Iterable[str], registry: SchemaRegistry |
     for column, fmt in (("key", f.key_format), ("value", f.value_format)):
         if fmt == "raw":
             continue
-        decoders: dict[str, AvroDecoder | JsonSchemaDecoder] = {}
+        if fmt == "confluent-protobuf":
+            require_protoc(f"{column}Format")
+        decoders: dict[str, ColumnDecoder] = {}
         types: dict[str, pa.DataType] = {}
-        kind = AvroDecoder if fmt == "confluent-avro" else JsonSchemaDecoder
         for topic in topics:
             name = subject(f, topic, column == "key")
-            dec = kind(registry, registry.require_latest(name))
+            dec = column_decoder(fmt, registry, registry.require_latest(name), f.record_name)
             decoders[topic] = dec
             types[topic] = dec.arrow_type
         distinct = {str(t): topic for topic, t in types.items()}

@@ -248,9 +248,8 @@ _registries: dict[str, Any] = {}
 def _schema_decoders(args: argparse.Namespace, path: Path) -> Any:
     """``--key-decoder``/``--value-decoder``: the writer schemas of the ``_schemas`` topic in
     ``--schema-registry-path``, else in the log dir holding the file's partition dir."""
-    from storage_core.read.avro import WriterSchemaJson
-    from storage_core.read.json_schema import WriterJson
     from storage_core.read.schema_registry import load_registry
+    from storage_core.read.values import writer_decoder
     from storage_core.tools.dump import SchemaDecoders
 
     where_dir = as_path(args.schema_registry_path, _storage(args)) if args.schema_registry_path else \
@@ -263,7 +262,7 @@ def _schema_decoders(args: argparse.Namespace, path: Path) -> Any:
     def make(fmt: str | None) -> Any:
         if fmt is None:
             return None
-        return WriterSchemaJson(reg) if fmt == "confluent-avro" else WriterJson(reg)
+        return writer_decoder(fmt, reg)
 
     return SchemaDecoders(key=make(args.key_decoder), value=make(args.value_decoder))
 
@@ -982,10 +981,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="decode records as __remote_log_metadata (tiered storage) records (implies --print-data-log)")
     dec.add_argument("--no-decoder", dest="decoder", action="store_const", const="none",
                      help="print internal topics' keys and payloads as text, not decoded")
-    p.add_argument("--value-decoder", choices=["confluent-avro", "confluent-json"], default=None,
-                   help="decode values written by Confluent's Avro (JSON Schema) serializer with their writer schemas "
+    p.add_argument("--value-decoder", choices=["confluent-avro", "confluent-json", "confluent-protobuf"], default=None,
+                   help="decode values written by Confluent's Avro (JSON Schema, Protobuf) serializer with their writer "
+                   "schemas "
                    "from the _schemas topic, printed as JSON (implies --print-data-log)")
-    p.add_argument("--key-decoder", choices=["confluent-avro", "confluent-json"], default=None,
+    p.add_argument("--key-decoder", choices=["confluent-avro", "confluent-json", "confluent-protobuf"], default=None,
                    help="decode keys the same way (implies --print-data-log)")
     p.add_argument("--schema-registry-path", metavar="DIR", default=None,
                    help="the log dir holding the _schemas topic (default: the log dir of each file)")

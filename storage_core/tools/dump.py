@@ -38,8 +38,7 @@ from storage_core.record.records import MAGIC_VALUE_V2, Record
 from storage_core.record.text import java_utf8
 
 if TYPE_CHECKING:
-    from storage_core.read.avro import WriterSchemaJson
-    from storage_core.read.json_schema import WriterJson
+    from storage_core.read.values import WriterDecoder
 
 #: The file name of a KRaft bootstrap snapshot (``BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME``).
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -91,11 +90,11 @@ def decode(decoder: Decoder, batch: AnyBatch, r: Record) -> DecodedRecord | None
 
 @dataclass(frozen=True)
 class SchemaDecoders:
-    """``--key-decoder``/``--value-decoder confluent-avro|confluent-json``: keys and values decoded by
+    """``--key-decoder``/``--value-decoder confluent-avro|confluent-json|confluent-protobuf``: keys and values decoded by
     their writer schemas (from a ``_schemas`` topic) as JSON (:func:`storage_core.read.avro.json_value`)."""
 
-    key: WriterSchemaJson | WriterJson | None = None
-    value: WriterSchemaJson | WriterJson | None = None
+    key: WriterDecoder | None = None
+    value: WriterDecoder | None = None
 
     def fields(self, r: Record) -> dict[str, Any]:
         """``key``/``value`` (the decoded JSON) of the parts asked for; where one does not decode,
