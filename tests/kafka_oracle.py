@@ -44,7 +44,17 @@ CONFLUENT_JAR_PATTERNS = (KAFKA_CLIENTS_JAR, "slf4j-api-*.jar", "kafka-avro-seri
                           "common-utils-7.0.16.jar", "avro-1.11.3.jar", "jackson-core-2.*.jar",
                           "jackson-databind-2.*.jar", "jackson-annotations-2.*.jar", "guava-24.1.1-jre.jar",
                           "commons-compress-*.jar", "swagger-annotations-1.6.12.jar")
-JAR_SETS = {"libs": JAR_PATTERNS, "libs-confluent": CONFLUENT_JAR_PATTERNS}
+#: Confluent's Protobuf serde (``oracle/ConfluentProtobuf.java``): protobuf's JsonFormat, Square's wire
+#: (the .proto parser Confluent uses) and its Kotlin runtime, in ``libs-confluent-protobuf``.
+CONFLUENT_PROTOBUF_JAR_PATTERNS = (*CONFLUENT_JAR_PATTERNS, "kafka-protobuf-serializer-7.0.16.jar",
+                                   "kafka-protobuf-provider-7.0.16.jar", "kafka-protobuf-types-7.0.16.jar",
+                                   "protobuf-java-3.*.jar", "protobuf-java-util-3.*.jar", "wire-schema-jvm-*.jar",
+                                   "wire-runtime-jvm-*.jar", "kotlin-stdlib-1.*.jar", "kotlin-stdlib-common-*.jar",
+                                   "kotlin-stdlib-jdk7-*.jar", "kotlin-stdlib-jdk8-*.jar", "kotlin-reflect-*.jar",
+                                   "okio-jvm-*.jar", "gson-2.*.jar", "commons-lang3-*.jar",
+                                   "error_prone_annotations-*.jar", "proto-google-common-protos-*.jar")
+JAR_SETS = {"libs": JAR_PATTERNS, "libs-confluent": CONFLUENT_JAR_PATTERNS,
+            "libs-confluent-protobuf": CONFLUENT_PROTOBUF_JAR_PATTERNS}
 SOURCE = Path(__file__).resolve().parent / "oracle" / "KafkaDump.java"
 MAIN_CLASS = "KafkaDump"
 
@@ -133,11 +143,11 @@ def _setup() -> str:
     return java_classpath(SOURCE)
 
 
-def java_classpath(source: Path, jars_set: str | None = "libs") -> str:
+def java_classpath(source: Path, jars_set: str | None = "libs", extra: Sequence[Path] = ()) -> str:
     """The classpath of the jars (``jars_set``, a key of :data:`JAR_SETS`; None for a program that
-    needs only the JDK, which then needs no download) and the compiled Java program ``source`` (a
-    file of ``oracle/``), setting the cache up on first use; raises :class:`OracleError` when Java
-    or the jars are missing."""
+    needs only the JDK, which then needs no download), the ``extra`` jars (from elsewhere) and the
+    compiled Java program ``source`` (a file of ``oracle/``), setting the cache up on first use;
+    raises :class:`OracleError` when Java or the jars are missing."""
     source = source.resolve()
     if source in _classpaths:
         return _classpaths[source]
@@ -151,7 +161,7 @@ def java_classpath(source: Path, jars_set: str | None = "libs") -> str:
         try:
             cache.mkdir(parents=True, exist_ok=True)
             with _locked(cache / ".lock"):
-                jars = _jars(cache, jars_set) if jars_set is not None else []
+                jars = [*(_jars(cache, jars_set) if jars_set is not None else []), *extra]
                 classes = _classes(cache, jars, source)
         except OSError as e:
             raise OracleError(f"Kafka oracle unavailable: {e}") from e

@@ -101,7 +101,6 @@ def test_fixture_registry() -> None:
 
 @pytest.mark.parametrize(("opts", "match"), [
     ({"valueFormat": "avro"}, "expected one of raw, confluent-avro"),
-    ({"valueFormat": "confluent-protobuf"}, "not supported"),
     ({"mode": "PERMISSIVE"}, "only applies with valueFormat"),
     ({"valueFormat": "confluent-avro", "mode": "DROPMALFORMED"}, "expected FAILFAST"),
     ({"valueFormat": "confluent-avro", "subjectNameStrategy": "Nope"}, "expected one of TopicNameStrategy"),

@@ -446,10 +446,6 @@ def _format(opts: Mapping[str, str], key: str) -> str:
     raw = opts.get(key, "raw").strip().lower()
     if raw not in FORMATS:
         raise InvalidOptionError(f"option {option_name(key)}={opts[key]!r}; expected one of {', '.join(FORMATS)}")
-    if raw not in ("raw", *_DECODED_FORMATS):
-        raise InvalidOptionError(f"option {option_name(key)}={raw} is not supported: klog decodes raw, "
-                                 f"{', '.join(_DECODED_FORMATS)}; read {raw} values raw (valueFormat=raw) and "
-                                 "decode them yourself")
     return raw
 
 

@@ -5,9 +5,11 @@ Confluent's ``KafkaProtobufSerializer`` writes magic byte 0, the schema id (4 by
 the *message indexes* and then the message's protobuf binary. The indexes say which message of the
 schema's ``.proto`` file the record is: a count and that many indexes, each a zigzag varint, the
 first into the file's top-level messages and each next one into the previous message's nested
-types; the common ``[0]`` (the file's first message) is written as the single count 0.
+messages, in the order the registered text declares them (:func:`message_tree`); the common
+``[0]`` (the file's first message) is written as the single count 0.
 
-Schemas are ``.proto`` text. Each ``import`` is either one of the schema's references (the import
+Schemas are ``.proto`` text (maps as Confluent prints them, explicit ``map_entry`` messages, are
+read as the ``map<K, V>`` fields they stand for: :func:`maps_as_declared`). Each ``import`` is either one of the schema's references (the import
 path is the reference's name; references may import others) or one of protobuf's well-known files
 (``google/protobuf/*.proto``, which Confluent never registers). klog compiles them with ``protoc``
 itself (the ``grpcio-tools`` package, extra ``klog[protobuf]``), once per schema id and process,
@@ -44,6 +46,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -57,8 +60,8 @@ import pyarrow as pa
 from storage_core.errors import InvalidOptionError, SchemaRegistryError, UnknownSchemaError, ValueDecodeError
 from storage_core.read.schema_registry import WIRE_HEADER, RegisteredSchema, SchemaRegistry, wire_schema_id
 
-__all__ = ["CompiledSchema", "ProtobufDecoder", "WriterProtobufJson", "compile_schema", "message_indexes",
-           "require_protoc"]
+__all__ = ["CompiledSchema", "MessageTree", "ProtobufDecoder", "WriterProtobufJson", "compile_schema",
+           "maps_as_declared", "message_indexes", "message_tree", "require_protoc"]
 
 Convert = Callable[[Any], Any]
 
@@ -114,27 +117,119 @@ def message_indexes(data: bytes, pos: int = WIRE_HEADER) -> tuple[tuple[int, ...
 
 
 # --- schemas -------------------------------------------------------------------------------------
+_MESSAGE_OPEN = re.compile(r"\bmessage\s+(\w+)\s*\{")
+_MAP_ENTRY = re.compile(r"\boption\s+map_entry\s*=\s*true\s*;")
+_ENTRY_FIELD = re.compile(r"(?:^|[;{}\s])(?:optional\s+)?([\w.]+)\s+(key|value)\s*=\s*([12])\b")
+
+
+def _masked(text: str) -> str:
+    """``text`` with its comments and string literals blanked (same length), so braces count true."""
+    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                  lambda m: " " * len(m.group(0)), text, flags=re.S)
+
+
+def _close(masked: str, open_brace: int) -> int:
+    """The index of the brace closing the one at ``open_brace``."""
+    depth = 0
+    for i in range(open_brace, len(masked)):
+        if masked[i] == "{":
+            depth += 1
+        elif masked[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise SchemaRegistryError("a message's braces do not close")
+
+
+def maps_as_declared(text: str) -> str:
+    """``text`` with each explicit map-entry message (``message XEntry { option map_entry = true; K key =
+    1; V value = 2; }`` and the ``repeated XEntry f = n;`` using it) written back as ``map<K, V> f = n;``.
+
+    Confluent's registry prints maps that way (its canonical text of a schema is printed from the
+    descriptors, where a map is such a message); protoc refuses an explicit ``map_entry``. The
+    descriptors are the same either way."""
+    while True:
+        masked = _masked(text)
+        found = None
+        for m in _MESSAGE_OPEN.finditer(masked):
+            end = _close(masked, m.end() - 1)
+            body = masked[m.end():end]
+            # the option must be the entry's own (not a message nested in it)
+            if _MAP_ENTRY.search(body) and "{" not in body:
+                found = (m.start(), end + 1, m.group(1), text[m.end():end])
+                break
+        if found is None:
+            return text
+        start, stop, name, body = found
+        types = {kind: t for t, kind, _n in _ENTRY_FIELD.findall(body)}
+        if set(types) != {"key", "value"}:
+            raise SchemaRegistryError(f"map entry message {name} lacks a key = 1 or value = 2 field")
+        # the enclosing message: the innermost unclosed brace before the entry
+        depth, parent_open = 0, -1
+        for i in range(start - 1, -1, -1):
+            if masked[i] == "}":
+                depth += 1
+            elif masked[i] == "{":
+                if depth == 0:
+                    parent_open = i
+                    break
+                depth -= 1
+        if parent_open < 0:
+            raise SchemaRegistryError(f"map entry message {name} is not nested in a message")
+        parent_close = _close(masked, parent_open)
+        inner = text[parent_open + 1:start] + text[stop:parent_close]
+        field = re.compile(r"\brepeated\s+(?:[\w.]*\.)?" + re.escape(name) + r"\s+(\w+)\s*=")
+        inner, n = field.subn(f"map<{types['key']}, {types['value']}> \\1 =", inner)
+        if n != 1:
+            raise SchemaRegistryError(f"map entry message {name} is used by {n} fields, expected one")
+        text = text[:parent_open + 1] + inner + text[parent_close:]
+
+
+#: A file's messages in the order its text declares them, each with its nested messages.
+MessageTree = tuple[tuple[str, "MessageTree"], ...]
+
+
+def message_tree(text: str) -> MessageTree:
+    """The messages ``text`` declares, in its order (enums left out), each with its nested ones: what
+    message indexes count, as Confluent's ``ProtobufSchema.toMessageName`` counts them (an explicit
+    map-entry message is one of them)."""
+    masked = _masked(text)
+    root: list[tuple[str, list[Any]]] = []
+    stack: list[tuple[int, list[tuple[str, list[Any]]]]] = [(len(masked), root)]  # (end, children)
+    for m in _MESSAGE_OPEN.finditer(masked):
+        while m.start() > stack[-1][0]:
+            stack.pop()
+        end = _close(masked, m.end() - 1)
+        children: list[tuple[str, list[Any]]] = []
+        stack[-1][1].append((m.group(1), children))
+        stack.append((end, children))
+
+    def freeze(nodes: list[tuple[str, list[Any]]]) -> MessageTree:
+        return tuple((name, freeze(kids)) for name, kids in nodes)
+    return freeze(root)
+
+
 @dataclass(frozen=True)
 class CompiledSchema:
     """One registered ``.proto`` schema compiled by protoc: its descriptors (with everything it
-    imports) and its own file's messages, in declaration order."""
+    imports), its package and its messages as its text declares them."""
 
     schema_id: int
-    descriptor_set: bytes  # a serialized FileDescriptorSet, the schema's file last
+    descriptor_set: bytes  # a serialized FileDescriptorSet, the schema's file among them
     package: str
-    messages: tuple[Any, ...]  # DescriptorProto of the file's top-level messages
+    messages: MessageTree
 
     def message_name(self, indexes: tuple[int, ...]) -> str:
         """The full name of the message at ``indexes``; ValueDecodeError if there is none."""
-        level: Any = self.messages
+        level = self.messages
         names = [self.package] if self.package else []
         for depth, i in enumerate(indexes):
             if i >= len(level):
                 raise ValueDecodeError(f"message indexes {list(indexes)} point past the {len(level)} "
                                        f"{'top-level' if depth == 0 else 'nested'} messages of schema id "
                                        f"{self.schema_id}")
-            names.append(level[i].name)
-            level = level[i].nested_type
+            names.append(level[i][0])
+            level = level[i][1]
         return ".".join(names)
 
 
@@ -152,7 +247,7 @@ def _write_sources(registry: SchemaRegistry, rs: RegisteredSchema, into: Path, n
         raise SchemaRegistryError(f"schema id {rs.id}: reference name {name!r} is not a relative import path")
     path = into / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(rs.schema, encoding="utf-8")
+    path.write_text(maps_as_declared(rs.schema), encoding="utf-8")
     for ref, target in registry.referenced(rs):
         if ref.name.startswith(_WELL_KNOWN):
             continue  # protoc's own copy, as Confluent's built-in dependencies
@@ -188,7 +283,7 @@ def compile_schema(registry: SchemaRegistry, rs: RegisteredSchema) -> CompiledSc
         raw = out.read_bytes()
     fds = descriptor_pb2.FileDescriptorSet.FromString(raw)
     own = next(f for f in fds.file if f.name == root)
-    return CompiledSchema(rs.id, raw, own.package, tuple(own.message_type))
+    return CompiledSchema(rs.id, raw, own.package, message_tree(rs.schema))
 
 
 # --- types ---------------------------------------------------------------------------------------
