@@ -68,29 +68,40 @@ class _BranchAt(ValidatableTableRequirement):
 
 
 def _keep_null_lists() -> None:
-    """Make ``pyiceberg`` keep a null list of structs null. Its Arrow projection, run on every
-    batch it writes to Parquet (and reads back), rebuilds such a list from its offsets alone, so a
-    null list becomes an empty one (apache/iceberg-python#3833, open in 0.12): a record without
+    """Make ``pyiceberg`` keep a null list or map of structs null. Its Arrow projection, run on
+    every batch it writes to Parquet (and reads back), rebuilds such a list (map) from its offsets
+    alone, so a null one becomes empty (apache/iceberg-python#3833, open in 0.12): a record without
     headers, whose ``headers`` is null in ``format("klog")`` and in Spark's Kafka source, was stored
-    as ``[]`` (found by Iceberg's Java reader, ``tests/test_sync_oracles.py``). The rebuilt list gets
-    the original's validity back; a ``pyiceberg`` that keeps the nulls itself is left as it is."""
+    as ``[]`` (found by Iceberg's Java reader, ``tests/test_sync_oracles.py``), and a tombstone's
+    Protobuf ``map<K, Message>`` field as ``{}`` (``tests/test_schema_registry_protobuf.py``). The
+    rebuilt array gets the original's validity back; a ``pyiceberg`` that keeps the nulls itself is
+    left as it is."""
     from pyiceberg.io import pyarrow as pyiceberg_arrow
 
     visitor = pyiceberg_arrow.ArrowProjectionVisitor
     if getattr(visitor.list, "_klog_keeps_nulls", False):
         return
-    rebuild = visitor.list
+    rebuild_list, rebuild_map = visitor.list, visitor.map
 
     def list_keeping_nulls(self: Any, list_type: Any, list_array: pa.Array | None,
                            value_array: pa.Array | None) -> pa.Array | None:
-        result = rebuild(self, list_type, list_array, value_array)
+        result = rebuild_list(self, list_type, list_array, value_array)
         if result is not None and list_array is not None and result.null_count < list_array.null_count:
             result = type(result).from_arrays(result.offsets, result.values, type=result.type,
                                               mask=list_array.is_null())
         return result
 
+    def map_keeping_nulls(self: Any, map_type: Any, map_array: pa.Array | None, key_result: pa.Array | None,
+                          value_result: pa.Array | None) -> pa.Array | None:
+        result = rebuild_map(self, map_type, map_array, key_result, value_result)
+        if result is not None and map_array is not None and result.null_count < map_array.null_count:
+            result = pa.MapArray.from_arrays(result.offsets, result.keys, result.items, type=result.type,
+                                             mask=map_array.is_null())
+        return result
+
     list_keeping_nulls._klog_keeps_nulls = True  # type: ignore[attr-defined]
     visitor.list = list_keeping_nulls  # type: ignore[method-assign]
+    visitor.map = map_keeping_nulls  # type: ignore[method-assign]
 
 
 _keep_null_lists()

@@ -10,6 +10,7 @@ must be as they were. The value's fields may evolve as the Schema Registry's com
 let them: a field added becomes a new nullable column (or nested field), a field removed stays in
 the table and is null in new rows, and a type may widen where the table format can (Iceberg's
 promotions: int to long, float to double, a decimal's precision). Any other change names the field.
+A duration is held as its microseconds (:func:`storable`).
 :func:`to_table` then gives each batch the table's columns.
 """
 
@@ -65,9 +66,24 @@ def _plain(t: pa.DataType) -> str:
     return str(t)
 
 
+def storable(t: pa.DataType) -> pa.DataType:
+    """``t`` as a table holds it: a duration (Protobuf's Duration, Spark's day-time interval) as its
+    microseconds, a long, since neither Iceberg nor Delta has an interval type; the rest as it is."""
+    if pa.types.is_duration(t):
+        return pa.int64()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(storable(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(storable(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(storable(t.key_type), t.item_field.with_type(storable(t.item_type)))
+    return t
+
+
 def table_schema(source: pa.Schema) -> pa.Schema:
     """The table's columns for batches of ``source`` (the read's schema, the value decoded or not):
-    the Kafka columns, then the value's fields when the value is a record."""
+    the Kafka columns, then the value's fields when the value is a record (:func:`storable` types)."""
+    source = pa.schema([f.with_type(storable(f.type)) for f in source])
     value = source.field("value")
     if not pa.types.is_struct(value.type):
         return source
@@ -180,6 +196,8 @@ def _conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
     if pa.types.is_map(t):
         return pa.MapArray.from_arrays(arr.offsets, _conform(arr.keys, t.key_type), _conform(arr.items, t.item_type),
                                        type=t, mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_duration(arr.type) and pa.types.is_int64(t):
+        return arr.view(pa.int64())
     return arr.cast(t)
 
 
