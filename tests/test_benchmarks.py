@@ -132,6 +132,15 @@ def test_avro_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ratio avro klog/fastavro-loop throughput:" in out
 
 
+def test_protobuf_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("grpc_tools", reason="valueFormat=confluent-protobuf needs klog[protobuf] (grpcio-tools)")
+    from benchmarks import protobuf_decode
+
+    protobuf_decode.main(["--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio protobuf klog/protobuf-loop throughput:" in out
+
+
 @pytest.mark.interop
 def test_kafka_filerecords_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     from kafka_oracle import oracle_available
