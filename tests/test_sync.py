@@ -423,3 +423,25 @@ def test_partitioned_by_the_record_timestamp(fmt: str, by: str, tmp_path: Path) 
         sync(root, table.to, **table.kwargs(), partition_by=other)
     with pytest.raises(InvalidOptionError, match="partition by 'week'; expected one of day, hour"):
         sync(root, table.to, **table.kwargs(), partition_by="week")
+
+
+def test_iceberg_sync_that_created_the_table_loses_its_first_commit_cleanly(tmp_path: Path) -> None:
+    """A sync that created the table and then lost its first commit to another sync is a conflict
+    (exit 2), not an internal error: pyiceberg's commit retry refreshes the table, which the staged
+    table a create transaction returns refuses (CI37, the concurrent-syncs test above, by chance)."""
+    pytest.importorskip("pyiceberg")
+    import pyarrow as pa
+
+    from storage_core.errors import SyncConflictError
+    from storage_core.tables.iceberg import IcebergTarget, embedded_catalog
+
+    schema = pa.schema([pa.field("n", pa.int64())])
+    first = IcebergTarget(embedded_catalog(tmp_path), "kafka.orders")
+    first.prepare(schema, "orders")  # creates the table
+    second = IcebergTarget(embedded_catalog(tmp_path), "kafka.orders")
+    second.prepare(schema, "orders")
+    second.commit(pa.table({"n": [1]}, schema=schema), {"orders": {0: 1}}, [])
+    with pytest.raises(SyncConflictError, match="another sync committed first"):
+        first.commit(pa.table({"n": [2]}, schema=schema), {"orders": {0: 1}}, [])
+    held, _, _ = IcebergTarget(embedded_catalog(tmp_path), "kafka.orders").held([])
+    assert held == {"orders": {0: 1}}

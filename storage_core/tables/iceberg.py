@@ -217,7 +217,11 @@ class IcebergTarget:
                 if partition_by is not None:  # the table and its partitioning in one commit
                     with create.update_spec() as spec:
                         spec.add_field("timestamp", _TRANSFORMS[partition_by](), partition_column(partition_by).name)
-                self.table = create.commit_transaction()
+                create.commit_transaction()
+                # the catalog's table, not the StagedTable the transaction returns: pyiceberg's commit
+                # retry refreshes the table, which a staged one refuses with a ValueError (a sync that
+                # lost its first commit to a concurrent sync then failed as an internal error, CI37)
+                self.table = self.catalog.load_table(self.identifier)
             except Exception:
                 if not self.catalog.table_exists(self.identifier):
                     raise
