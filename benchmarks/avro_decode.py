@@ -103,6 +103,22 @@ def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return best, result
 
 
+def time_each(fns: Sequence[tuple[str, Callable[[], Any]]], repeat: int, records: int,
+              nbytes: int) -> tuple[dict[str, float], dict[str, int]]:
+    """Each function's best time of ``repeat`` and its peak RSS, printed as throughput of ``records``
+    records (``nbytes`` bytes of values)."""
+    times: dict[str, float] = {}
+    rss: dict[str, int] = {}
+    for name, fn in fns:
+        reset_peak_rss()
+        times[name], _ = _best(fn, repeat)
+        rss[name] = peak_rss_bytes()
+    for name, secs in times.items():
+        print(f"{name:22s} {records / secs / 1e3:9.1f} k records/s  {nbytes / secs / 1e6:7.1f} MB/s  "
+              f"({secs * 1e3:.1f} ms, peak RSS {rss[name] / (1 << 20):.0f} MiB)")
+    return times, rss
+
+
 def run(records: int, repeat: int) -> dict[str, float]:
     import storage_core as klog
     from storage_core.read.avro import AvroDecoder
@@ -137,17 +153,9 @@ def run(records: int, repeat: int) -> dict[str, float]:
             if g["order_id"] != w["order_id"] or g["amount"] != w["amount"] or g["ts"] != w["ts"] \
                     or g["note"] != w["note"] or g["status"] != w["status"]:
                 raise AssertionError(f"klog decoded {g}, fastavro {w}")
-        times = {}
-        rss = {}
-        for name, fn in (("klog", klog_decode), ("fastavro loop", fastavro_loop),
-                         ("klog read_arrow", read_decoded), ("klog read_arrow raw", read_raw)):
-            reset_peak_rss()
-            times[name], _ = _best(fn, repeat)
-            rss[name] = peak_rss_bytes()
-        nbytes = sum(map(len, values))
-        for name, secs in times.items():
-            print(f"{name:22s} {records / secs / 1e3:9.1f} k records/s  {nbytes / secs / 1e6:7.1f} MB/s  "
-                  f"({secs * 1e3:.1f} ms, peak RSS {rss[name] / (1 << 20):.0f} MiB)")
+        times, rss = time_each((("klog", klog_decode), ("fastavro loop", fastavro_loop),
+                                ("klog read_arrow", read_decoded), ("klog read_arrow raw", read_raw)),
+                               repeat, records, sum(map(len, values)))
         ratio = times["fastavro loop"] / times["klog"]
         print(f"ratio avro klog/fastavro-loop throughput: {ratio:.3f}x")
         added = times["klog read_arrow"] - times["klog read_arrow raw"]

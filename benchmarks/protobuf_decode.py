@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _summary as summary
-from benchmarks._memory import peak_rss_bytes, reset_peak_rss
-from benchmarks.avro_decode import _best
+from benchmarks.avro_decode import time_each
 
 DEFAULT_RECORDS = 200_000
 DEFAULT_REPEAT = 3
@@ -127,17 +126,9 @@ def run(records: int, repeat: int) -> dict[str, float]:
             if g["order_id"] != (w.order_id or None) or g["customer"] != w.customer or g["tags"] != list(w.tags) \
                     or g["note"] != (w.note if w.HasField("note") else None) or g["line"]["sku"] != w.line.sku:
                 raise AssertionError(f"klog decoded {g}, protobuf {w}")
-        times = {}
-        rss = {}
-        for name, fn in (("klog", klog_decode), ("protobuf loop", protobuf_loop),
-                         ("klog read_arrow", read_decoded), ("klog read_arrow raw", read_raw)):
-            reset_peak_rss()
-            times[name], _ = _best(fn, repeat)
-            rss[name] = peak_rss_bytes()
-        nbytes = sum(map(len, values))
-        for name, secs in times.items():
-            print(f"{name:22s} {records / secs / 1e3:9.1f} k records/s  {nbytes / secs / 1e6:7.1f} MB/s  "
-                  f"({secs * 1e3:.1f} ms, peak RSS {rss[name] / (1 << 20):.0f} MiB)")
+        times, rss = time_each((("klog", klog_decode), ("protobuf loop", protobuf_loop),
+                                ("klog read_arrow", read_decoded), ("klog read_arrow raw", read_raw)),
+                               repeat, records, sum(map(len, values)))
         ratio = times["protobuf loop"] / times["klog"]
         print(f"ratio protobuf klog/protobuf-loop throughput: {ratio:.3f}x")
         summary.add(summary.Row(
