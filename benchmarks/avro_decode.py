@@ -74,18 +74,22 @@ def make_values(n: int, seed: int = 7) -> list[bytes]:
     return out
 
 
-def write_log_dir(root: Path, values: list[bytes]) -> None:
+def write_log_dir(root: Path, values: list[bytes], *, topic: str = TOPIC, schema: str | None = None,
+                  schema_type: str = "AVRO") -> None:
+    """The ``_schemas`` record registering ``schema`` (default: :data:`SCHEMA`) as ``<topic>-value``
+    version 1, id :data:`SCHEMA_ID`, and ``values`` as ``topic``'s records."""
     from storage_core.log.config import LogConfig
     from storage_core.log.manager import LogManager
     from storage_core.log.topic_partition import TopicPartition
     from storage_core.record.records import Record, build_batch
 
-    key = json.dumps({"keytype": "SCHEMA", "subject": f"{TOPIC}-value", "version": 1, "magic": 1}).encode()
-    value = json.dumps({"subject": f"{TOPIC}-value", "version": 1, "id": SCHEMA_ID, "schema": json.dumps(SCHEMA),
+    key = json.dumps({"keytype": "SCHEMA", "subject": f"{topic}-value", "version": 1, "magic": 1}).encode()
+    value = json.dumps({"subject": f"{topic}-value", "version": 1, "id": SCHEMA_ID,
+                        "schema": json.dumps(SCHEMA) if schema is None else schema, "schemaType": schema_type,
                         "deleted": False}).encode()
     with LogManager([root], writable=True, config=LogConfig.from_properties({})) as lm:
         lm.create_log(TopicPartition("_schemas", 0)).append(build_batch([Record(0, 0, key, value)]))
-        lg = lm.create_log(TopicPartition(TOPIC, 0))
+        lg = lm.create_log(TopicPartition(topic, 0))
         step = 1000
         for start in range(0, len(values), step):
             lg.append(build_batch([Record(start + i, 1_700_000_000_000, None, v)

@@ -20,7 +20,6 @@ Before timing, klog's column is checked against the parsed messages. The line to
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _summary as summary
-from benchmarks.avro_decode import time_each
+from benchmarks.avro_decode import time_each, write_log_dir
 
 DEFAULT_RECORDS = 200_000
 DEFAULT_REPEAT = 3
@@ -55,28 +54,6 @@ message Order {
 """
 
 
-def write_log_dir(root: Path, values: list[bytes] | None = None) -> None:
-    """The ``_schemas`` record, then (when given) ``values`` as the topic's records."""
-    from storage_core.log.config import LogConfig
-    from storage_core.log.manager import LogManager
-    from storage_core.log.topic_partition import TopicPartition
-    from storage_core.record.records import Record, build_batch
-
-    key = json.dumps({"keytype": "SCHEMA", "subject": f"{TOPIC}-value", "version": 1, "magic": 1}).encode()
-    value = json.dumps({"subject": f"{TOPIC}-value", "version": 1, "id": SCHEMA_ID, "schema": SCHEMA,
-                        "schemaType": "PROTOBUF", "deleted": False}).encode()
-    with LogManager([root], writable=True, config=LogConfig.from_properties({})) as lm:
-        if lm.get_log(TopicPartition("_schemas", 0)) is None:
-            lm.create_log(TopicPartition("_schemas", 0)).append(build_batch([Record(0, 0, key, value)]))
-        if values is not None:
-            lg = lm.create_log(TopicPartition(TOPIC, 0))
-            step = 1000
-            for start in range(0, len(values), step):
-                lg.append(build_batch([Record(start + i, 1_700_000_000_000, None, v)
-                                       for i, v in enumerate(values[start:start + step])]))
-        lm.checkpoint()
-
-
 def make_values(order_class: Any, n: int, seed: int = 7) -> list[bytes]:
     rng = random.Random(seed)
     header = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b"\x00"
@@ -96,16 +73,17 @@ def make_values(order_class: Any, n: int, seed: int = 7) -> list[bytes]:
 def run(records: int, repeat: int) -> dict[str, float]:
     import storage_core as klog
     from storage_core.read.protobuf import ProtobufDecoder
-    from storage_core.read.schema_registry import load_registry
+    from storage_core.read.schema_registry import RegisteredSchema, SchemaRegistry, load_registry
 
     with tempfile.TemporaryDirectory(prefix="klog-protobuf-bench-") as tmp:
         root = Path(tmp)
-        write_log_dir(root)
+        # the message class from the schema as klog compiles it, before the log dir holds anything
+        order = ProtobufDecoder(SchemaRegistry(), RegisteredSchema(f"{TOPIC}-value", 1, SCHEMA_ID, SCHEMA,
+                                                                   "PROTOBUF"))._reader_class()
+        values = make_values(order, records)
+        write_log_dir(root, values, topic=TOPIC, schema=SCHEMA, schema_type="PROTOBUF")
         registry = load_registry([root])
         decoder = ProtobufDecoder(registry, registry.require_latest(f"{TOPIC}-value"))
-        order = decoder._reader_class()
-        values = make_values(order, records)
-        write_log_dir(root, values)
         raw = klog.read_arrow(root, topics=TOPIC).read_all().combine_chunks()
         column, offsets = raw.column("value").chunk(0), raw.column("offset").chunk(0)
 

@@ -214,6 +214,7 @@ def test_schema_problems_fail_before_reading(tmp_path: Path) -> None:
     (wire(1, b"\x02\x02"), r"point past the 1 top-level messages", ValueDecodeError),  # indexes [1]
     (wire(1, b"\x02"), "the message indexes run past the end", ValueDecodeError),
     (wire(1, b"\x01"), r"-1 message indexes \(expected 0", ValueDecodeError),
+    (wire(1, b"\xff\xff\xff\xff\xff\x01"), "hold a varint longer than 5 bytes", ValueDecodeError),
     (wire(1, b"\x00\x08"), "do not parse as p.A", ValueDecodeError),  # a varint cut short
     (wire(9, b"\x00"), "schema id 9 is not in", UnknownSchemaError),
     (b"\x01\x00\x00\x00\x01\x00", "magic byte 1", ValueDecodeError),

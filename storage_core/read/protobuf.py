@@ -58,8 +58,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from storage_core.errors import InvalidOptionError, SchemaRegistryError, UnknownSchemaError, ValueDecodeError
+from storage_core.errors import (
+    InvalidOptionError,
+    InvalidRecordError,
+    SchemaRegistryError,
+    UnknownSchemaError,
+    ValueDecodeError,
+)
 from storage_core.read.schema_registry import WIRE_HEADER, RegisteredSchema, SchemaRegistry, wire_schema_id
+from storage_core.record.varint import MAX_VARINT_BYTES, read_varint
 
 __all__ = ["CompiledSchema", "MessageTree", "ProtobufDecoder", "WriterProtobufJson", "compile_schema",
            "maps_as_declared", "message_indexes", "message_tree", "require_protoc"]
@@ -86,31 +93,27 @@ def require_protoc(what: str) -> None:
 
 
 # --- the wire ------------------------------------------------------------------------------------
-def _zigzag_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(data):
-            raise ValueDecodeError("the message indexes run past the end of the value")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 28:
-            raise ValueDecodeError("a message index is a varint longer than 5 bytes")
+def _index_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """One zigzag varint of the message indexes: Kafka's ``ByteUtils.readVarint``, which Confluent's
+    ``MessageIndexes.readFrom`` reads them with."""
+    try:
+        return read_varint(data, pos)
+    except InvalidRecordError:
+        where = "run past the end of the value" if len(data) - pos < MAX_VARINT_BYTES else \
+            f"hold a varint longer than {MAX_VARINT_BYTES} bytes"
+        raise ValueDecodeError(f"the message indexes {where}") from None
 
 
 def message_indexes(data: bytes, pos: int = WIRE_HEADER) -> tuple[tuple[int, ...], int]:
     """The message indexes after the header of a Confluent Protobuf value, and where the message starts."""
-    count, pos = _zigzag_varint(data, pos)
+    count, pos = _index_varint(data, pos)
     if count == 0:
         return (0,), pos
     if count < 0 or count > 256:
         raise ValueDecodeError(f"{count} message indexes (expected 0 for the first message, or 1 to 256)")
     out = []
     for _ in range(count):
-        i, pos = _zigzag_varint(data, pos)
+        i, pos = _index_varint(data, pos)
         if i < 0:
             raise ValueDecodeError(f"message index {i} is negative")
         out.append(i)
@@ -542,6 +545,7 @@ class WriterProtobufJson:
 
     def __init__(self, registry: SchemaRegistry) -> None:
         self.registry = registry
+        self._compiled: dict[int, CompiledSchema] = {}  # by schema id: protoc runs once per writer schema
         self._decoders: dict[tuple[int, tuple[int, ...]], ProtobufDecoder] = {}
 
     def decode(self, data: bytes) -> Any:
@@ -555,9 +559,9 @@ class WriterProtobufJson:
             if rs is None:
                 raise UnknownSchemaError(f"schema id {sid} is not in {self.registry.where}")
             try:
-                first = ProtobufDecoder(self.registry, rs)
-                dec = ProtobufDecoder(self.registry, rs, first._writer_message(sid, indexes),
-                                      {rs.id: first.compiled(rs)})
+                compiled = self._compiled.get(sid) or compile_schema(self.registry, rs)
+                self._compiled[sid] = compiled
+                dec = ProtobufDecoder(self.registry, rs, compiled.message_name(indexes), {sid: compiled})
                 dec.node()
             except SchemaRegistryError as exc:
                 raise UnknownSchemaError(exc.detail) from None
