@@ -75,6 +75,28 @@ def test_export_time_range_iso_and_ms_partition_headers(tmp_path: Path) -> None:
     assert pq.read_table(out).num_rows == 2 * 10
 
 
+def test_export_dictionary_encodes_the_columns_that_repeat(tmp_path: Path) -> None:
+    """Parquet's own metadata (not klog's list) says which columns were dictionary-encoded: every
+    column whose values repeat (topic, partition, key, headers, batch metadata) is; the offset,
+    timestamp, value and sequence, which change with every record, are written plain."""
+    from storage_core.tools.export import PLAIN_COLUMNS, dictionary_columns
+
+    d = log_dir(tmp_path / "data")
+    out = tmp_path / "e.parquet"
+    res = klog("export", str(d), "--topic", "orders", "--headers", "--metadata", "--quiet", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    meta = pq.ParquetFile(out).metadata
+    encoded = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).encodings
+               for i in range(meta.num_columns)}
+    assert set(dictionary_columns(kafka_schema(True, True))) == {p for p in encoded if p not in PLAIN_COLUMNS}
+    for path, encodings in encoded.items():
+        if path == "isTransactional":  # Parquet has no dictionary for booleans
+            continue
+        dictionary = "RLE_DICTIONARY" in encodings or "PLAIN_DICTIONARY" in encodings
+        assert dictionary == (path not in PLAIN_COLUMNS), (path, encodings)
+    assert pq.read_table(out).equals(pq.read_table(out, use_threads=False))
+
+
 def test_export_offset_range(tmp_path: Path) -> None:
     d = log_dir(tmp_path / "data")
     out = tmp_path / "o.parquet"

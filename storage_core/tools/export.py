@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage_core.errors import InvalidOptionError
@@ -37,6 +38,12 @@ from storage_core.read.planner import ReadPlan, plan_read
 from storage_core.record.columnar import kafka_schema
 
 PARQUET_CODECS = ("none", "snappy", "gzip", "zstd", "lz4", "brotli")
+#: Columns whose value changes from record to record (the offset, the timestamp, the producer's
+#: sequence, and a value, which seldom repeats): a dictionary for them only fills its page limit and
+#: falls back to plain encoding, which cost a third of the writer's time (2M records of 100 B: 0.61
+#: -> 0.41 s) for no smaller file. Every other column (topic, partition, key, headers, the batch
+#: metadata) repeats and keeps Parquet's dictionary encoding.
+PLAIN_COLUMNS = frozenset({"value", "offset", "timestamp", "sequence"})
 
 _EPOCH_MS = re.compile(r"^-?\d+$")
 
@@ -150,6 +157,20 @@ def plan_export(req: ExportRequest) -> ReadPlan:
     return plan_read(req.read_options())
 
 
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet column paths of ``schema`` that are dictionary-encoded: all but
+    :data:`PLAIN_COLUMNS`. A nested column's leaves are named as Parquet names them
+    (``headers.list.element.key``)."""
+    def leaves(path: str, typ: pa.DataType) -> list[str]:
+        if pa.types.is_struct(typ):
+            return [leaf for f in typ for leaf in leaves(f"{path}.{f.name}", f.type)]
+        if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+            return leaves(f"{path}.list.element", typ.value_type)
+        return [path]
+
+    return [leaf for f in schema if f.name not in PLAIN_COLUMNS for leaf in leaves(f.name, f.type)]
+
+
 def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike[str], *,
                    compression: str = "zstd", overwrite: bool = False,
                    progress: Callable[[int], None] | None = None) -> ExportSummary:
@@ -171,7 +192,7 @@ def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike
     fs = out.store.fs() if isinstance(out, ObjectPath) else None
     where = tmp.fs_key if isinstance(tmp, ObjectPath) else tmp
     writer = pq.ParquetWriter(where, schema, compression=None if compression == "none" else compression,
-                              filesystem=fs)
+                              use_dictionary=dictionary_columns(schema), filesystem=fs)
     try:
         def piece_done(piece: Piece) -> None:
             summary.bytes_read += piece.nbytes
