@@ -174,6 +174,12 @@ int buf_grow(Buf *b, Py_ssize_t need) {
     if (!p) {
         void *m = mmap(NULL, (size_t)cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return kerr_nomem();
+#ifdef MADV_HUGEPAGE
+        /* huge pages where the system offers them on request (transparent_hugepage=madvise):
+         * a column of 100 MB costs 50 faults instead of 25,000 (read_arrow of 2M records: 0.23
+         * -> 0.19 s). Advice only: a refusal changes nothing. mremap keeps it. */
+        madvise(m, (size_t)cap, MADV_HUGEPAGE);
+#endif
         p = (uint8_t *)m;
         got = cap;
     }
