@@ -30,6 +30,7 @@ across segments (:func:`batches_between`).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,11 +228,15 @@ class LogSegment:
                     self._log.close()
                 raise storage_error(exc, "opening the segment for writing", self.log_path) from exc
         else:
-            if not self.log_path.is_file():
+            try:  # one stat: a file deleted between a check and the stat must read as gone, too
+                st = self.log_path.stat()
+                regular = stat.S_ISREG(st.st_mode)
+            except FileNotFoundError:
+                regular = False
+            if not regular:
                 raise SegmentGoneError(f"no such segment file: {self.log_path} (deleted since its partition dir was "
                                        "listed, by retention or a writer's compaction); reopen the log to read its "
                                        "current segments")
-            st = self.log_path.stat()
             self.size_in_bytes = st.st_size
             self._identity = st.st_ino
             self._offset_index = self._time_index = None  # mapped on first use: opening 1000s of segments is cheap
