@@ -126,13 +126,11 @@ static Py_ssize_t builder_nbytes(const RecordsBuilder *s) {
     return s->key_data.len + s->value_data.len + s->hk_data.len + s->hv_data.len + 16 * s->n;
 }
 
-/* Appends without capacity checks, after a reservation that covers them. */
-static inline void put_i64_unchecked(Buf *b, int64_t v) { memcpy(b->data + b->len, &v, 8); b->len += 8; }
-static inline void put_i32_unchecked(Buf *b, int32_t v) { memcpy(b->data + b->len, &v, 4); b->len += 4; }
-static inline void bit_set_unchecked(Buf *b, Py_ssize_t i, int valid) {
-    Py_ssize_t byte = i >> 3;
-    while (b->len <= byte) b->data[b->len++] = 0;
-    if (valid) b->data[byte] |= (uint8_t)(1u << (i & 7));
+/* Zero the bytes of bitmap b that rows up to `rows` need (reserved by the caller) without growing
+ * its len: bit_set covers a row as it sets it; the decode loop sets bits in bytes covered here. */
+static inline void bitmap_cover(Buf *b, Py_ssize_t rows) {
+    Py_ssize_t need = (rows + 7) >> 3;
+    if (need > b->len) memset(b->data + b->len, 0, (size_t)(need - b->len));
 }
 
 /* Copies n bytes of a records area ending at `end` to dst, which has COPY_SLACK writable bytes
@@ -164,11 +162,24 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
         buf_reserve(&s->value_data, len + COPY_SLACK) < 0 || buf_reserve(&s->key_data, len + COPY_SLACK) < 0)
         return -1;
     if (!data_fits(&s->value_data, len) || !data_fits(&s->key_data, len)) return -1;
+    /* The loop's write positions live in locals and go back into the Bufs once, at the end: kept in
+     * the Bufs, every byte stored into a column (a uint8_t store may alias anything) made the
+     * compiler reload every position for the next record. The header columns (with_headers) keep
+     * their Bufs: the loop holds no position of theirs. On an error the caller rolls the Bufs back
+     * to their marks, so nothing is written back then. */
+    Py_ssize_t row = s->n;
+    uint8_t *offsets_w = s->offsets.data + s->offsets.len, *timestamps_w = s->timestamps.data + s->timestamps.len;
+    uint8_t *key_offsets_w = s->key_offsets.data + s->key_offsets.len;
+    uint8_t *value_offsets_w = s->value_offsets.data + s->value_offsets.len;
+    uint8_t *key_data = s->key_data.data, *value_data = s->value_data.data;
+    Py_ssize_t key_len = s->key_data.len, value_len = s->value_data.len;
+    uint8_t *key_valid = s->key_valid.data, *value_valid = s->value_valid.data;
+    /* the bitmaps' bytes for every record this area may append, zeroed: the loop only sets bits */
+    bitmap_cover(&s->key_valid, row + count);
+    bitmap_cover(&s->value_valid, row + count);
     for (Py_ssize_t i = 0; i < count; i++) {
         Rec r;
         if (read_record(&p, end, base_offset, base_ts, use_lat, lat, &r) < 0) return -1;
-        const uint8_t *key = r.key, *value = r.value, *headers_start = r.headers, *rec_end = r.end;
-        int32_t klen = r.klen, vlen = r.vlen, nheaders = r.nheaders;
         int64_t offset = r.offset;
         if (offset < min_offset || offset >= end_offset) continue;
         int64_t ts = r.ts;
@@ -177,19 +188,30 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
                     "(Spark's Kafka source fails here too)", (long long)offset, (long long)ts);
             return -1;
         }
-        Py_ssize_t row = s->n;
-        put_i64_unchecked(&s->offsets, offset);
-        put_i64_unchecked(&s->timestamps, ts);
+        memcpy(offsets_w, &offset, 8);
+        offsets_w += 8;
+        memcpy(timestamps_w, &ts, 8);
+        timestamps_w += 8;
         /* reserved above: this batch's keys and values together are at most len bytes */
-        if (key) { copy_short(s->key_data.data + s->key_data.len, key, klen, end); s->key_data.len += klen; }
-        bit_set_unchecked(&s->key_valid, row, key != NULL);
-        put_i32_unchecked(&s->key_offsets, (int32_t)s->key_data.len);
-        if (value) { copy_short(s->value_data.data + s->value_data.len, value, vlen, end); s->value_data.len += vlen; }
-        bit_set_unchecked(&s->value_valid, row, value != NULL);
-        put_i32_unchecked(&s->value_offsets, (int32_t)s->value_data.len);
+        if (r.key) {
+            copy_short(key_data + key_len, r.key, r.klen, end);
+            key_len += r.klen;
+            key_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
+        }
+        int32_t key_end = (int32_t)key_len;
+        memcpy(key_offsets_w, &key_end, 4);
+        key_offsets_w += 4;
+        if (r.value) {
+            copy_short(value_data + value_len, r.value, r.vlen, end);
+            value_len += r.vlen;
+            value_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
+        }
+        int32_t value_end = (int32_t)value_len;
+        memcpy(value_offsets_w, &value_end, 4);
+        value_offsets_w += 4;
         if (s->with_headers) {
-            const uint8_t *hp = headers_start;
-            for (int32_t h = 0; h < nheaders; h++) { /* already validated */
+            const uint8_t *hp = r.headers, *rec_end = r.end;
+            for (int32_t h = 0; h < r.nheaders; h++) { /* already validated */
                 int32_t hk = 0, hv = -1;
                 read_varint(&hp, rec_end, &hk);
                 if (!data_fits(&s->hk_data, hk) || buf_put(&s->hk_data, hp, hk) < 0) return -1;
@@ -200,13 +222,21 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
                 if (hv > 0) hp += hv;
                 s->nh++;
             }
-            if (bit_set(&s->hdr_valid, row, nheaders > 0) < 0) return -1;
+            if (bit_set(&s->hdr_valid, row, r.nheaders > 0) < 0) return -1;
             if (buf_i32(&s->hdr_offsets, (int32_t)s->nh) < 0) return -1;
         }
-        s->n++;
+        row++;
         appended++;
     }
     if (p != end) { kerr_invalid("Incorrect declared batch size, records still remaining in file"); return -1; }
+    s->offsets.len = offsets_w - s->offsets.data;
+    s->timestamps.len = timestamps_w - s->timestamps.data;
+    s->key_offsets.len = key_offsets_w - s->key_offsets.data;
+    s->value_offsets.len = value_offsets_w - s->value_offsets.data;
+    s->key_data.len = key_len;
+    s->value_data.len = value_len;
+    s->key_valid.len = s->value_valid.len = (row + 7) >> 3;
+    s->n = row;
     *appended_out = appended;
     return 0;
 }
