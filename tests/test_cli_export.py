@@ -257,3 +257,39 @@ def test_export_equals_spark_read(tmp_path: Path, spark) -> None:  # type: ignor
     assert len(from_spark) == 2 * 48
     assert from_parquet == from_spark
     assert spark.read.parquet(str(out)).schema == df.schema
+
+
+def test_export_per_partition_cli(tmp_path: Path) -> None:
+    d = log_dir(tmp_path / "data")
+    out = tmp_path / "orders"
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(out), "--start-offset", "90")
+    assert res.returncode == 0, res.stderr
+    assert f"from 2 partitions) to {out} (2 files, " in res.stdout.splitlines()[-1]
+    assert sorted(p.name for p in out.iterdir()) == ["orders-0.parquet", "orders-1.parquet"]
+    for p in range(2):
+        t = pq.read_table(out / f"orders-{p}.parquet")
+        assert t.schema.equals(kafka_schema())
+        assert [(r["partition"], r["offset"]) for r in t.to_pylist()] == [(p, o) for o in range(90, 100)]
+    # a directory that is not empty: refused, unless it holds only an earlier export's files
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(out))
+    assert res.returncode == 2
+    assert f"output directory {out} is not empty (it holds orders-0.parquet); pass --overwrite" in res.stderr
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(out), "--overwrite",
+               "--partition", "1")
+    assert res.returncode == 0, res.stderr
+    assert [p.name for p in out.iterdir()] == ["orders-1.parquet"]  # the earlier export's other file is gone
+    assert pq.read_table(out / "orders-1.parquet").num_rows == 100
+    (out / "notes.txt").write_text("mine")
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(out), "--overwrite")
+    assert res.returncode == 2 and "holds notes.txt, which is not an exported Parquet file" in res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "orders-1.parquet"]
+    # a file where the directory should be, and a parent that does not exist
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(out / "notes.txt"))
+    assert res.returncode == 2 and "is a file; --per-partition writes a file per partition" in res.stderr
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(tmp_path / "no" / "such"))
+    assert res.returncode == 2 and "no such directory for the output" in res.stderr
+    # an empty range still gets its file, of no rows
+    empty = tmp_path / "empty"
+    res = klog("export", str(d), "--topic", "orders", "--per-partition", "-o", str(empty), "--start-offset", "100")
+    assert res.returncode == 0, res.stderr
+    assert [pq.read_table(empty / f"orders-{p}.parquet").num_rows for p in range(2)] == [0, 0]

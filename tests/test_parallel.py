@@ -36,7 +36,7 @@ from storage_core.read.planner import ReadPlan
 from storage_core.record.compression import CompressionType
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.records import Record, build_batch, build_end_txn_marker
-from storage_core.tools.export import ExportRequest, export_parquet, plan_export
+from storage_core.tools.export import ExportRequest, export_parquet, export_parquet_per_partition, plan_export
 from storage_core.workers import THREADS_ENV, pool_size, stream_in_order
 
 T0 = 1_700_000_000_000
@@ -292,6 +292,54 @@ def test_export_cli_threads_flag(logs: tuple[int, Path], tmp_path: Path) -> None
     assert outs[0][1].equals(outs[1][1]), f"seed {seed}"
     res = klog("export", str(root), "--topic", "topic0", "-o", str(tmp_path / "x.parquet"), "--threads", "0")
     assert res.returncode == 2 and "--threads" in res.stderr
+
+
+def test_export_per_partition_same_files_with_any_thread_count(logs: tuple[int, Path], tmp_path: Path) -> None:
+    """A file per partition, written several at once: byte for byte the same files whatever the
+    thread count, and together the rows of the one-file export, each file one partition's in order."""
+    seed, root = logs
+    req = ExportRequest(log_dirs=(str(root),), topic="topic1", read_committed=True, include_headers=True, threads=1)
+    plan = plan_export(req)
+    export_parquet(req, plan, tmp_path / "one.parquet")
+    one = pq.read_table(tmp_path / "one.parquet").combine_chunks()
+    digests = {}
+    for threads in (1, 2, 8):
+        req = ExportRequest(log_dirs=(str(root),), topic="topic1", read_committed=True, include_headers=True,
+                            threads=threads)
+        done: list[int] = []
+        before = set(threading.enumerate())
+        summary = export_parquet_per_partition(req, plan_export(req), tmp_path / f"t{threads}", progress=done.append)
+        assert extra_threads(before) == []
+        assert sum(done) == summary.bytes_read == plan.nbytes
+        assert summary.records == one.num_rows > 0 and summary.files == len(plan.ranges)
+        digests[threads] = files_of(tmp_path / f"t{threads}")
+        assert summary.bytes_written == sum(f.stat().st_size for f in (tmp_path / f"t{threads}").iterdir())
+    assert sorted(digests[1]) == [f"topic1-{r.topic_partition.partition}.parquet" for r in plan.ranges]
+    assert digests[2] == digests[1] and digests[8] == digests[1], f"seed {seed}"
+    parts = []
+    for r in plan.ranges:  # in partition order, as the one-file export holds them
+        t = pq.read_table(tmp_path / "t2" / f"topic1-{r.topic_partition.partition}.parquet")
+        assert t.schema.equals(one.schema)
+        assert set(t.column("partition").to_pylist()) <= {r.topic_partition.partition}, f"seed {seed}"
+        parts.append(t)
+    assert pa.concat_tables(parts).combine_chunks().equals(one), f"seed {seed}"
+
+
+def test_export_per_partition_failure_leaves_the_directory_as_it_was(tmp_path: Path) -> None:
+    root = make_log_dir(tmp_path / "data", 7, partitions=4, batches=150, segment_bytes=40000, topics=1)
+    req = ExportRequest(log_dirs=(str(root),), topic="topic0", threads=2)
+    earlier = tmp_path / "earlier"
+    export_parquet_per_partition(req, plan_export(req), earlier)
+    before_files = files_of(earlier)
+    _corrupt_middle(root, random.Random(7))
+    plan = plan_export(req)
+    for out, overwrite in ((tmp_path / "new", False), (earlier, True)):
+        threads = set(threading.enumerate())
+        with pytest.raises(DataLossError):
+            export_parquet_per_partition(req, plan, out, overwrite=overwrite)
+        assert extra_threads(threads) == []
+    assert not (tmp_path / "new").exists()
+    assert files_of(earlier) == before_files and not any(p.name.startswith(".") for p in earlier.iterdir())
 
 
 def _corrupt_middle(root: Path, rng: random.Random) -> Path:

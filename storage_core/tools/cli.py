@@ -533,6 +533,7 @@ EXPORT_EXAMPLES = """examples:
   klog export data --topic orders --start-time 2026-11-22T10:00Z --end-time 2026-11-22T11:00Z -o hour.parquet
   klog export data --topic orders --partition 0 --start-offset 1000 --end-offset 2000 -o part0.parquet
   klog export /mnt/copy --topic payments --read-committed --headers -o payments.parquet
+  klog export data --topic orders --per-partition -o orders/                a file per partition, several at once
 Times are epoch milliseconds or ISO-8601 (no zone means UTC). Ranges follow the Spark source: a start
 time gives each partition's first record at or after it, an end time or offset is exclusive.
 The columns are spark.read.format("klog")'s: key, value, topic, partition, offset, timestamp,
@@ -543,7 +544,13 @@ partition, offset or time the log does not hold; a bad argument)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from storage_core.tools.export import ExportRequest, export_parquet, parse_time, plan_export
+    from storage_core.tools.export import (
+        ExportRequest,
+        export_parquet,
+        export_parquet_per_partition,
+        parse_time,
+        plan_export,
+    )
 
     req = ExportRequest(
         log_dirs=tuple(_log_dirs(args.dir)), storage=_storage(args), topic=args.topic,
@@ -560,13 +567,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
             if not args.quiet:
                 print(f"warning: {r.topic_partition}: {note}", file=sys.stderr)
     with _Bar(args, plan.nbytes, f"export {args.topic}") as bar:
-        summary = export_parquet(req, plan, args.output, compression=args.compression, overwrite=args.overwrite,
-                                 progress=bar.update)
+        export = export_parquet_per_partition if args.per_partition else export_parquet
+        summary = export(req, plan, args.output, compression=args.compression, overwrite=args.overwrite,
+                         progress=bar.update)
     if not args.quiet:
         for r in plan.ranges:
             print(f"{r.topic_partition}: offsets {r.start}..{r.end} ({r.end - r.start} offsets)")
         print(f"exported {summary.records:,} records ({_human(summary.bytes_read)} of record batches from "
-              f"{_plural(summary.partitions, 'partition')}) to {summary.output} ({_human(summary.bytes_written)})")
+              f"{_plural(summary.partitions, 'partition')}) to {summary.output} ("
+              f"{_plural(summary.files, 'file') + ', ' if args.per_partition else ''}{_human(summary.bytes_written)})")
     return EXIT_OK
 
 
@@ -1032,7 +1041,11 @@ def build_parser() -> argparse.ArgumentParser:
                        parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", required=True, type=_topic_name, help="the topic to export")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the Parquet file to write (with "
+                   "--per-partition: the directory)")
+    p.add_argument("--per-partition", action="store_true",
+                   help="write a Parquet file per partition, <topic>-<n>.parquet, into the directory FILE, several "
+                        "at once (--threads): one file has one writer, which is one thread")
     p.add_argument("--partition", type=_partition_number, action="append", metavar="N", help="only this partition (repeatable)")
     p.add_argument("--start-offset", type=int, metavar="OFFSET", help="first offset (default: the log start)")
     p.add_argument("--end-offset", type=int, metavar="OFFSET", help="end offset, exclusive (default: the log end)")
@@ -1047,7 +1060,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", action="store_true", help="add the batch metadata columns")
     p.add_argument("--compression", default="zstd", metavar="CODEC",
                    help="Parquet compression: none, snappy, gzip, zstd (default), lz4, brotli")
-    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace FILE if it exists (--per-partition: the Parquet files of an earlier export)")
     p.add_argument("--threads", type=_thread_count, default=None, metavar="N",
                    help="decode up to N pieces at once (default: the CPUs, at most 8, or $KLOG_THREADS; 1: no threads)")
     _remote_args(p)

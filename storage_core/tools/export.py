@@ -1,4 +1,5 @@
-"""``klog export``: a topic, or an offset or time range of it, to one Parquet file (no Spark).
+"""``klog export``: a topic, or an offset or time range of it, to one Parquet file, or to a file per
+partition in a directory (``--per-partition``) (no Spark).
 
 The rows are those ``spark.read.format("klog")`` returns for the same range, in the same Arrow
 schema, because the export is planned and read by the same code: its flags become
@@ -10,11 +11,14 @@ piece is read by the bulk piece reader (CRC checked, control records dropped, an
 ``read_committed`` stopping at the last stable offset and leaving out aborted transactions).
 
 The file is written next to its destination as ``.<name>.tmp-<pid>`` and renamed when complete,
-so a failed export (a corrupt batch, a full disk) never leaves a partial Parquet file behind.
+so a failed export (a corrupt batch, a full disk) never leaves a partial Parquet file behind;
+``--per-partition`` renames its files only once all of them are complete.
 
 Pieces are decoded on up to ``threads`` threads at once (``--threads``; default the CPUs, at most
 8, or ``KLOG_THREADS``) and written in plan order: the file holds the same rows in the same order
-whatever the count (:func:`~storage_core.read.piece_reader.parallel_pieces`).
+whatever the count (:func:`~storage_core.read.piece_reader.parallel_pieces`). One file has one
+Parquet writer, which is one thread, and past two threads it is what an export waits for;
+``--per-partition`` writes several partitions' files at once, each with its own writer.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from collections.abc import Callable
+import shutil
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,11 +38,13 @@ import pyarrow.parquet as pq
 from storage_core.errors import InvalidOptionError
 from storage_core.fs import ObjectPath, StorageOptions, as_path
 from storage_core.log.tiered import RemoteStorage
+from storage_core.log.topic_partition import TopicPartition
 from storage_core.read.options import DEFAULT_MAX_BYTES_PER_PARTITION, OffsetSpec, ReadOptions
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.pieces import Piece
 from storage_core.read.planner import ReadPlan, plan_read
 from storage_core.record.columnar import kafka_schema
+from storage_core.workers import ordered_map, pool_size
 
 PARQUET_CODECS = ("none", "snappy", "gzip", "zstd", "lz4", "brotli")
 #: Columns whose value changes from record to record (the offset, the timestamp, the producer's
@@ -146,8 +155,9 @@ class ExportSummary:
     output: str
     records: int = 0
     bytes_read: int = 0  # record-batch bytes read from the log
-    bytes_written: int = 0  # size of the Parquet file
+    bytes_written: int = 0  # size of the Parquet file (files)
     partitions: int = 0
+    files: int = 1
 
 
 def plan_export(req: ExportRequest) -> ReadPlan:
@@ -171,50 +181,164 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     return [leaf for f in schema if f.name not in PLAIN_COLUMNS for leaf in leaves(f.name, f.type)]
 
 
+def _check_codec(compression: str) -> None:
+    if compression not in PARQUET_CODECS:
+        raise InvalidOptionError(f"unknown Parquet compression {compression!r}; expected one of "
+                                 f"{', '.join(PARQUET_CODECS)}")
+
+
+def _staged(out: Path) -> Path:
+    """The temporary name ``out`` is written under until it is complete (beside it, hidden)."""
+    return out.with_name(f".{out.name}.tmp-{os.getpid()}")
+
+
+def _remove(path: Path) -> None:
+    """Delete a file, local or in object storage; one that is not there is no error."""
+    if isinstance(path, ObjectPath):
+        try:
+            path.store.fs().delete_file(path.fs_key)
+        except FileNotFoundError:
+            pass
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _move(src: Path, dst: Path) -> None:
+    if isinstance(src, ObjectPath) and isinstance(dst, ObjectPath):
+        src.store.fs().move(src.fs_key, dst.fs_key)
+    else:
+        os.replace(src, dst)
+
+
+def _write_staged(batches: Iterator[pa.RecordBatch], out: Path, schema: pa.Schema, compression: str) -> int:
+    """Write ``batches`` to a Parquet file under ``out``'s temporary name (:func:`_staged`); the
+    records written. On any failure the temporary file is removed and the error raised."""
+    tmp = _staged(out)
+    # in object storage the file is written under a temporary key and moved into place when complete
+    fs = out.store.fs() if isinstance(out, ObjectPath) else None
+    where = tmp.fs_key if isinstance(tmp, ObjectPath) else tmp
+    writer = pq.ParquetWriter(where, schema, compression=None if compression == "none" else compression,
+                              use_dictionary=dictionary_columns(schema), filesystem=fs)
+    records = 0
+    try:
+        for batch in batches:
+            records += batch.num_rows
+            writer.write_batch(batch)
+        writer.close()
+    except BaseException:
+        writer.close()
+        _remove(tmp)
+        raise
+    return records
+
+
 def export_parquet(req: ExportRequest, plan: ReadPlan, output: str | os.PathLike[str], *,
                    compression: str = "zstd", overwrite: bool = False,
                    progress: Callable[[int], None] | None = None) -> ExportSummary:
     """Write the records of ``plan`` to the Parquet file ``output``; ``progress(n)`` gets bytes read."""
     out = as_path(output, req.storage)
-    if compression not in PARQUET_CODECS:
-        raise InvalidOptionError(f"unknown Parquet compression {compression!r}; expected one of "
-                                 f"{', '.join(PARQUET_CODECS)}")
+    _check_codec(compression)
     if out.is_dir():
-        raise InvalidOptionError(f"output {out} is a directory; expected a file name such as {out / 'export.parquet'}")
+        raise InvalidOptionError(f"output {out} is a directory; expected a file name such as {out / 'export.parquet'} "
+                                 "(or --per-partition, for a file per partition in it)")
     if out.exists() and not overwrite:
         raise InvalidOptionError(f"output {out} exists; pass --overwrite to replace it")
     if not isinstance(out, ObjectPath) and not out.parent.is_dir():
         raise InvalidOptionError(f"no such directory for the output: {out.parent}")
     schema = kafka_schema(req.include_headers, req.include_metadata)
     summary = ExportSummary(str(out), partitions=len(plan.ranges))
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    # in object storage the file is written under a temporary key and moved into place when complete
-    fs = out.store.fs() if isinstance(out, ObjectPath) else None
-    where = tmp.fs_key if isinstance(tmp, ObjectPath) else tmp
-    writer = pq.ParquetWriter(where, schema, compression=None if compression == "none" else compression,
-                              use_dictionary=dictionary_columns(schema), filesystem=fs)
+
+    def piece_done(piece: Piece) -> None:
+        summary.bytes_read += piece.nbytes
+        if progress is not None:
+            progress(piece.nbytes)
+
+    summary.records = _write_staged(
+        read_pieces(plan.pieces, include_headers=req.include_headers, include_metadata=req.include_metadata,
+                    schema=schema, done=piece_done, threads=req.threads), out, schema, compression)
     try:
-        def piece_done(piece: Piece) -> None:
+        _move(_staged(out), out)
+    except BaseException:
+        _remove(_staged(out))
+        raise
+    summary.bytes_written = as_path(str(out), req.storage).stat().st_size
+    return summary
+
+
+def partition_file_name(tp: TopicPartition) -> str:
+    """The file ``--per-partition`` writes a partition to: Kafka's own dir name, ``<topic>-<n>.parquet``."""
+    return f"{tp.dir_name}.parquet"
+
+
+def export_parquet_per_partition(req: ExportRequest, plan: ReadPlan, output_dir: str | os.PathLike[str], *,
+                                 compression: str = "zstd", overwrite: bool = False,
+                                 progress: Callable[[int], None] | None = None) -> ExportSummary:
+    """Write each partition of ``plan`` to its own Parquet file in the directory ``output_dir``
+    (:func:`partition_file_name`; created if missing): the rows of the one-file export, a
+    partition's in offset order in its file, with the same schema in every file, so that a reader
+    of the directory (pyarrow, DuckDB, Spark) sees one table. A partition whose range is empty
+    gets a file of no rows.
+
+    Up to ``req.threads`` partitions are read and written at once, each file by its own Parquet
+    writer: the one-file export's writer is one thread however many decode, this scales with the
+    partitions (one partition: its pieces decode on the threads, as the one-file export's do).
+    Every file is written under a temporary name and all are renamed into place only when every
+    one is complete, so a failed export leaves the directory as it found it. ``overwrite`` lets
+    the directory hold an earlier export's Parquet files, which the new files replace (those it
+    does not write again are removed); anything else in it is refused before any work starts."""
+    out = as_path(output_dir, req.storage)
+    _check_codec(compression)
+    if out.exists() and not out.is_dir():
+        raise InvalidOptionError(f"output {out} is a file; --per-partition writes a file per partition into a "
+                                 "directory: expected a directory name")
+    if not isinstance(out, ObjectPath) and not out.parent.is_dir():
+        raise InvalidOptionError(f"no such directory for the output: {out.parent}")
+    earlier = sorted(out.iterdir()) if out.is_dir() else []
+    if earlier and not overwrite:
+        raise InvalidOptionError(f"output directory {out} is not empty (it holds {earlier[0].name}); pass "
+                                 "--overwrite to replace the Parquet files of an earlier export")
+    for entry in earlier:
+        if not (entry.name.endswith(".parquet") and not entry.name.startswith(".") and entry.is_file()):
+            raise InvalidOptionError(f"output directory {out} holds {entry.name}, which is not an exported Parquet "
+                                     "file; --overwrite replaces only an earlier export's files: expected a new or "
+                                     "empty directory")
+    schema = kafka_schema(req.include_headers, req.include_metadata)
+    summary = ExportSummary(str(out), partitions=len(plan.ranges), files=len(plan.ranges))
+    files = [out / partition_file_name(r.topic_partition) for r in plan.ranges]
+    pieces: dict[TopicPartition, list[Piece]] = {r.topic_partition: [] for r in plan.ranges}
+    for piece in plan.pieces:
+        pieces[TopicPartition(piece.topic, piece.partition)].append(piece)
+    workers = pool_size(req.threads, len(files))
+    lock = threading.Lock()
+
+    def piece_done(piece: Piece) -> None:
+        with lock:
             summary.bytes_read += piece.nbytes
             if progress is not None:
                 progress(piece.nbytes)
 
-        for batch in read_pieces(plan.pieces, include_headers=req.include_headers,
-                                 include_metadata=req.include_metadata, schema=schema, done=piece_done,
-                                 threads=req.threads):
-            summary.records += batch.num_rows
-            writer.write_batch(batch)
-        writer.close()
-        if isinstance(out, ObjectPath) and isinstance(tmp, ObjectPath):
-            out.store.fs().move(tmp.fs_key, out.fs_key)
-        else:
-            os.replace(tmp, out)
+    def write(i: int) -> int:
+        return _write_staged(read_pieces(pieces[plan.ranges[i].topic_partition], include_headers=req.include_headers,
+                                         include_metadata=req.include_metadata, schema=schema, done=piece_done,
+                                         threads=req.threads if workers == 1 else 1),
+                             files[i], schema, compression)
+
+    created = not isinstance(out, ObjectPath) and not out.is_dir()
+    if created:
+        out.mkdir()
+    try:
+        summary.records = sum(ordered_map(write, range(len(files)), workers))
+        for f in files:
+            _move(_staged(f), f)
     except BaseException:
-        writer.close()
-        if isinstance(tmp, ObjectPath):
-            tmp.store.fs().delete_file(tmp.fs_key)
-        else:
-            tmp.unlink(missing_ok=True)
+        for f in files:
+            _remove(_staged(f))
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
         raise
-    summary.bytes_written = as_path(str(out), req.storage).stat().st_size
+    written = {f.name for f in files}
+    for entry in earlier:
+        if entry.name not in written:
+            _remove(entry)
+    summary.bytes_written = sum(as_path(str(f), req.storage).stat().st_size for f in files)
     return summary
