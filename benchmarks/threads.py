@@ -1,10 +1,12 @@
 """The paths without Spark on several threads: ``read_arrow``, ``klog export`` and ``klog compact``
-with 2 threads against the same call with 1, on the same log dir, in one run.
+with 2 threads against the same call with 1, on the same log dir, in one run; ``klog export``
+both to one file and to a file per partition (``--per-partition``).
 
 ``read_arrow`` and ``klog export`` decode pieces on a thread pool (``maxThreads``, ``--threads``)
 and ``klog compact`` cleans partitions on one (``--workers``); the threads run at once only while
 the native kernel has released the GIL (its decode walk, CRC and lz4, the cleaner's loops), so
-with a kernel that holds it the ratios are about 1x. Targets (issue 29): read and export with 2
+with a kernel that holds it the ratios are about 1x. One Parquet file has one writer, one thread;
+``--per-partition`` writes several files at once. Targets (issue 29): read and export with 2
 threads >= 1.7x the throughput of 1, compaction of 8 partitions with 2 workers >= 1.6x.
 
 The log: ``--records`` records (default 2,000,000, 100-byte values as the export and Spark read
@@ -107,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import storage_core
     from storage_core.tools.cli import main as klog
-    from storage_core.tools.export import ExportRequest, export_parquet, plan_export
+    from storage_core.tools.export import ExportRequest, export_parquet, export_parquet_per_partition, plan_export
 
     work = Path(tempfile.mkdtemp(prefix="klog-bench-threads-"))
     try:
@@ -125,14 +127,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return export_parquet(req, plan_export(req), work / "x.parquet", compression="none",
                                   overwrite=True).records
 
-        for fn in (read, export):
+        def export_per_partition(threads: int) -> int:
+            req = ExportRequest(log_dirs=(str(logs),), topic="bench", threads=threads)
+            return export_parquet_per_partition(req, plan_export(req), work / "per-partition", compression="none",
+                                                overwrite=True).records
+
+        for fn in (read, export, export_per_partition):
             assert fn(1) == fn(THREADS) == args.records // PARTITIONS * PARTITIONS  # warm the page cache
         best = _best({"read-1": lambda: read(1), f"read-{THREADS}": lambda: read(THREADS),
-                      "export-1": lambda: export(1), f"export-{THREADS}": lambda: export(THREADS)}, args.repeat)
+                      "export-1": lambda: export(1), f"export-{THREADS}": lambda: export(THREADS),
+                      "export_pp-1": lambda: export_per_partition(1),
+                      f"export_pp-{THREADS}": lambda: export_per_partition(THREADS)}, args.repeat)
         print(f"{'run':<44} {'best s':>8} {'Mrec/s':>8}")
         for name, s in best.items():
             print(f"{name:<44} {s:>8.3f} {args.records / s / 1e6:>8.2f}")
-        for what, label in (("read", "`read_arrow` full read"), ("export", "`klog export` (Parquet none)")):
+        for what, label in (("read", "`read_arrow` full read"), ("export", "`klog export` (Parquet none)"),
+                            ("export_pp", "`klog export --per-partition` (Parquet none, a file per partition)")):
             one, many = best[f"{what}-1"], best[f"{what}-{THREADS}"]
             print(f"ratio {what} {THREADS} threads/1 thread throughput: {one / many:.3f} (target >= {TARGET_READ})")
             summary.add(summary.Row(
