@@ -203,6 +203,7 @@ def _klog(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 
 def test_cli_reads_and_exports_uris(s3: S3Server, tmp_path: Path) -> None:
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     local = _local_log(tmp_path, records=300)
@@ -229,6 +230,18 @@ def test_cli_reads_and_exports_uris(s3: S3Server, tmp_path: Path) -> None:
     got = pq.read_table(out_uri[5:], filesystem=fs).sort_by(SORT)
     assert got.equals(read_arrow(str(local)).read_all().sort_by(SORT))
     assert not [i for i in fs.get_file_info(pafs.FileSelector(out_uri[5:].rsplit("/", 1)[0])) if ".tmp-" in i.path]
+    # a file per partition under a prefix, written at once, and again over that export
+    per_uri = uri.rsplit("/", 1)[0] + "/exports/per-partition"
+    for extra in ((), ("--overwrite", "--partition", "1")):
+        per = _klog("export", uri, "--topic", "orders", "--per-partition", "-o", per_uri, "--threads", "2", *extra,
+                    env=s3.env)
+        assert per.returncode == 0, per.stderr
+        _no_secret(per.stdout + per.stderr)
+    listed = sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(per_uri[5:])))
+    assert listed == ["orders-1.parquet"]
+    whole = read_arrow(str(local)).read_all()
+    assert pq.read_table(f"{per_uri[5:]}/orders-1.parquet", filesystem=fs).equals(
+        whole.filter(pc.equal(whole["partition"], 1)).sort_by(SORT))
     for res in (described, verified, dumped, exported):
         _no_secret(res.stdout + res.stderr)
 
