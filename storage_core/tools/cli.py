@@ -1035,8 +1035,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("export", help="a topic or a range of it to Parquet (pyarrow, no Spark)",
-                       description="Export a topic, or an offset or time range of it, to one Parquet file with\n"
-                       "the columns of spark.read.format('klog'). Read-only: the log dir is not written.",
+                       description="Export a topic, or an offset or time range of it, to one Parquet file (or a\n"
+                       "file per partition) with the columns of spark.read.format('klog'). Read-only: the log dir is not written.",
                        epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
