@@ -179,7 +179,7 @@ class PyRecordsBuilder:
                    headers: Sequence[tuple[str, bytes | None]] | None) -> None:
         _check_timestamp(offset, timestamp)
         self.offsets.append(offset)
-        self.timestamps.append(timestamp)
+        self.timestamps.append(timestamp * 1000)  # microseconds, as the kernel's buffer
         self.keys.append(None if key is None else bytes(key))
         self.values.append(None if value is None else bytes(value))
         if self.with_headers:
@@ -189,7 +189,7 @@ class PyRecordsBuilder:
         out: dict[str, Any] = {
             "n": len(self.offsets),
             "offsets_array": pa.array(self.offsets, pa.int64()),
-            "timestamps_array": pa.array(self.timestamps, pa.int64()),
+            "timestamps_array": pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
             "key_array": pa.array(self.keys, pa.binary()),
             "value_array": pa.array(self.values, pa.binary()),
         }
@@ -214,7 +214,7 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
     if "offsets_array" in parts:  # PyRecordsBuilder
         arrays = {
             "offset": parts["offsets_array"],
-            "ts_ms": parts["timestamps_array"],
+            "ts_us": parts["timestamps_array"],
             "key": parts["key_array"],
             "value": parts["value_array"],
         }
@@ -225,7 +225,7 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
     buf = pa.py_buffer
     arrays = {
         "offset": pa.Array.from_buffers(pa.int64(), n, [None, buf(parts["offsets"])]),
-        "ts_ms": pa.Array.from_buffers(pa.int64(), n, [None, buf(parts["timestamps"])]),
+        "ts_us": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, buf(parts["timestamps"])]),
         "key": pa.Array.from_buffers(pa.binary(), n,
                                      [buf(parts["key_valid"]), buf(parts["key_offsets"]), buf(parts["key_data"])]),
         "value": pa.Array.from_buffers(pa.binary(), n, [buf(parts["value_valid"]), buf(parts["value_offsets"]),
@@ -407,15 +407,13 @@ class ArrowDecoder:
         info = np.concatenate(self._infos) if self._infos else np.zeros(0, BATCH_INFO_DTYPE)
         self._infos.clear()
         counts = info["count"].astype(np.int64)
-        # the builders refuse timestamps whose microseconds overflow (see _check_timestamp)
-        ts_us = np.frombuffer(arrays["ts_ms"].buffers()[1], dtype=np.int64, count=n) * 1000
         columns: list[pa.Array] = [
             arrays["key"],
             arrays["value"],
             _repeated_string(self.topic, n),
             pa.array(np.full(n, self.partition, np.int32), pa.int32()),
             arrays["offset"],
-            pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(ts_us)]),
+            arrays["ts_us"],
             pa.array(np.repeat(info["timestamp_type"].astype(np.int32), counts), pa.int32()),
         ]
         if self.include_headers:

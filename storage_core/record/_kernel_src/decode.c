@@ -8,7 +8,8 @@
  * area, appending them to growing Arrow-layout buffers in one pass:
  *
  *   offsets      int64[n]            absolute record offsets
- *   timestamps   int64[n]            milliseconds (LogAppendTime already applied)
+ *   timestamps   int64[n]            microseconds, as Arrow's timestamp[us] holds them (LogAppendTime
+ *                                    already applied; a record's milliseconds times 1000, checked to fit)
  *   key_offsets  int32[n+1]          Arrow binary offsets; key_data; key_valid (LSB bitmap)
  *   value_*      the same for values
  *   hdr_offsets  int32[n+1]          Arrow list offsets into the header entries; hdr_valid
@@ -190,7 +191,8 @@ static int decode_area(RecordsBuilder *s, const uint8_t *p, Py_ssize_t len, Py_s
         }
         memcpy(offsets_w, &offset, 8);
         offsets_w += 8;
-        memcpy(timestamps_w, &ts, 8);
+        int64_t ts_us = ts * 1000; /* the column's unit; fits, checked above */
+        memcpy(timestamps_w, &ts_us, 8);
         timestamps_w += 8;
         /* reserved above: this batch's keys and values together are at most len bytes */
         if (r.key) {
@@ -508,7 +510,7 @@ static PyObject *RecordsBuilder_add_record(RecordsBuilder *s, PyObject *args) {
     PyObject *result = NULL;
     if (key != Py_None) { if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0) goto done; have_k = 1; }
     if (value != Py_None) { if (PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE) < 0) goto done; have_v = 1; }
-    if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, ts) < 0) goto done;
+    if (buf_i64(&s->offsets, offset) < 0 || buf_i64(&s->timestamps, (int64_t)ts * 1000) < 0) goto done;
     if (put_binary(&s->key_offsets, &s->key_data, &s->key_valid, row, have_k ? (const uint8_t *)kb.buf : NULL, have_k ? kb.len : 0) < 0) goto done;
     if (put_binary(&s->value_offsets, &s->value_data, &s->value_valid, row, have_v ? (const uint8_t *)vb.buf : NULL, have_v ? vb.len : 0) < 0) goto done;
     if (s->with_headers) {
