@@ -64,13 +64,16 @@ __all__ = [
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
+#: The timestamp column's type (Spark's TimestampType); the builders write their timestamp buffers in it.
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
 BASE_FIELDS = [
     pa.field("key", pa.binary()),
     pa.field("value", pa.binary()),
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestamp", TIMESTAMP_TYPE),
     pa.field("timestampType", pa.int32()),
 ]
 HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
@@ -189,7 +192,7 @@ class PyRecordsBuilder:
         out: dict[str, Any] = {
             "n": len(self.offsets),
             "offsets_array": pa.array(self.offsets, pa.int64()),
-            "timestamps_array": pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            "timestamps_array": pa.array(self.timestamps, TIMESTAMP_TYPE),
             "key_array": pa.array(self.keys, pa.binary()),
             "value_array": pa.array(self.values, pa.binary()),
         }
@@ -225,7 +228,7 @@ def _arrays_from_buffers(parts: dict[str, Any], with_headers: bool) -> dict[str,
     buf = pa.py_buffer
     arrays = {
         "offset": pa.Array.from_buffers(pa.int64(), n, [None, buf(parts["offsets"])]),
-        "ts_us": pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, buf(parts["timestamps"])]),
+        "ts_us": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, buf(parts["timestamps"])]),
         "key": pa.Array.from_buffers(pa.binary(), n,
                                      [buf(parts["key_valid"]), buf(parts["key_offsets"]), buf(parts["key_data"])]),
         "value": pa.Array.from_buffers(pa.binary(), n, [buf(parts["value_valid"]), buf(parts["value_offsets"]),
