@@ -9,6 +9,11 @@ with a kernel that holds it the ratios are about 1x. One Parquet file has one wr
 ``--per-partition`` writes several files at once. Targets (issue 29): read and export with 2
 threads >= 1.7x the throughput of 1, compaction of 8 partitions with 2 workers >= 1.6x.
 
+Beside the read and the per-partition export, the machine's own bound for two workers: two
+processes, each doing the one-thread run on half the partitions, at once (a barrier starts each
+round; a round lasts until both are done). They share no GIL, allocator or page tables, only the
+cores, caches, memory and the OS, so two threads of one process cannot expect more than that.
+
 The log: ``--records`` records (default 2,000,000, 100-byte values as the export and Spark read
 rows), lz4, in 8 partitions of several segments (so that there are many more pieces than
 threads); the compaction log: 8 partitions of ``--compact-mb`` MiB in all (default 256), 10%
@@ -21,6 +26,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -95,6 +102,49 @@ def _best(runs: dict[str, Callable[[], object]], repeat: int, before: Callable[[
     return best
 
 
+def _half_run(what: str, logs: str, out: str, partitions: tuple[int, ...], repeat: int, barrier: object,
+              results: object) -> None:
+    """One of the two processes of the machine's bound: ``what`` (``read`` or ``export_pp``) with
+    one thread on ``partitions``, once untimed, then ``repeat`` rounds each started at ``barrier``;
+    the round times go to ``results``."""
+    import storage_core
+    from storage_core.tools.export import ExportRequest, export_parquet_per_partition, plan_export
+
+    def once() -> None:
+        if what == "read":
+            storage_core.read_arrow(logs, assign=json.dumps({"bench": list(partitions)}), maxThreads=1).read_all()
+        else:
+            req = ExportRequest(log_dirs=(logs,), topic="bench", partitions=partitions, threads=1)
+            export_parquet_per_partition(req, plan_export(req), out, compression="none", overwrite=True)
+
+    once()
+    times = []
+    for _ in range(repeat):
+        barrier.wait()  # type: ignore[attr-defined]
+        t = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - t)
+    results.put(times)  # type: ignore[attr-defined]
+
+
+def two_processes(what: str, logs: Path, work: Path, repeat: int) -> float:
+    """The best round time of two processes running ``what`` with one thread on half the
+    partitions each, at once (:func:`_half_run`): the machine's bound for two workers."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    halves = [tuple(range(PARTITIONS))[i::2] for i in range(2)]
+    procs = [ctx.Process(target=_half_run, args=(what, str(logs), str(work / f"{what}-half-{i}"), half, repeat,
+                                                  barrier, results)) for i, half in enumerate(halves)]
+    for p in procs:
+        p.start()
+    times = [results.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise RuntimeError(f"a process of the two-process bound failed (exit code {p.exitcode})")
+    return min(max(round_times) for round_times in zip(*times, strict=True))
+
+
 def _kernel_note() -> str:
     from storage_core.record.kernel import native_kernel
 
@@ -138,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       "export-1": lambda: export(1), f"export-{THREADS}": lambda: export(THREADS),
                       "export_pp-1": lambda: export_per_partition(1),
                       f"export_pp-{THREADS}": lambda: export_per_partition(THREADS)}, args.repeat)
+        for what in ("read", "export_pp"):
+            best[f"{what}-2 processes"] = two_processes(what, logs, work, args.repeat)
         print(f"{'run':<44} {'best s':>8} {'Mrec/s':>8}")
         for name, s in best.items():
             print(f"{name:<44} {s:>8.3f} {args.records / s / 1e6:>8.2f}")
@@ -150,6 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{_kernel_note()}", f"{many:.2f} s ({args.records / many / 1e6:.2f} M records/s)",
                 f"the same with 1 thread: {one:.2f} s ({args.records / one / 1e6:.2f} M records/s)",
                 one / many, "throughput", TARGET_READ))
+            if f"{what}-2 processes" in best:
+                procs = best[f"{what}-2 processes"]
+                print(f"ratio {what} 2 processes/1 thread throughput: {one / procs:.3f} (the machine's bound for two "
+                      "workers)")
+                summary.add(summary.Row(
+                    "same: two processes, each the one-thread run on half the partitions, at once (the machine's "
+                    "bound for two workers)", f"{procs:.2f} s ({args.records / procs / 1e6:.2f} M records/s)",
+                    f"the same with 1 thread: {one:.2f} s", one / procs, "throughput", None))
 
         source = build_compacted(work, args.compact_mb)
         csize = sum(p.stat().st_size for p in source.rglob("*.log"))

@@ -191,12 +191,14 @@ def test_threads_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
     threads.main(["--records", "16000", "--compact-mb", "2", "--repeat", "1"])
     out = capsys.readouterr().out
-    for what in ("read 2 threads/1 thread", "export 2 threads/1 thread", "export_pp 2 threads/1 thread",
-                 "compact 2 workers/1 worker"):
+    for what in ("read 2 threads/1 thread", "read 2 processes/1 thread", "export 2 threads/1 thread",
+                 "export_pp 2 threads/1 thread", "export_pp 2 processes/1 thread", "compact 2 workers/1 worker"):
         assert f"ratio {what} throughput:" in out, out
-    rows = _summary.rows()[-4:]
-    assert [r.target for r in rows] == [threads.TARGET_READ] * 3 + [threads.TARGET_COMPACT]
-    assert "--per-partition" in rows[2].what, rows[2]
+    rows = _summary.rows()[-6:]
+    assert [r.target for r in rows] == [threads.TARGET_READ, None, threads.TARGET_READ, threads.TARGET_READ, None,
+                                        threads.TARGET_COMPACT]
+    assert "--per-partition" in rows[3].what, rows[3]
+    assert all("two processes" in rows[i].what and rows[i].ratio > 0 for i in (1, 4)), rows
 
 
 @pytest.mark.spark
