@@ -33,6 +33,8 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import numpy as np
@@ -102,29 +104,49 @@ def _best(runs: dict[str, Callable[[], object]], repeat: int, before: Callable[[
     return best
 
 
-def _half_run(what: str, logs: str, out: str, partitions: tuple[int, ...], repeat: int, barrier: object,
-              results: object) -> None:
-    """One of the two processes of the machine's bound: ``what`` (``read`` or ``export_pp``) with
-    one thread on ``partitions``, once untimed, then ``repeat`` rounds each started at ``barrier``;
-    the round times go to ``results``."""
+def run_read(logs: Path, threads: int, partitions: Sequence[int] | None = None) -> int:
+    """The benchmark's read: ``read_arrow`` of ``partitions`` (all: None) on ``threads`` threads."""
     import storage_core
+
+    chosen = {} if partitions is None else {"assign": json.dumps({"bench": list(partitions)})}
+    return int(storage_core.read_arrow(logs, maxThreads=threads, **chosen).read_all().num_rows)
+
+
+def run_export_per_partition(logs: Path, out: Path, threads: int, partitions: Sequence[int] | None = None) -> int:
+    """The benchmark's ``klog export --per-partition`` (Parquet none) of ``partitions`` (all: None)
+    into ``out`` on ``threads`` threads."""
     from storage_core.tools.export import ExportRequest, export_parquet_per_partition, plan_export
 
-    def once() -> None:
-        if what == "read":
-            storage_core.read_arrow(logs, assign=json.dumps({"bench": list(partitions)}), maxThreads=1).read_all()
-        else:
-            req = ExportRequest(log_dirs=(logs,), topic="bench", partitions=partitions, threads=1)
-            export_parquet_per_partition(req, plan_export(req), out, compression="none", overwrite=True)
+    req = ExportRequest(log_dirs=(str(logs),), topic="bench", threads=threads,
+                        partitions=None if partitions is None else tuple(partitions))
+    return export_parquet_per_partition(req, plan_export(req), out, compression="none", overwrite=True).records
 
-    once()
-    times = []
-    for _ in range(repeat):
-        barrier.wait()  # type: ignore[attr-defined]
-        t = time.perf_counter()
+
+def _half_run(what: str, logs: Path, out: Path, partitions: tuple[int, ...], repeat: int, barrier: Barrier,
+              results: Queue[tuple[str, list[float] | str]]) -> None:
+    """One of the two processes of the machine's bound: ``what`` (``read`` or ``export_pp``) with
+    one thread on ``partitions``, once untimed, then ``repeat`` rounds each started at ``barrier``.
+    Puts ``("ok", round times)`` on ``results``, or ``("error", what went wrong)`` after breaking
+    the barrier, so that neither the other process nor the parent waits for it."""
+    try:
+        def once() -> None:
+            if what == "read":
+                run_read(logs, 1, partitions)
+            else:
+                run_export_per_partition(logs, out, 1, partitions)
+
         once()
-        times.append(time.perf_counter() - t)
-    results.put(times)  # type: ignore[attr-defined]
+        times = []
+        for _ in range(repeat):
+            barrier.wait()
+            t = time.perf_counter()
+            once()
+            times.append(time.perf_counter() - t)
+        results.put(("ok", times))
+    except Exception as exc:
+        barrier.abort()
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+        raise
 
 
 def two_processes(what: str, logs: Path, work: Path, repeat: int) -> float:
@@ -133,15 +155,17 @@ def two_processes(what: str, logs: Path, work: Path, repeat: int) -> float:
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
     halves = [tuple(range(PARTITIONS))[i::2] for i in range(2)]
-    procs = [ctx.Process(target=_half_run, args=(what, str(logs), str(work / f"{what}-half-{i}"), half, repeat,
-                                                  barrier, results)) for i, half in enumerate(halves)]
+    procs = [ctx.Process(target=_half_run, args=(what, logs, work / f"{what}-half-{i}", half, repeat, barrier,
+                                                  results)) for i, half in enumerate(halves)]
     for p in procs:
         p.start()
-    times = [results.get(timeout=600) for _ in procs]
+    answers = [results.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-        if p.exitcode != 0:
-            raise RuntimeError(f"a process of the two-process bound failed (exit code {p.exitcode})")
+    errors = [str(got) for status, got in answers if status != "ok"]
+    if errors:
+        raise RuntimeError(f"a process of the two-process bound failed: {'; '.join(errors)}")
+    times = [got for _status, got in answers if isinstance(got, list)]
     return min(max(round_times) for round_times in zip(*times, strict=True))
 
 
@@ -159,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import storage_core
     from storage_core.tools.cli import main as klog
-    from storage_core.tools.export import ExportRequest, export_parquet, export_parquet_per_partition, plan_export
+    from storage_core.tools.export import ExportRequest, export_parquet, plan_export
 
     work = Path(tempfile.mkdtemp(prefix="klog-bench-threads-"))
     try:
@@ -170,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{size / 1e6:.0f} MB of segments")
 
         def read(threads: int) -> int:
-            return int(storage_core.read_arrow(logs, maxThreads=threads).read_all().num_rows)
+            return run_read(logs, threads)
 
         def export(threads: int) -> int:
             req = ExportRequest(log_dirs=(str(logs),), topic="bench", threads=threads)
@@ -178,9 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   overwrite=True).records
 
         def export_per_partition(threads: int) -> int:
-            req = ExportRequest(log_dirs=(str(logs),), topic="bench", threads=threads)
-            return export_parquet_per_partition(req, plan_export(req), work / "per-partition", compression="none",
-                                                overwrite=True).records
+            return run_export_per_partition(logs, work / "per-partition", threads)
 
         for fn in (read, export, export_per_partition):
             assert fn(1) == fn(THREADS) == args.records // PARTITIONS * PARTITIONS  # warm the page cache
@@ -203,13 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"the same with 1 thread: {one:.2f} s ({args.records / one / 1e6:.2f} M records/s)",
                 one / many, "throughput", TARGET_READ))
             if f"{what}-2 processes" in best:
-                procs = best[f"{what}-2 processes"]
-                print(f"ratio {what} 2 processes/1 thread throughput: {one / procs:.3f} (the machine's bound for two "
+                bound = best[f"{what}-2 processes"]
+                print(f"ratio {what} 2 processes/1 thread throughput: {one / bound:.3f} (the machine's bound for two "
                       "workers)")
                 summary.add(summary.Row(
                     "same: two processes, each the one-thread run on half the partitions, at once (the machine's "
-                    "bound for two workers)", f"{procs:.2f} s ({args.records / procs / 1e6:.2f} M records/s)",
-                    f"the same with 1 thread: {one:.2f} s", one / procs, "throughput", None))
+                    "bound for two workers)", f"{bound:.2f} s ({args.records / bound / 1e6:.2f} M records/s)",
+                    f"the same with 1 thread: {one:.2f} s", one / bound, "throughput", None))
 
         source = build_compacted(work, args.compact_mb)
         csize = sum(p.stat().st_size for p in source.rglob("*.log"))
