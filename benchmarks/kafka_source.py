@@ -18,7 +18,10 @@ any Python data source can reach.
 
 Both sides get the same ``local[2]`` session; the broker runs throughout (klog reads its live
 dir), so each query's figures include the broker's CPU seconds during it (from ``/proc``): Spark's
-Kafka source makes the broker serve every fetch, klog does not touch it. After one untimed round of
+Kafka source makes the broker serve every fetch, klog does not touch it. Beside them, the CPU
+seconds of Spark's JVM (task threads, JIT, the Kafka client) and of its Python workers (a Python
+data source's reads and writes, and the Arrow batches they exchange with the JVM): where each
+side's time goes, on the same two cores. After one untimed round of
 each query, the queries take turns ``--repeat`` rounds; the best time of each is kept.
 Run: ``python -m benchmarks.kafka_source [--records N]``.
 """
@@ -48,6 +51,39 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _spark_cpu_seconds(jvm: int | None) -> tuple[float, float]:
+    """CPU seconds so far of Spark's JVM ``jvm`` and of its Python workers (its descendants: the
+    pyspark daemon and its forks, live ones plus what reaped ones left in their parents' counts);
+    NaN where the JVM's pid is not known (a session this process did not launch)."""
+    if jvm is None:
+        return float("nan"), float("nan")
+    stats: dict[int, tuple[int, list[int]]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            stats[int(p.name)] = (int(fields[1]), [int(x) for x in fields[11:15]])  # ppid; utime stime cutime cstime
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    tck = os.sysconf("SC_CLK_TCK")
+    own = sum(stats[jvm][1][:2]) / tck if jvm in stats else float("nan")
+    workers, todo = 0.0, list(children.get(jvm, []))
+    while todo:
+        pid = todo.pop()
+        workers += sum(stats[pid][1]) / tck
+        todo += children.get(pid, [])
+    return own, workers
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    """The pid of the JVM PySpark launched for ``spark`` (its gateway's process), if it did."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    return getattr(proc, "pid", None)
+
+
 def _frame(spark: Any, records: int) -> Any:
     from pyspark.sql import functions as F
 
@@ -59,17 +95,26 @@ def _frame(spark: Any, records: int) -> Any:
 def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[str, float]:
     from pyspark.sql import functions as F
 
-    pid = broker.proc.pid
+    pid, jvm = broker.proc.pid, _jvm_pid(spark)
     broker.create_topic(TOPIC, PARTITIONS, {"compression.type": "lz4", "segment.bytes": str(256 << 20)})
     df = _frame(spark, records).cache()
     df.count()
     producer = {"kafka.bootstrap.servers": broker.bootstrap, "kafka.compression.type": "lz4",
                 "kafka.linger.ms": "20", "kafka.batch.size": str(256 << 10)}
 
-    def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
-        cpu, t = _cpu_seconds(pid), time.perf_counter()
+    spark_cpu: dict[str, tuple[float, float]] = {}  # what -> (JVM, Python workers) CPU s of its best run
+
+    def timed(fn: Callable[[], object], what: str = "") -> tuple[float, float, object]:
+        """Wall seconds, the broker's CPU seconds meanwhile, fn's result; the Spark JVM's and its
+        Python workers' CPU seconds go to ``spark_cpu[what]`` (for the best run of each)."""
+        cpu, (jvm0, py0), t = _cpu_seconds(pid), _spark_cpu_seconds(jvm), time.perf_counter()
         out = fn()
-        return time.perf_counter() - t, _cpu_seconds(pid) - cpu, out
+        wall, (jvm1, py1) = time.perf_counter() - t, _spark_cpu_seconds(jvm)
+        if what and (what not in best_wall or wall < best_wall[what]):
+            best_wall[what], spark_cpu[what] = wall, (jvm1 - jvm0, py1 - py0)
+        return wall, _cpu_seconds(pid) - cpu, out
+
+    best_wall: dict[str, float] = {}
 
     # (1) writes, after one small untimed write each (JVM, connector, Python workers warm): the
     # broker's topic is written once (it is what the reads read); klog's dir anew each round
@@ -79,16 +124,17 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     small.write.format("klog").option("topic", TOPIC).option("numPartitions", str(PARTITIONS)).mode("append") \
         .save(str(work / "warm"))
     t_kafka_write, cpu_kafka_write, _ = timed(lambda: df.write.format("kafka").options(**producer)
-                                              .option("topic", TOPIC).save())
+                                              .option("topic", TOPIC).save(), "kafka write")
     from benchmarks.spark_write import _counting_sink
 
     spark.dataSource.register(_counting_sink())
     t_klog_write = t_write_ceiling = float("inf")
     for i in range(repeat):  # klog and the API's ceiling (a writer that only counts bytes) take turns
         t, _, _ = timed(lambda i=i: df.write.format("klog").option("topic", TOPIC).option("compression", "lz4")
-                        .option("numPartitions", str(PARTITIONS)).mode("append").save(str(work / f"w{i}")))
+                        .option("numPartitions", str(PARTITIONS)).mode("append").save(str(work / f"w{i}")),
+                        "klog write")
         t_klog_write = min(t_klog_write, t)
-        t, _, _ = timed(lambda: df.write.format("klogbenchcount").mode("append").save())
+        t, _, _ = timed(lambda: df.write.format("klogbenchcount").mode("append").save(), "ceiling write")
         t_write_ceiling = min(t_write_ceiling, t)
     df.unpersist()
     deadline = time.monotonic() + 60
@@ -133,7 +179,7 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     results: dict[str, Any] = {}
     for _ in range(repeat):
         for name, fn in queries.items():
-            t, cpu, results[name] = timed(fn)
+            t, cpu, results[name] = timed(fn, name)
             if t < best[name]:
                 best[name], broker_cpu[name] = t, cpu
     assert results["kafka scan"][0].n == results["klog scan"][0].n == records, results
@@ -143,14 +189,15 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     n = records
     print(f"{n:,} records of 100 B, lz4, {PARTITIONS} partitions; broker on 127.0.0.1, Spark local[2]")
     print()
-    print(f"{'query':<52} {'best s':>8} {'broker CPU s':>13}")
-    rows = [("(1) df.write.format('kafka') into the broker", t_kafka_write, cpu_kafka_write),
-            ("(1) df.write.format('klog') into a dir", t_klog_write, 0.0),
-            ("(1) a writer that only counts bytes (the API's ceiling)", t_write_ceiling, 0.0)]
+    print(f"{'query':<56} {'best s':>8} {'broker CPU s':>13} {'Spark JVM CPU s':>16} {'Python workers CPU s':>21}")
+    rows = [("(1) df.write.format('kafka') into the broker", "kafka write", t_kafka_write, cpu_kafka_write),
+            ("(1) df.write.format('klog') into a dir", "klog write", t_klog_write, 0.0),
+            ("(1) a writer that only counts bytes (the API's ceiling)", "ceiling write", t_write_ceiling, 0.0)]
     rows += [(f"({2 if 'scan' in q else 3}) {q}" + (" (in-memory Arrow: the API's ceiling)" if q.startswith("ceiling")
-                                                     else ""), best[q], broker_cpu[q]) for q in queries]
-    for what, t, cpu in rows:
-        print(f"{what:<52} {t:>8.2f} {cpu:>13.2f}")
+                                                     else ""), q, best[q], broker_cpu[q]) for q in queries]
+    for what, key, t, cpu in rows:
+        jvm_cpu, py_cpu = spark_cpu.get(key, (float("nan"), float("nan")))
+        print(f"{what:<56} {t:>8.2f} {cpu:>13.2f} {jvm_cpu:>16.2f} {py_cpu:>21.2f}")
     print()
     scan_ratio = best["kafka scan"] / best["klog scan"]
     bound = best["kafka scan"] / best["ceiling scan"]
