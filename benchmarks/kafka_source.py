@@ -34,6 +34,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,16 @@ def _spark_cpu_seconds(jvm: int | None) -> tuple[float, float]:
     return own, workers
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One timed run: wall seconds and the CPU seconds each side spent meanwhile."""
+
+    wall: float
+    broker: float
+    jvm: float
+    workers: float
+
+
 def _jvm_pid(spark: Any) -> int | None:
     """The pid of the JVM PySpark launched for ``spark`` (its gateway's process), if it did."""
     proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
@@ -102,19 +113,16 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     producer = {"kafka.bootstrap.servers": broker.bootstrap, "kafka.compression.type": "lz4",
                 "kafka.linger.ms": "20", "kafka.batch.size": str(256 << 10)}
 
-    spark_cpu: dict[str, tuple[float, float]] = {}  # what -> (JVM, Python workers) CPU s of its best run
+    best: dict[str, _Run] = {}  # what -> its fastest run
 
-    def timed(fn: Callable[[], object], what: str = "") -> tuple[float, float, object]:
-        """Wall seconds, the broker's CPU seconds meanwhile, fn's result; the Spark JVM's and its
-        Python workers' CPU seconds go to ``spark_cpu[what]`` (for the best run of each)."""
-        cpu, (jvm0, py0), t = _cpu_seconds(pid), _spark_cpu_seconds(jvm), time.perf_counter()
+    def timed(what: str, fn: Callable[[], Any]) -> Any:
+        """fn's result; its run is kept in ``best[what]`` if it is the fastest of ``what`` so far."""
+        broker0, (jvm0, py0), t = _cpu_seconds(pid), _spark_cpu_seconds(jvm), time.perf_counter()
         out = fn()
         wall, (jvm1, py1) = time.perf_counter() - t, _spark_cpu_seconds(jvm)
-        if what and (what not in best_wall or wall < best_wall[what]):
-            best_wall[what], spark_cpu[what] = wall, (jvm1 - jvm0, py1 - py0)
-        return wall, _cpu_seconds(pid) - cpu, out
-
-    best_wall: dict[str, float] = {}
+        if what not in best or wall < best[what].wall:
+            best[what] = _Run(wall, _cpu_seconds(pid) - broker0, jvm1 - jvm0, py1 - py0)
+        return out
 
     # (1) writes, after one small untimed write each (JVM, connector, Python workers warm): the
     # broker's topic is written once (it is what the reads read); klog's dir anew each round
@@ -123,19 +131,14 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     small.write.format("kafka").options(**producer).option("topic", "warm").save()
     small.write.format("klog").option("topic", TOPIC).option("numPartitions", str(PARTITIONS)).mode("append") \
         .save(str(work / "warm"))
-    t_kafka_write, cpu_kafka_write, _ = timed(lambda: df.write.format("kafka").options(**producer)
-                                              .option("topic", TOPIC).save(), "kafka write")
+    timed("kafka write", lambda: df.write.format("kafka").options(**producer).option("topic", TOPIC).save())
     from benchmarks.spark_write import _counting_sink
 
     spark.dataSource.register(_counting_sink())
-    t_klog_write = t_write_ceiling = float("inf")
     for i in range(repeat):  # klog and the API's ceiling (a writer that only counts bytes) take turns
-        t, _, _ = timed(lambda i=i: df.write.format("klog").option("topic", TOPIC).option("compression", "lz4")
-                        .option("numPartitions", str(PARTITIONS)).mode("append").save(str(work / f"w{i}")),
-                        "klog write")
-        t_klog_write = min(t_klog_write, t)
-        t, _, _ = timed(lambda: df.write.format("klogbenchcount").mode("append").save(), "ceiling write")
-        t_write_ceiling = min(t_write_ceiling, t)
+        timed("klog write", lambda i=i: df.write.format("klog").option("topic", TOPIC).option("compression", "lz4")
+              .option("numPartitions", str(PARTITIONS)).mode("append").save(str(work / f"w{i}")))
+        timed("ceiling write", lambda: df.write.format("klogbenchcount").mode("append").save())
     df.unpersist()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the broker has flushed what it acknowledged to its page cache
@@ -174,14 +177,10 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     }
     for fn in queries.values():  # JVM, Python workers and the broker's page cache warm
         fn()
-    best = dict.fromkeys(queries, float("inf"))
-    broker_cpu = dict.fromkeys(queries, 0.0)
     results: dict[str, Any] = {}
     for _ in range(repeat):
         for name, fn in queries.items():
-            t, cpu, results[name] = timed(fn, name)
-            if t < best[name]:
-                best[name], broker_cpu[name] = t, cpu
+            results[name] = timed(name, fn)
     assert results["kafka scan"][0].n == results["klog scan"][0].n == records, results
     assert results["kafka scan"][0].bytes == results["klog scan"][0].bytes == records * 100
     assert results["kafka tail"][0].n == results["klog tail"][0].n == tail_n, results
@@ -190,23 +189,24 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     print(f"{n:,} records of 100 B, lz4, {PARTITIONS} partitions; broker on 127.0.0.1, Spark local[2]")
     print()
     print(f"{'query':<56} {'best s':>8} {'broker CPU s':>13} {'Spark JVM CPU s':>16} {'Python workers CPU s':>21}")
-    rows = [("(1) df.write.format('kafka') into the broker", "kafka write", t_kafka_write, cpu_kafka_write),
-            ("(1) df.write.format('klog') into a dir", "klog write", t_klog_write, 0.0),
-            ("(1) a writer that only counts bytes (the API's ceiling)", "ceiling write", t_write_ceiling, 0.0)]
+    rows = [("(1) df.write.format('kafka') into the broker", "kafka write"),
+            ("(1) df.write.format('klog') into a dir", "klog write"),
+            ("(1) a writer that only counts bytes (the API's ceiling)", "ceiling write")]
     rows += [(f"({2 if 'scan' in q else 3}) {q}" + (" (in-memory Arrow: the API's ceiling)" if q.startswith("ceiling")
-                                                     else ""), q, best[q], broker_cpu[q]) for q in queries]
-    for what, key, t, cpu in rows:
-        jvm_cpu, py_cpu = spark_cpu.get(key, (float("nan"), float("nan")))
-        print(f"{what:<56} {t:>8.2f} {cpu:>13.2f} {jvm_cpu:>16.2f} {py_cpu:>21.2f}")
+                                                     else ""), q) for q in queries]
+    for what, key in rows:
+        r = best[key]
+        print(f"{what:<56} {r.wall:>8.2f} {r.broker:>13.2f} {r.jvm:>16.2f} {r.workers:>21.2f}")
     print()
-    scan_ratio = best["kafka scan"] / best["klog scan"]
-    bound = best["kafka scan"] / best["ceiling scan"]
+    wall = {what: r.wall for what, r in best.items()}
+    scan_ratio = wall["kafka scan"] / wall["klog scan"]
+    bound = wall["kafka scan"] / wall["ceiling scan"]
     print(f"ratio full scan API-ceiling/kafka-source throughput: {bound:.2f}x (no Python data source can do better)")
-    tail_ratio = best["kafka tail"] / best["klog tail"]
-    tail_bound = best["kafka tail"] / best["ceiling tail"]
+    tail_ratio = wall["kafka tail"] / wall["klog tail"]
+    tail_bound = wall["kafka tail"] / wall["ceiling tail"]
     print(f"ratio tail API-ceiling/kafka-source throughput: {tail_bound:.2f}x (no Python data source can do better)")
-    write_ratio = t_kafka_write / t_klog_write
-    write_bound = t_kafka_write / t_write_ceiling
+    write_ratio = wall["kafka write"] / wall["klog write"]
+    write_bound = wall["kafka write"] / wall["ceiling write"]
     print(f"ratio batch write API-ceiling/kafka-sink throughput: {write_bound:.2f}x (no Python data source can do "
           "better)")
     print(f"ratio full scan klog/kafka-source throughput: {scan_ratio:.2f}x")
@@ -214,22 +214,23 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     print(f"ratio batch write klog/kafka-sink throughput: {write_ratio:.2f}x")
     print()
     summary.add(summary.Row(f"full scan, {n / 1e6:g}M records of 100 B, lz4, {PARTITIONS} partitions (count, sum of "
-                            "value lengths)", f'`format("klog")` on the broker\'s live dir, {best["klog scan"]:.2f} s',
-                            f'`format("kafka")` from the same broker, {best["kafka scan"]:.2f} s (broker '
-                            f'{broker_cpu["kafka scan"]:.1f} CPU s)', scan_ratio, "throughput", 5.0))
+                            "value lengths)", f'`format("klog")` on the broker\'s live dir, {wall["klog scan"]:.2f} s',
+                            f'`format("kafka")` from the same broker, {wall["kafka scan"]:.2f} s (broker '
+                            f'{best["kafka scan"].broker:.1f} CPU s)', scan_ratio, "throughput", 5.0))
     summary.add(summary.Row("same", f"a Python data source yielding the rows from in-memory Arrow (the API's "
-                            f'ceiling), {best["ceiling scan"]:.2f} s', f'the Kafka source, {best["kafka scan"]:.2f} s',
+                            f'ceiling), {wall["ceiling scan"]:.2f} s', f'the Kafka source, {wall["kafka scan"]:.2f} s',
                             bound, "throughput", None))
-    summary.add(summary.Row("the last 10,000 records of each partition", f'{best["klog tail"]:.2f} s',
-                            f'Kafka source, {best["kafka tail"]:.2f} s', tail_ratio, "throughput", 5.0))
+    summary.add(summary.Row("the last 10,000 records of each partition", f'{wall["klog tail"]:.2f} s',
+                            f'Kafka source, {wall["kafka tail"]:.2f} s', tail_ratio, "throughput", 5.0))
     summary.add(summary.Row("same", f"a Python data source yielding {tail_n:,} rows from in-memory Arrow (the API's "
-                            f'ceiling), {best["ceiling tail"]:.2f} s', f'the Kafka source, {best["kafka tail"]:.2f} s',
+                            f'ceiling), {wall["ceiling tail"]:.2f} s', f'the Kafka source, {wall["kafka tail"]:.2f} s',
                             tail_bound, "throughput", None))
-    summary.add(summary.Row(f"batch write of {n / 1e6:g}M rows, lz4", f'`df.write.format("klog")`, {t_klog_write:.2f} s',
-                            f'`df.write.format("kafka")` into the broker, {t_kafka_write:.2f} s (broker '
-                            f"{cpu_kafka_write:.1f} CPU s)", write_ratio, "throughput", 3.0))
+    summary.add(summary.Row(f"batch write of {n / 1e6:g}M rows, lz4",
+                            f'`df.write.format("klog")`, {wall["klog write"]:.2f} s',
+                            f'`df.write.format("kafka")` into the broker, {wall["kafka write"]:.2f} s (broker '
+                            f"{best['kafka write'].broker:.1f} CPU s)", write_ratio, "throughput", 3.0))
     summary.add(summary.Row("same", f"a Python data source writer that only counts the bytes (the API's ceiling), "
-                            f"{t_write_ceiling:.2f} s", f'`df.write.format("kafka")`, {t_kafka_write:.2f} s',
+                            f"{wall['ceiling write']:.2f} s", f'`df.write.format("kafka")`, {wall["kafka write"]:.2f} s',
                             write_bound, "throughput", None))
     return {"scan": scan_ratio, "tail": tail_ratio, "write": write_ratio}
 
