@@ -44,6 +44,8 @@ from benchmarks._spark import bench_session
 
 TOPIC = "bench"
 PARTITIONS = 4
+#: every topic the benchmark writes: lz4, as the producer sends it; segments large enough that each partition is one
+TOPIC_CONFIGS = {"compression.type": "lz4", "segment.bytes": str(256 << 20)}
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -66,12 +68,12 @@ def _spark_cpu_seconds(jvm: int | None) -> tuple[float, float]:
             except OSError:  # gone meanwhile
                 continue
             stats[int(p.name)] = (int(fields[1]), [int(x) for x in fields[11:15]])  # ppid; utime stime cutime cstime
+    if jvm not in stats:
+        return float("nan"), float("nan")
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     tck = os.sysconf("SC_CLK_TCK")
-    if jvm not in stats:
-        return float("nan"), float("nan")
     own = sum(stats[jvm][1][:2]) / tck
     # a worker the JVM forked itself and reaped left its CPU in the JVM's cutime/cstime
     workers, todo = sum(stats[jvm][1][2:]) / tck, list(children.get(jvm, []))
@@ -110,7 +112,7 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     from pyspark.sql import functions as F
 
     pid, jvm = broker.proc.pid, _jvm_pid(spark)
-    broker.create_topic(TOPIC, PARTITIONS, {"compression.type": "lz4", "segment.bytes": str(256 << 20)})
+    broker.create_topic(TOPIC, PARTITIONS, TOPIC_CONFIGS)
     df = _frame(spark, records).cache()
     df.count()
     producer = {"kafka.bootstrap.servers": broker.bootstrap, "kafka.compression.type": "lz4",
@@ -142,7 +144,7 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     for i in range(repeat):  # the Kafka sink, klog and the API's ceiling (a writer that only counts bytes) take turns
         topic = TOPIC if i == 0 else f"{TOPIC}-w{i}"
         if i:
-            broker.create_topic(topic, PARTITIONS, {"compression.type": "lz4", "segment.bytes": str(256 << 20)})
+            broker.create_topic(topic, PARTITIONS, TOPIC_CONFIGS)
         timed("kafka write", lambda t=topic: df.write.format("kafka").options(**producer).option("topic", t).save())
         timed("klog write", lambda i=i: df.write.format("klog").option("topic", TOPIC).option("compression", "lz4")
               .option("numPartitions", str(PARTITIONS)).mode("append").save(str(work / f"w{i}")))
