@@ -258,39 +258,46 @@ class KlogWriter(DataSourceArrowWriter):
         pending_bytes: dict[str, int] = {}
         in_flight: deque[Future[int]] = deque()
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="klog-stage") as stager:
-            def stage(pdir: str) -> None:
-                groups = pending.pop(pdir)
-                pending_bytes.pop(pdir)
-                run = groups[0] if len(groups) == 1 else pa.Table.from_batches(groups)
-                in_flight.append(stager.submit(writers[pdir].append, run, now))
-                while len(in_flight) > STAGES_IN_FLIGHT or (in_flight and in_flight[0].done()):
-                    in_flight.popleft().result()  # raises the staging thread's error here
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="klog-stage") as stager:
+                def stage(pdir: str) -> None:
+                    groups = pending.pop(pdir)
+                    pending_bytes.pop(pdir)
+                    run = groups[0] if len(groups) == 1 else pa.Table.from_batches(groups)
+                    in_flight.append(stager.submit(writers[pdir].append, run, now))
+                    while len(in_flight) > STAGES_IN_FLIGHT or (in_flight and in_flight[0].done()):
+                        in_flight.popleft().result()  # raises the staging thread's error here
 
-            try:
-                for batch in iterator:
-                    if batch.num_rows == 0:
-                        continue
-                    topics = self._topics_of(batch)
-                    parts, rr = self._partitions_of(batch, topics, rr)
-                    row_bytes = batch.nbytes / batch.num_rows  # a slice's buffers are the whole batch's: estimate
-                    for topic, p, rows in self._groups(batch, topics, parts):
-                        pdir = self.topics[topic][p]
-                        if pdir not in writers:
-                            writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
-                                                          self.opts.compression, self.opts.max_batch_bytes)
-                        pending.setdefault(pdir, []).append(rows)
-                        pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(rows.num_rows * row_bytes)
-                        if pending_bytes[pdir] >= STAGE_BYTES:
-                            stage(pdir)
-                for pdir in list(pending):
-                    stage(pdir)
-                while in_flight:
-                    in_flight.popleft().result()
-            finally:
-                for f in in_flight:
-                    f.cancel()
-        staged = tuple(w.finish() for w in writers.values())
+                try:
+                    for batch in iterator:
+                        if batch.num_rows == 0:
+                            continue
+                        topics = self._topics_of(batch)
+                        parts, rr = self._partitions_of(batch, topics, rr)
+                        row_bytes = batch.nbytes / batch.num_rows  # a slice's buffers are the whole batch's: estimate
+                        for topic, p, rows in self._groups(batch, topics, parts):
+                            pdir = self.topics[topic][p]
+                            if pdir not in writers:
+                                writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
+                                                              self.opts.compression, self.opts.max_batch_bytes)
+                            pending.setdefault(pdir, []).append(rows)
+                            pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(rows.num_rows * row_bytes)
+                            if pending_bytes[pdir] >= STAGE_BYTES:
+                                stage(pdir)
+                    for pdir in list(pending):
+                        stage(pdir)
+                    while in_flight:
+                        in_flight.popleft().result()
+                finally:
+                    for f in in_flight:
+                        f.cancel()
+            staged = tuple(w.finish() for w in writers.values())
+        except BaseException:
+            # Spark may have aborted the job already (it does not wait for the other tasks to be
+            # killed), so its collect_staging ran before this staging was written: remove it here.
+            for w in writers.values():
+                w.discard()
+            raise
         from storage_core.faults import maybe_crash
 
         maybe_crash("task-staged", partition=task, attempt=attempt)  # tests: die after staging

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,34 @@ def test_topic_configs_given_as_options_become_the_topics_own(spark, tmp_path) -
         "cast(key as string) k", "cast(value as string) v").collect()
     assert sorted((r.k, r.v) for r in rows) == [(f"k{i}", f"v{45 + i}") for i in range(5)]
     assert spark.read.format("klog").option("topics", "plain").load(str(tmp_path)).count() == 50
+
+
+@pytest.mark.parametrize("where", ["input", "staging"])
+def test_a_failing_task_removes_its_own_staging(tmp_path: Path, where: str) -> None:
+    """Spark aborts a job as soon as one task fails, without waiting for its other tasks to be
+    killed, so the job's abort may collect staging before a slower task has written its own (CI54
+    saw one left behind). A task whose write fails, in its input or in its staging thread,
+    removes what it staged before failing."""
+    import pyarrow as pa
+
+    from spark_logsource.writer import KlogWriter, parse_write_options
+    from storage_core.errors import KlogError
+
+    root = tmp_path / "logs"
+    writer = KlogWriter(parse_write_options({"path": str(root), "topic": "t", "numPartitions": "2"}), False)
+    now = pa.array([int(time.time() * 1000)] * 4000, pa.timestamp("ms"))
+    rows = pa.record_batch({"key": [str(i % 5) for i in range(4000)], "value": [b"v" * 300] * 4000, "timestamp": now})
+
+    def batches():  # type: ignore[no-untyped-def]
+        yield from [rows] * 8  # enough for several staged runs per partition
+        if where == "input":
+            raise RuntimeError("the input ended in an error")
+        # a timestamp beyond message.timestamp.after.max.ms: refused by the staging thread's append
+        later = pa.array([int(time.time() * 1000) + 10 * 86_400_000], pa.timestamp("ms"))
+        yield pa.record_batch({"key": ["k"], "value": [b"x"], "timestamp": later})
+
+    with pytest.raises((RuntimeError, KlogError)):
+        writer.write(batches())
+    left = sorted(str(p.relative_to(root)) for p in root.rglob(".klog-staging-*"))
+    assert left == []
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["t-0", "t-1"]  # the abort removes these

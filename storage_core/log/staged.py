@@ -27,6 +27,7 @@ Protocol (what a Spark job, or any batch writer, does):
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import time
@@ -59,6 +60,8 @@ from storage_core.record.columnar import encode_arrow
 from storage_core.record.compression import CompressionType
 from storage_core.record.file_records import iter_batches
 
+_log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class StagedSegment:
@@ -86,8 +89,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _staging_io(doing: str) -> Callable[[_F], _F]:
-    """An ``OSError`` while staging (disk full) becomes a :class:`StorageError`; the staged
-    files are left for the job's abort (:func:`collect_staging`), nothing is visible."""
+    """An ``OSError`` while staging (disk full) becomes a :class:`StorageError`; nothing is visible,
+    and the staged files are the caller's to remove (:meth:`StagingWriter.discard`), or the job's
+    abort's (:func:`collect_staging`)."""
     def deco(fn: _F) -> _F:
         @functools.wraps(fn)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -194,6 +198,20 @@ class StagingWriter:
                     f"[{lo}, {hi}] (now {now} less message.timestamp.before.max.ms="
                     f"{self.config.message_timestamp_before_max_ms}, plus message.timestamp.after.max.ms="
                     f"{self.config.message_timestamp_after_max_ms}), as a broker checks a CreateTime record on append")
+
+    def discard(self) -> None:
+        """Remove everything this writer staged (a task that fails removes its own staging: the
+        job's ``abort`` may already have run, as Spark aborts a job while its other tasks are still
+        being killed). A failure here is logged, not raised: the caller is already failing with the
+        error that matters, and staging left behind is collected by the next job's commit."""
+        try:
+            if self.segment is not None:
+                seg, self.segment = self.segment, None
+                seg.close()
+            shutil.rmtree(self.staging)
+        except OSError as exc:
+            _log.warning("could not remove the staging dir %s of a failed task (%s); the next job's "
+                         "commit collects it", self.staging, exc)
 
     @_staging_io("finishing the staged segments")
     def finish(self) -> StagedPartition:
