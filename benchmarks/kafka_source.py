@@ -5,7 +5,8 @@ connector (``tests/spark_kafka.py``) is on the session's ``spark.jars``. On one 
 partitions, lz4, 100-byte values (4M records by default):
 
 (1) batch write: ``df.write.format("kafka")`` into the broker (the peer) and
-    ``df.write.format("klog")`` into a fresh dir, the same frame;
+    ``df.write.format("klog")`` into a fresh dir, the same frame, both sides with lz4 and both
+    with no compression (the default of each);
 (2) full scan (count and sum of value lengths): ``format("kafka")`` from the broker and
     ``format("klog")`` on the broker's live log dir;
 (3) the last 10,000 records of each partition, both ways;
@@ -44,8 +45,12 @@ from benchmarks._spark import bench_session
 
 TOPIC = "bench"
 PARTITIONS = 4
-#: every topic the benchmark writes: lz4, as the producer sends it; segments large enough that each partition is one
+#: the topic the scans read: lz4, as the producer sends it (the topics of later write rounds keep what the producer
+#: sends); segments large enough that each partition is one
 TOPIC_CONFIGS = {"compression.type": "lz4", "segment.bytes": str(256 << 20)}
+#: the codecs both sides write with: lz4 (the topic the scans read), and none (the default of the Kafka producer and of
+#: klog's writer, so what a ported job writes unless it says otherwise)
+WRITE_CODECS = ("lz4", "none")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -142,12 +147,15 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
 
     spark.dataSource.register(_counting_sink())
     for i in range(repeat):  # the Kafka sink, klog and the API's ceiling (a writer that only counts bytes) take turns
-        topic = TOPIC if i == 0 else f"{TOPIC}-w{i}"
-        if i:
-            broker.create_topic(topic, PARTITIONS, TOPIC_CONFIGS)
-        timed("kafka write", lambda t=topic: df.write.format("kafka").options(**producer).option("topic", t).save())
-        timed("klog write", lambda i=i: df.write.format("klog").option("topic", TOPIC).option("compression", "lz4")
-              .option("numPartitions", str(PARTITIONS)).mode("append").save(str(work / f"w{i}")))
+        for codec in WRITE_CODECS:  # lz4, as the scans read; and none, both sides' default
+            topic = TOPIC if i == 0 and codec == "lz4" else f"{TOPIC}-{codec}-w{i}"
+            if topic != TOPIC:
+                broker.create_topic(topic, PARTITIONS, {**TOPIC_CONFIGS, "compression.type": "producer"})
+            timed(f"kafka write {codec}", lambda t=topic, c=codec: df.write.format("kafka").options(**producer)
+                  .option("kafka.compression.type", c).option("topic", t).save())
+            timed(f"klog write {codec}", lambda i=i, c=codec: df.write.format("klog").option("topic", TOPIC)
+                  .option("compression", c).option("numPartitions", str(PARTITIONS)).mode("append")
+                  .save(str(work / f"w{i}-{c}")))
         timed("ceiling write", lambda: df.write.format("klogbenchcount").mode("append").save())
     df.unpersist()
     deadline = time.monotonic() + 60
@@ -199,9 +207,9 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     print(f"{n:,} records of 100 B, lz4, {PARTITIONS} partitions; broker on 127.0.0.1, Spark local[2]")
     print()
     print(f"{'query':<56} {'best s':>8} {'broker CPU s':>13} {'Spark JVM CPU s':>16} {'Python workers CPU s':>21}")
-    rows = [("(1) df.write.format('kafka') into the broker", "kafka write"),
-            ("(1) df.write.format('klog') into a dir", "klog write"),
-            ("(1) a writer that only counts bytes (the API's ceiling)", "ceiling write")]
+    rows = [(f"(1) df.write.format('{fmt}') {where}, {codec}", f"{fmt} write {codec}") for codec in WRITE_CODECS
+            for fmt, where in (("kafka", "into the broker"), ("klog", "into a dir"))]
+    rows += [("(1) a writer that only counts bytes (the API's ceiling)", "ceiling write")]
     rows += [(f"({2 if 'scan' in q else 3}) {q}" + (" (in-memory Arrow: the API's ceiling)" if q.startswith("ceiling")
                                                      else ""), q) for q in queries]
     for what, key in rows:
@@ -215,13 +223,15 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     tail_ratio = wall["kafka tail"] / wall["klog tail"]
     tail_bound = wall["kafka tail"] / wall["ceiling tail"]
     print(f"ratio tail API-ceiling/kafka-source throughput: {tail_bound:.2f}x (no Python data source can do better)")
-    write_ratio = wall["kafka write"] / wall["klog write"]
-    write_bound = wall["kafka write"] / wall["ceiling write"]
-    print(f"ratio batch write API-ceiling/kafka-sink throughput: {write_bound:.2f}x (no Python data source can do "
-          "better)")
+    write_ratio = {c: wall[f"kafka write {c}"] / wall[f"klog write {c}"] for c in WRITE_CODECS}
+    write_bound = {c: wall[f"kafka write {c}"] / wall["ceiling write"] for c in WRITE_CODECS}
+    for c in WRITE_CODECS:
+        print(f"ratio batch write {c} API-ceiling/kafka-sink throughput: {write_bound[c]:.2f}x (no Python data source "
+              "can do better)")
     print(f"ratio full scan klog/kafka-source throughput: {scan_ratio:.2f}x")
     print(f"ratio tail klog/kafka-source throughput: {tail_ratio:.2f}x")
-    print(f"ratio batch write klog/kafka-sink throughput: {write_ratio:.2f}x")
+    for c in WRITE_CODECS:
+        print(f"ratio batch write {c} klog/kafka-sink throughput: {write_ratio[c]:.2f}x")
     print()
     summary.add(summary.Row(f"full scan, {n / 1e6:g}M records of 100 B, lz4, {PARTITIONS} partitions (count, sum of "
                             "value lengths)", f'`format("klog")` on the broker\'s live dir, {wall["klog scan"]:.2f} s',
@@ -235,14 +245,15 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
     summary.add(summary.Row("same", f"a Python data source yielding {tail_n:,} rows from in-memory Arrow (the API's "
                             f'ceiling), {wall["ceiling tail"]:.2f} s', f'the Kafka source, {wall["kafka tail"]:.2f} s',
                             tail_bound, "throughput", None))
-    summary.add(summary.Row(f"batch write of {n / 1e6:g}M rows, lz4",
-                            f'`df.write.format("klog")`, {wall["klog write"]:.2f} s',
-                            f'`df.write.format("kafka")` into the broker, {wall["kafka write"]:.2f} s (broker '
-                            f"{best['kafka write'].broker:.1f} CPU s)", write_ratio, "throughput", 3.0))
+    for c in WRITE_CODECS:
+        summary.add(summary.Row(f"batch write of {n / 1e6:g}M rows, {c} (both sides)",
+                                f'`df.write.format("klog")`, {wall[f"klog write {c}"]:.2f} s',
+                                f'`df.write.format("kafka")` into the broker, {wall[f"kafka write {c}"]:.2f} s (broker '
+                                f'{best[f"kafka write {c}"].broker:.1f} CPU s)', write_ratio[c], "throughput", 3.0))
     summary.add(summary.Row("same", f"a Python data source writer that only counts the bytes (the API's ceiling), "
-                            f"{wall['ceiling write']:.2f} s", f'`df.write.format("kafka")`, {wall["kafka write"]:.2f} s',
-                            write_bound, "throughput", None))
-    return {"scan": scan_ratio, "tail": tail_ratio, "write": write_ratio}
+                            f"{wall['ceiling write']:.2f} s", f'`df.write.format("kafka")`, lz4, '
+                            f'{wall["kafka write lz4"]:.2f} s', write_bound["lz4"], "throughput", None))
+    return {"scan": scan_ratio, "tail": tail_ratio, **{f"write {c}": r for c, r in write_ratio.items()}}
 
 
 def _produce_at(bootstrap: str, topic: str, rate: int, seconds: float) -> int:

@@ -184,7 +184,8 @@ def test_kafka_source_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) 
     kafka_source.main(["--records", "20000", "--repeat", "2", "--seconds", "3", "--rate", "300"])
     out = capsys.readouterr().out
     assert "ratio full scan klog/kafka-source throughput:" in out and "ratio tail klog/kafka-source" in out
-    assert "ratio batch write klog/kafka-sink throughput:" in out and "ratio stream p99 latency" in out
+    assert "ratio batch write lz4 klog/kafka-sink throughput:" in out and "ratio stream p99 latency" in out
+    assert "ratio batch write none klog/kafka-sink throughput:" in out
 
 
 def test_threads_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
