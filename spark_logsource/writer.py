@@ -40,6 +40,7 @@ from storage_core.log.staged import StagedPartition, StagingWriter, collect_stag
 from storage_core.log.topic_partition import TopicPartition, check_appendable, validate_topic_name
 from storage_core.read.kafka_compat import split_kafka_options
 from storage_core.read.options import unknown_options_message
+from storage_core.record.columnar import EncodeColumns, RowSelection, prepare_columns
 from storage_core.record.compression import CompressionType
 
 from .errors import spark_entry
@@ -247,24 +248,27 @@ class KlogWriter(DataSourceArrowWriter):
         now = int(time.time() * 1000)
         rr = task  # round-robin position for null keys
         # Spark hands over batches of 10,000 rows (spark.sql.execution.arrow.maxRecordsPerBatch),
-        # a few hundred KB per Kafka partition: each partition's rows are collected (zero-copy
-        # slices) and staged in runs of about STAGE_BYTES, so that batches reach maxBatchBytes and
-        # the encoder, codec and segment are called per run rather than per Spark batch.
+        # a few hundred KB per Kafka partition. Each batch is put in partition order at once (one
+        # take, while the batch is in the CPU's caches; the encoder then reads each partition's rows
+        # front to back, not scattered over batches the caches have long left), and each partition's
+        # rows are collected as ranges of those batches, nothing joined: they are staged in runs of
+        # about STAGE_BYTES, so that batches reach maxBatchBytes and the encoder, codec and segment
+        # are called per run rather than per Spark batch. The encoder writes a run's batches into one
+        # buffer its writer reuses (no fresh memory to fault in for every batch).
         # The runs are encoded, compressed and written on one staging thread (in the order they were
         # cut, so each partition's rows stay in order) while this one takes the next batches from
         # Spark: the encoder and the codecs let the GIL go, so the two overlap. At most
         # STAGES_IN_FLIGHT runs wait for it.
-        pending: dict[str, list[pa.RecordBatch]] = {}
+        pending: dict[str, list[tuple[EncodeColumns, np.ndarray | None]]] = {}
         pending_bytes: dict[str, int] = {}
         in_flight: deque[Future[int]] = deque()
 
         try:
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="klog-stage") as stager:
                 def stage(pdir: str) -> None:
-                    groups = pending.pop(pdir)
+                    run = RowSelection.of(pending.pop(pdir))
                     pending_bytes.pop(pdir)
-                    run = groups[0] if len(groups) == 1 else pa.Table.from_batches(groups)
-                    in_flight.append(stager.submit(writers[pdir].append, run, now))
+                    in_flight.append(stager.submit(writers[pdir].append_rows, run))
                     while len(in_flight) > STAGES_IN_FLIGHT or (in_flight and in_flight[0].done()):
                         in_flight.popleft().result()  # raises the staging thread's error here
 
@@ -274,14 +278,19 @@ class KlogWriter(DataSourceArrowWriter):
                             continue
                         topics = self._topics_of(batch)
                         parts, rr = self._partitions_of(batch, topics, rr)
-                        row_bytes = batch.nbytes / batch.num_rows  # a slice's buffers are the whole batch's: estimate
-                        for topic, p, rows in self._groups(batch, topics, parts):
+                        order, groups = self._groups(topics, parts)
+                        # the batch in partition order, copied while it is in the CPU's caches: each
+                        # partition's rows are then a range the encoder reads front to back
+                        cols = prepare_columns(batch if order is None else batch.take(pa.array(order)), now)
+                        row_bytes = batch.nbytes / batch.num_rows
+                        for topic, p, rows in groups:
                             pdir = self.topics[topic][p]
                             if pdir not in writers:
                                 writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
                                                               self.opts.compression, self.opts.max_batch_bytes)
-                            pending.setdefault(pdir, []).append(rows)
-                            pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(rows.num_rows * row_bytes)
+                            pending.setdefault(pdir, []).append((cols, rows))
+                            n = batch.num_rows if rows is None else len(rows)
+                            pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(n * row_bytes)
                             if pending_bytes[pdir] >= STAGE_BYTES:
                                 stage(pdir)
                     for pdir in list(pending):
@@ -329,10 +338,10 @@ class KlogWriter(DataSourceArrowWriter):
     def _staging_name(self, task: int, attempt: int) -> str:
         return f"{staging_prefix(self.job_id)}{task:05d}-{attempt}"
 
-    def _groups(self, batch: pa.RecordBatch, topics: list[str] | None,
-                parts: np.ndarray) -> Iterator[tuple[str, int, pa.RecordBatch]]:
-        """The rows of ``batch`` per (topic, partition), each group in input order: one stable
-        sort and one ``take`` for the whole batch, then zero-copy slices (not a filter per group)."""
+    def _groups(self, topics: list[str] | None,
+                parts: np.ndarray) -> tuple[np.ndarray | None, list[tuple[str, int, np.ndarray | None]]]:
+        """The order that sorts a batch's rows by (topic, partition), stably (None: one group, in
+        input order), and each group's row numbers in that order (None: every row)."""
         if topics is None:  # the topic option: the partition number is the group
             assert self.opts.topic is not None
             names = [self.opts.topic]
@@ -344,16 +353,13 @@ class KlogWriter(DataSourceArrowWriter):
             keys = np.fromiter((index[t] for t in topics), dtype=np.int64, count=len(topics)) * (1 << 32) + parts
         if (keys == keys[0]).all():
             k = int(keys[0])
-            yield names[k >> 32], k & 0xFFFFFFFF, batch
-            return
+            return None, [(names[k >> 32], k & 0xFFFFFFFF, None)]
         order = np.argsort(keys, kind="stable")
         sorted_keys = keys[order]
-        rows = batch.take(pa.array(order))
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-        ends = np.r_[starts[1:], len(sorted_keys)]
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            k = int(sorted_keys[a])
-            yield names[k >> 32], k & 0xFFFFFFFF, rows.slice(a, b - a)
+        ends = np.r_[starts[1:], len(keys)]
+        return order, [(names[int(sorted_keys[a]) >> 32], int(sorted_keys[a]) & 0xFFFFFFFF, np.arange(a, b))
+                       for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
     def _topics_of(self, batch: pa.RecordBatch) -> list[str] | None:
         """Each row's topic, or None when the ``topic`` option names the one topic of every row."""

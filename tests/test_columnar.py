@@ -279,6 +279,96 @@ def test_encode_v2_batches_refuses_lying_buffers() -> None:
         encode_arrow(pa.table({"value": [b"a", b"b"]}), base_offset=(1 << 63) - 1, default_timestamp_ms=T0)
 
 
+# --- rows picked in place from several sources (encode_v2_rows, RowsEncoder) -----------------------
+
+
+def _random_table(rng: np.random.Generator, n: int, keys: bool, headers: bool) -> pa.Table:
+    cols: dict[str, pa.Array] = {
+        "value": pa.array([None if rng.random() < .1 else rng.bytes(int(rng.integers(0, 300))) for _ in range(n)],
+                          pa.binary()),
+        "timestamp": pa.array(rng.integers(T0 - 10**9, T0 + 10**9, n), pa.int64()),
+    }
+    if keys:
+        cols["key"] = pa.array([None if rng.random() < .2 else rng.bytes(int(rng.integers(0, 20))) for _ in range(n)],
+                               pa.binary())
+    if headers:
+        cols["headers"] = pa.array([None if rng.random() < .3 else
+                                    [{"key": f"h{j}", "value": None if rng.random() < .3 else rng.bytes(3)}
+                                     for j in range(int(rng.integers(0, 3)))] for _ in range(n)], _col.HEADER_TYPE)
+    t = pa.table(cols)
+    skip = int(rng.integers(0, 3))  # a slice: its buffers hold more than its rows
+    return t.slice(skip) if skip < n else t
+
+
+def _random_picks(rng: np.random.Generator) -> list[tuple[pa.Table, np.ndarray | None]]:
+    keys, headers = bool(rng.random() < .5), bool(rng.random() < .5)
+    tables = [_random_table(rng, int(rng.integers(0, 60)), keys, headers) for _ in range(int(rng.integers(1, 5)))]
+    picks: list[tuple[pa.Table, np.ndarray | None]] = []
+    for _ in range(int(rng.integers(1, 6))):
+        t = tables[int(rng.integers(0, len(tables)))]
+        rows = None if rng.random() < .3 or not t.num_rows else \
+            rng.integers(0, t.num_rows, int(rng.integers(0, 30))).astype(np.int64)
+        picks.append((t, rows))
+    return picks
+
+
+def _selection(picks: list[tuple[pa.Table, np.ndarray | None]]) -> _col.RowSelection:
+    prepared: dict[int, _col.EncodeColumns] = {}
+    return _col.RowSelection.of([(prepared.setdefault(id(t), _col.prepare_columns(t)), rows) for t, rows in picks])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_encode_v2_rows_kernel_matches_python(seed: int) -> None:
+    """The kernel encodes picked rows where they lie; the twin gathers them first and encodes them
+    with _py_encode_v2_batches: the same bytes and meta, into a reused buffer or a new one."""
+    rng = np.random.default_rng(seed)
+    for trial in range(25):
+        sel = _selection(_random_picks(rng))
+        max_bytes = int(rng.integers(1, 3000))
+        header = None if rng.random() < .4 else (int(rng.integers(0, 1 << 40)), 3, 0)
+        out = bytearray(int(rng.integers(0, 5000))) if rng.random() < .5 else None
+        a, ma = _col.encode_v2_rows(sel, max_bytes, header, out, native=True)
+        b, mb = _col.encode_v2_rows(sel, max_bytes, header, None, native=False)
+        end = int(ma[-1, 3]) if len(ma) else 0
+        assert bytes(a[:end]) == bytes(b), f"seed {seed} trial {trial}"
+        assert ma.tolist() == mb.tolist(), f"seed {seed} trial {trial}"
+        assert (a is out) == (out is not None and len(out) >= end), f"seed {seed} trial {trial}"
+        g = sel.gather()
+        whole, mw = _col.encode_v2_batches(g, 0, g.num_rows, max_bytes, header, native=True)
+        assert b"".join(whole) == bytes(b) and mw.tolist() == ma[:, :3].tolist(), f"seed {seed} trial {trial}"
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4, CompressionType.GZIP],
+                         ids=lambda c: c.name.lower())
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_encoder_is_encode_arrow_of_the_picked_rows(codec: CompressionType, seed: int) -> None:
+    """The oracle picks the rows with Arrow's own take and encodes the table with encode_arrow."""
+    rng = np.random.default_rng(100 + seed)
+    encoder = _col.RowsEncoder(codec, max_batch_bytes=int(rng.integers(200, 4000)))
+    for trial in range(10):
+        picks = _random_picks(rng)
+        parts = [t.take(pa.array(rows if rows is not None else np.arange(t.num_rows), pa.int64())) for t, rows in picks]
+        table = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+        base = int(rng.integers(0, 1 << 40))
+        got = encoder.encode(_selection(picks), base)
+        want = encode_arrow(table, base_offset=base, compression=codec, max_batch_bytes=encoder.budget + 61)
+        assert [bytes(b.data) for b in got] == want, f"seed {seed} trial {trial}"
+        for b, raw in zip(got, want, strict=True):
+            (batch,) = list(iter_batches(raw))
+            assert (b.last_offset, b.max_timestamp) == (batch.last_offset, batch.max_timestamp)
+
+
+def test_encode_v2_rows_refuses_picks_outside_the_sources() -> None:
+    """A pick naming a source or a row that is not there is an error in both twins, never a read."""
+    cols = _col.prepare_columns(rows(10))
+    for which, local in (([0, 1], [0, 0]), ([0, -1], [0, 0]), ([0, 0], [9, 10]), ([0], [-1])):
+        sel = _col.RowSelection((cols,), np.array(which, np.int32), np.array(local, np.int64))
+        with pytest.raises(ValueError, match="outside its source"):
+            _col.encode_v2_rows(sel, 100, None, native=True)
+        with pytest.raises(KlogError, match="outside"):
+            _col.encode_v2_rows(sel, 100, None, native=False)
+
+
 @pytest.mark.parametrize("software", [False, True], ids=["hardware-or-best", "software"])
 def test_kernel_crc32c_matches_the_crc32c_package(software: bool) -> None:
     import crc32c

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from storage_core.errors import CommitError, KlogError, LogDirLockedError, storage_error
 from storage_core.faults import maybe_crash_at_step
@@ -56,9 +56,12 @@ from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, RollParams
 from storage_core.log.topic_partition import TopicPartition
-from storage_core.record.columnar import encode_arrow
+from storage_core.record.columnar import RowSelection, RowsEncoder, prepare_columns
 from storage_core.record.compression import CompressionType
-from storage_core.record.file_records import iter_batches
+from storage_core.record.records import NO_TIMESTAMP
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _log = logging.getLogger(__name__)
 
@@ -121,6 +124,7 @@ class StagingWriter:
         self.next_offset = STAGED_ORIGIN
         self.segment: LogSegment | None = None
         self.segments: list[StagedSegment] = []
+        self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes)
 
     def _new_segment(self) -> LogSegment:
         if self.segment is not None:
@@ -140,7 +144,6 @@ class StagingWriter:
             self.segments.append(StagedSegment(seg.base_offset, self.next_offset - seg.base_offset, size))
         self.segment = None
 
-    @_staging_io("staging records")
     def append(self, table: object, default_timestamp_ms: int) -> int:
         """Encode and stage rows (``key``, ``value``, ``headers``, ``timestamp``); returns records staged."""
         import pyarrow as pa
@@ -148,53 +151,47 @@ class StagingWriter:
         assert isinstance(table, (pa.Table, pa.RecordBatch))
         if table.num_rows == 0:
             return 0
-        self._check_timestamps(table)
-        batches = encode_arrow(table, base_offset=self.next_offset, compression=self.compression,
-                               max_batch_bytes=self.max_batch_bytes, default_timestamp_ms=default_timestamp_ms)
+        return self.append_rows(RowSelection.of([(prepare_columns(table, default_timestamp_ms), None)]))
+
+    @_staging_io("staging records")
+    def append_rows(self, rows: RowSelection) -> int:
+        """Encode and stage rows picked from prepared columns, where they lie; returns records staged."""
+        if rows.num_rows == 0:
+            return 0
+        self._check_timestamps(rows.timestamps)
         now = int(time.time() * 1000)
-        for raw in batches:
-            (batch,) = list(iter_batches(raw))
-            if batch.size_in_bytes > self.config.max_message_bytes:
+        for batch in self.encoder.encode(rows, self.next_offset):
+            size = len(batch.data)
+            if size > self.config.max_message_bytes:
                 from storage_core.errors import RecordTooLargeError
 
-                raise RecordTooLargeError(f"a record batch of {batch.size_in_bytes} bytes is larger than "
+                raise RecordTooLargeError(f"a record batch of {size} bytes is larger than "
                                           f"max.message.bytes ({self.config.max_message_bytes})")
             seg = self.segment or self._new_segment()
             if seg.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes, batch.max_timestamp,
-                                          batch.last_offset, len(raw), now)):
+                                          batch.last_offset, size, now)):
                 seg = self._new_segment()
-            seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, raw)
+            seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, batch.data)
             self.next_offset = batch.last_offset + 1
-        rows: int = table.num_rows
-        return rows
+        return rows.num_rows
 
-    def _check_timestamps(self, table: Any) -> None:
+    def _check_timestamps(self, timestamps: np.ndarray) -> None:
         """Kafka's ``LogValidator.validateTimestamp``: under CreateTime, a record's timestamp (other than
         -1, none) must lie within [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         from storage_core.errors import InvalidTimestampError
         from storage_core.log.config import MessageTimestampType
 
-        if self.config.message_timestamp_type != MessageTimestampType.CREATE_TIME or "timestamp" not in table.column_names:
+        if self.config.message_timestamp_type != MessageTimestampType.CREATE_TIME:
             return
-        col = table.column("timestamp")
-        per_ms = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
-        mul, div = per_ms[col.type.unit] if pa.types.is_timestamp(col.type) else (1, 1)
-        raw = col.cast(pa.int64()) if pa.types.is_timestamp(col.type) else col
-        if not pa.types.is_integer(raw.type):
-            return  # encode_arrow names the wrong type
-        raw = pc.filter(raw, pc.not_equal(raw, -1)) if div == 1 and mul == 1 else raw
-        mm = pc.min_max(raw).as_py()
-        if mm["min"] is None:
+        ts = timestamps[timestamps != NO_TIMESTAMP]
+        if not len(ts):
             return
         now = int(time.time() * 1000)
         lo, hi = now - self.config.message_timestamp_before_max_ms, now + self.config.message_timestamp_after_max_ms
-        for ts in (mm["min"] * mul // div, mm["max"] * mul // div):
-            if ts < lo or ts > hi:
+        for t in (int(ts.min()), int(ts.max())):
+            if t < lo or t > hi:
                 raise InvalidTimestampError(
-                    f"Timestamp {ts} of a record for {self.topic_partition} is out of range: it should be within "
+                    f"Timestamp {t} of a record for {self.topic_partition} is out of range: it should be within "
                     f"[{lo}, {hi}] (now {now} less message.timestamp.before.max.ms="
                     f"{self.config.message_timestamp_before_max_ms}, plus message.timestamp.after.max.ms="
                     f"{self.config.message_timestamp_after_max_ms}), as a broker checks a CreateTime record on append")

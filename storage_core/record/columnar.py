@@ -56,6 +56,8 @@ __all__ = [
     "ArrowDecoder",
     "METADATA_FIELDS",
     "PyRecordsBuilder",
+    "RowSelection",
+    "RowsEncoder",
     "decode_batches",
     "encode_arrow",
     "kafka_schema",
@@ -638,6 +640,164 @@ def encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int
     return batches, np.frombuffer(meta, dtype=np.int64).reshape(-1, 3)
 
 
+@dataclass(frozen=True)
+class RowSelection:
+    """Rows picked from several prepared sources, in order, without copying them: row ``k`` is row
+    ``local[k]`` of ``sources[which[k]]``. A writer collects each partition's rows from many input
+    batches this way, and :func:`encode_v2_rows` encodes them where they lie."""
+
+    sources: tuple[EncodeColumns, ...]
+    which: np.ndarray  # int32: each row's source
+    local: np.ndarray  # int64: each row's index in its source
+
+    @classmethod
+    def of(cls, picks: Sequence[tuple[EncodeColumns, np.ndarray | None]]) -> RowSelection:
+        """Rows ``rows`` (all of them when None) of each source in turn."""
+        sources: list[EncodeColumns] = []
+        ids: dict[int, int] = {}
+        which: list[np.ndarray] = []
+        local: list[np.ndarray] = []
+        for cols, rows in picks:
+            idx = np.arange(cols.num_rows, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+            s = ids.setdefault(id(cols), len(sources))
+            if s == len(sources):
+                sources.append(cols)
+            which.append(np.full(len(idx), s, dtype=np.int32))
+            local.append(idx)
+        return cls(tuple(sources), np.concatenate(which) if which else np.zeros(0, np.int32),
+                   np.concatenate(local) if local else np.zeros(0, np.int64))
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.which)
+
+    @property
+    def timestamps(self) -> np.ndarray:
+        """Each picked row's timestamp (int64 ms)."""
+        out = np.empty(self.num_rows, dtype=np.int64)
+        for s, cols in enumerate(self.sources):
+            mask = self.which == s
+            out[mask] = cols.timestamps[self.local[mask]]
+        return out
+
+    def gather(self) -> EncodeColumns:
+        """The picked rows copied into one set of columns (what the kernel does not need to do; the
+        input of the pure-Python twin)."""
+        n, sources = self.num_rows, self.sources
+        if n and (int(self.which.min()) < 0 or int(self.which.max()) >= len(sources)):
+            raise KlogError(f"a picked row names a source outside the {len(sources)} given")
+        sizes = np.array([c.num_rows for c in sources], dtype=np.int64)
+        if n and ((self.local < 0) | (self.local >= sizes[self.which])).any():
+            raise KlogError("a picked row lies outside its source")
+        at = pa.array(np.concatenate([[0], np.cumsum(sizes)])[:-1][self.which] + self.local if n else [], pa.int64())
+
+        def column(arrays: list[pa.Array | None]) -> pa.Array:
+            full = [a if a is not None else pa.nulls(c.num_rows, pa.binary()) for a, c in zip(arrays, sources, strict=True)]
+            return pa.concat_arrays(full).take(at) if full else pa.array([], pa.binary())
+
+        keys = column([c.keys for c in sources]) if any(c.keys is not None for c in sources) else None
+        values = column([c.values for c in sources])
+        counts = hkeys = hvalues = None
+        if any(c.header_counts is not None for c in sources):
+            starts = [None if c.header_counts is None else np.concatenate([[0], np.cumsum(c.header_counts)])
+                      for c in sources]
+            counts = np.zeros(n, dtype=np.int32)
+            ks: list[pa.Array] = []
+            vs: list[pa.Array] = []
+            for r, (s, i) in enumerate(zip(self.which.tolist(), self.local.tolist(), strict=True)):
+                c, st = sources[s], starts[s]
+                if st is None or st[i + 1] == st[i]:
+                    continue
+                assert c.header_keys is not None and c.header_values is not None
+                a, b = int(st[i]), int(st[i + 1])
+                counts[r] = b - a
+                ks.append(c.header_keys.slice(a, b - a))
+                vs.append(c.header_values.slice(a, b - a))
+            hkeys = pa.concat_arrays(ks) if ks else pa.array([], pa.binary())
+            hvalues = pa.concat_arrays(vs) if vs else pa.array([], pa.binary())
+        return EncodeColumns(n, keys, values, self.timestamps, counts, hkeys, hvalues)
+
+
+def encode_v2_rows(rows: RowSelection, max_bytes: int, header: tuple[int, int, int] | None,
+                   out: bytearray | None = None, native: bool | None = None) -> tuple[bytearray, np.ndarray]:
+    """The picked rows as consecutive v2 batches (as :func:`encode_v2_batches` cuts them), written one
+    after another into ``out`` if it is large enough (else into a new bytearray); returns that
+    buffer and an int64 array of ``(end row, first timestamp, max timestamp, end position)`` per
+    batch. The kernel encodes the rows where they lie; the pure-Python twin gathers them first."""
+    kernel = native_kernel() if native is not False else None
+    if native and kernel is None:
+        raise KlogError("the native kernel was requested but is not available")
+    if kernel is None:
+        batches, meta = _py_encode_v2_batches(rows.gather(), 0, rows.num_rows, max_bytes, header)
+        ends = np.cumsum([len(b) for b in batches], dtype=np.int64).reshape(-1, 1)
+        return bytearray(b"".join(batches)), np.hstack([meta, ends])
+    sources = [(_bincol(c.keys) if c.keys is not None else None, _bincol(c.values), c.timestamps, c.header_counts,
+                _bincol(c.header_keys) if c.header_keys is not None else None,
+                _bincol(c.header_values) if c.header_values is not None else None) for c in rows.sources]
+    buf, meta = kernel.encode_v2_rows(sources, np.ascontiguousarray(rows.which, dtype=np.int32),
+                                      np.ascontiguousarray(rows.local, dtype=np.int64), max_bytes, header, out)
+    return buf, np.frombuffer(meta, dtype=np.int64).reshape(-1, 4)
+
+
+def _compressed_batch(area: Any, compression: CompressionType, compression_level: int | None, base_offset: int,
+                      partition_leader_epoch: int, attributes: int, count: int, first_ts: int, max_ts: int) -> bytes:
+    """A whole batch of ``count`` records from an encoded records area: compressed, header and CRC."""
+    payload = compress(compression, area, compression_level)
+    buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    buf[RECORD_BATCH_OVERHEAD:] = payload
+    write_batch_header(buf, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+                       attributes=attributes, last_offset_delta=count - 1, base_timestamp=first_ts,
+                       max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                       records_count=count)
+    return bytes(buf)
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """One batch a :class:`RowsEncoder` wrote; ``data`` is valid until the encoder's next call."""
+
+    data: memoryview | bytes
+    last_offset: int
+    max_timestamp: int
+
+
+class RowsEncoder:
+    """Encodes picked rows (:class:`RowSelection`) as whole v2 batches, into one buffer it keeps and
+    reuses from call to call: a writer staging a partition run after run does not fault in fresh
+    memory for every batch. Not thread-safe: one encoder per writer."""
+
+    def __init__(self, compression: CompressionType = CompressionType.NONE, compression_level: int | None = None,
+                 max_batch_bytes: int = DEFAULT_BATCH_BYTES, partition_leader_epoch: int = -1,
+                 native: bool | None = None) -> None:
+        self.compression = compression
+        self.compression_level = compression_level
+        self.budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
+        self.partition_leader_epoch = partition_leader_epoch
+        self.native = native
+        self.attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
+        self._buf: bytearray | None = None
+
+    def encode(self, rows: RowSelection, base_offset: int) -> list[EncodedBatch]:
+        """The rows as batches, offsets from ``base_offset`` up."""
+        n = rows.num_rows
+        if n and not _I64_MIN <= base_offset <= _I64_MAX - (n - 1):
+            raise KlogError(f"base offset {base_offset} with {n} records runs outside Kafka's int64 offsets")
+        whole = self.compression == CompressionType.NONE
+        header = (base_offset, self.partition_leader_epoch, self.attributes) if whole else None
+        buf, meta = encode_v2_rows(rows, self.budget, header, self._buf, self.native)
+        self._buf = buf
+        view = memoryview(buf)
+        out: list[EncodedBatch] = []
+        row = pos = 0
+        for end, first_ts, max_ts, stop in meta.tolist():
+            data = view[pos:stop] if whole else _compressed_batch(
+                view[pos:stop], self.compression, self.compression_level, base_offset + row,
+                self.partition_leader_epoch, self.attributes, end - row, first_ts, max_ts)
+            out.append(EncodedBatch(data, base_offset + end - 1, max_ts))
+            row, pos = end, stop
+        return out
+
+
 def encode_arrow(
     table: pa.RecordBatch | pa.Table,
     *,
@@ -668,14 +828,8 @@ def encode_arrow(
     out: list[bytes] = []
     row = 0
     for area, (end, first_ts, max_ts) in zip(areas, meta.tolist(), strict=True):
-        payload = compress(compression, area, compression_level)
-        buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-        buf[RECORD_BATCH_OVERHEAD:] = payload
-        write_batch_header(buf, base_offset=base_offset + row, partition_leader_epoch=partition_leader_epoch,
-                           attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
-                           max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                           records_count=end - row)
-        out.append(bytes(buf))
+        out.append(_compressed_batch(area, compression, compression_level, base_offset + row, partition_leader_epoch,
+                                     attributes, end - row, first_ts, max_ts))
         row = end
     return out
 

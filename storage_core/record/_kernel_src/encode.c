@@ -82,12 +82,15 @@ void write_v2_header(uint8_t *h, Py_ssize_t total, int64_t base_offset, int32_t 
 }
 
 
+/* One source of rows: prepared Arrow columns (storage_core.record.columnar.EncodeColumns). */
 typedef struct {
     BinCol keys, values, hkeys, hvals;
     Py_buffer ts, hc;
     int have_keys, have_headers;
     const int64_t *tsv;
     const int32_t *hcv;
+    Py_ssize_t rows;   /* rows the columns hold */
+    int64_t *hstart;   /* with headers: the first header entry of each row (rows + 1 entries) */
 } EncCols;
 
 static void enccols_release(EncCols *c) {
@@ -96,10 +99,14 @@ static void enccols_release(EncCols *c) {
     if (c->ts.obj) PyBuffer_Release(&c->ts);
     if (c->hc.obj) PyBuffer_Release(&c->hc);
     if (c->have_headers) { bincol_release(&c->hkeys); bincol_release(&c->hvals); }
+    free(c->hstart);
+    memset(c, 0, sizeof *c);
 }
 
+/* The columns of one source; its rows are those of the timestamps, which every other column must
+ * cover. The header prefix sums are made here (GIL held, but no Python object is touched). */
 static int enccols_get(EncCols *c, PyObject *kobj, PyObject *vobj, PyObject *tsobj, PyObject *hcobj, PyObject *hkobj,
-                       PyObject *hvobj, Py_ssize_t start, Py_ssize_t stop) {
+                       PyObject *hvobj) {
     memset(c, 0, sizeof *c);
     if (kobj != Py_None) {
         if (bincol_get(kobj, &c->keys, "key") < 0) return -1;
@@ -113,28 +120,82 @@ static int enccols_get(EncCols *c, PyObject *kobj, PyObject *vobj, PyObject *tso
         if (bincol_get(hvobj, &c->hvals, "header value") < 0) { bincol_release(&c->hkeys); return -1; }
         c->have_headers = 1;
     }
-    if (start < 0 || stop < start || stop > c->values.length || c->ts.len / 8 < stop ||
-        (c->have_keys && c->keys.length < stop) || (c->have_headers && c->hc.len / 4 < stop)) {
-        PyErr_SetString(PyExc_ValueError, "encode: row range outside the columns");
+    c->rows = c->ts.len / 8; /* exactly the source's rows (a column's buffers may hold more: a slice) */
+    if (c->values.length < c->rows || (c->have_keys && c->keys.length < c->rows) ||
+        (c->have_headers && c->hc.len / 4 < c->rows)) {
+        PyErr_SetString(PyExc_ValueError, "encode: a column is shorter than the timestamps");
         return -1;
     }
     c->tsv = (const int64_t *)c->ts.buf;
     c->hcv = c->have_headers ? (const int32_t *)c->hc.buf : NULL;
+    if (c->have_headers) {
+        if (!(c->hstart = (int64_t *)malloc(sizeof(int64_t) * (size_t)(c->rows + 1)))) { PyErr_NoMemory(); return -1; }
+        int64_t h = 0;
+        for (Py_ssize_t i = 0; i < c->rows; i++) {
+            c->hstart[i] = h;
+            if (c->hcv[i] < 0) { PyErr_SetString(PyExc_ValueError, "encode: a negative header count"); return -1; }
+            h += c->hcv[i];
+        }
+        c->hstart[c->rows] = h;
+    }
     return 0;
 }
 
-/* The body size of row `row` (its length varint not included) in a batch whose first row is `first`
- * with base timestamp base_ts; h is the row's first header entry. -1 with an error recorded. */
-static inline Py_ssize_t row_size(const EncCols *c, Py_ssize_t row, Py_ssize_t first, int64_t base_ts, Py_ssize_t h) {
+/* The rows to encode: rows [start, stop) of src[0], or (which != NULL) row local[r] of source
+ * which[r] for r in [start, stop) - a partition's rows picked from many Spark batches in place. */
+typedef struct {
+    EncCols *src;
+    Py_ssize_t nsrc;
+    const int32_t *which;
+    const int64_t *local;
+    Py_ssize_t start, stop;
+} EncRows;
+
+/* Row r of rows: its source (NULL if which/local point outside the sources) and its row there. */
+static inline const EncCols *row_at(const EncRows *R, Py_ssize_t r, Py_ssize_t *i) {
+    if (!R->which) { *i = r; return &R->src[0]; }
+    int32_t s = R->which[r];
+    int64_t j = R->local[r];
+    if (s < 0 || s >= R->nsrc || j < 0 || j >= R->src[s].rows) return NULL;
+    *i = (Py_ssize_t)j;
+    return &R->src[s];
+}
+
+/* Picked rows lie scattered over their sources, which the input has long left the caches: the
+ * writes of a batch ask for the value (and key) of the row PREFETCH_ROWS ahead while they copy this
+ * one, so the copy does not wait on memory row by row. */
+#define PREFETCH_ROWS 8
+static inline void prefetch_row(const EncRows *R, Py_ssize_t r) {
+    Py_ssize_t i;
+    const EncCols *c = row_at(R, r, &i);
+    if (!c) return;
+    const int32_t *offs = (const int32_t *)c->values.offsets.buf;
+    int32_t a = offs[c->values.offset + i];
+    if (a >= 0 && a < c->values.data.len) {
+        const char *p = (const char *)c->values.data.buf + a;
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+    }
+    if (c->have_keys) {
+        const int32_t *ko = (const int32_t *)c->keys.offsets.buf;
+        int32_t k = ko[c->keys.offset + i];
+        if (k >= 0 && k < c->keys.data.len) __builtin_prefetch((const char *)c->keys.data.buf + k);
+    }
+}
+
+/* The body size of row i of c (its length varint not included) at offset delta `delta` in a batch
+ * with base timestamp base_ts. -1 with an error recorded. */
+static inline Py_ssize_t row_size(const EncCols *c, Py_ssize_t i, int32_t delta, int64_t base_ts) {
     const uint8_t *kp = NULL, *vp = NULL;
     int32_t kn = -1, vn = -1;
-    if (c->have_keys && bincol_row(&c->keys, row, &kp, &kn) < 0) return -1;
-    if (bincol_row(&c->values, row, &vp, &vn) < 0) return -1;
-    int32_t nh = c->have_headers ? c->hcv[row] : 0;
+    if (c->have_keys && bincol_row(&c->keys, i, &kp, &kn) < 0) return -1;
+    if (bincol_row(&c->values, i, &vp, &vn) < 0) return -1;
+    int32_t nh = c->have_headers ? c->hcv[i] : 0;
+    Py_ssize_t h = c->have_headers ? (Py_ssize_t)c->hstart[i] : 0;
     if (nh < 0 || (c->have_headers && (h + nh > c->hkeys.length || h + nh > c->hvals.length)))
         return kerr_value("header counts outside the header columns");
-    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[row] - (uint64_t)base_ts));
-    Py_ssize_t body = 1 + uleb_size(tsd) + uleb_size(zz32((int32_t)(row - first))) + uleb_size(zz32(kn)) +
+    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[i] - (uint64_t)base_ts));
+    Py_ssize_t body = 1 + uleb_size(tsd) + uleb_size(zz32(delta)) + uleb_size(zz32(kn)) +
                       (kn > 0 ? kn : 0) + uleb_size(zz32(vn)) + (vn > 0 ? vn : 0) + uleb_size(zz32(nh));
     for (int32_t k = 0; k < nh; k++) {
         const uint8_t *hp = NULL, *hv = NULL;
@@ -147,19 +208,20 @@ static inline Py_ssize_t row_size(const EncCols *c, Py_ssize_t row, Py_ssize_t f
     return body;
 }
 
-/* Write row `row` (already sized and checked by row_size) at w; returns the end. */
-static inline uint8_t *row_write(const EncCols *c, uint8_t *w, Py_ssize_t row, Py_ssize_t first, int64_t base_ts,
-                                 Py_ssize_t h, int32_t body) {
+/* Write row i of c (already sized and checked by row_size) at w; returns the end. */
+static inline uint8_t *row_write(const EncCols *c, uint8_t *w, Py_ssize_t i, int32_t delta, int64_t base_ts,
+                                 int32_t body) {
     const uint8_t *kp = NULL, *vp = NULL;
     int32_t kn = -1, vn = -1;
-    if (c->have_keys) bincol_row(&c->keys, row, &kp, &kn);
-    bincol_row(&c->values, row, &vp, &vn);
-    int32_t nh = c->have_headers ? c->hcv[row] : 0;
-    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[row] - (uint64_t)base_ts));
+    if (c->have_keys) bincol_row(&c->keys, i, &kp, &kn);
+    bincol_row(&c->values, i, &vp, &vn);
+    int32_t nh = c->have_headers ? c->hcv[i] : 0;
+    Py_ssize_t h = c->have_headers ? (Py_ssize_t)c->hstart[i] : 0;
+    uint64_t tsd = zz64((int64_t)((uint64_t)c->tsv[i] - (uint64_t)base_ts));
     w = w_uleb(w, zz32(body));
     *w++ = 0; /* attributes */
     w = w_uleb(w, tsd);
-    w = w_uleb(w, zz32((int32_t)(row - first)));
+    w = w_uleb(w, zz32(delta));
     w = w_uleb(w, zz32(kn));
     if (kn > 0) { memcpy(w, kp, (size_t)kn); w += kn; }
     w = w_uleb(w, zz32(vn));
@@ -178,31 +240,30 @@ static inline uint8_t *row_write(const EncCols *c, uint8_t *w, Py_ssize_t row, P
     return w;
 }
 
-/* One batch of encode_v2_batches, as pass 1 cuts it. */
+/* One batch, as pass 1 cuts it. */
 typedef struct {
     Py_ssize_t first, end;  /* rows [first, end) */
-    Py_ssize_t h0;          /* the first header entry of row `first` */
     Py_ssize_t area;        /* records area bytes */
     int64_t base_ts, max_ts;
 } EncBatch;
 
-/* Pass 1 (no GIL): cut rows [start, stop) into batches of at most max_bytes of records (at least
- * one row each) into cuts (EncBatch rows). 0, or -1 with an error recorded. */
-static int cut_batches(const EncCols *c, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t max_bytes, Buf *cuts) {
-    Py_ssize_t h = 0; /* the first header entry of row `row` */
-    if (c->have_headers) for (Py_ssize_t i = 0; i < start; i++) h += c->hcv[i];
-    Py_ssize_t row = start;
-    while (row < stop) {
-        EncBatch e = {row, row, h, 0, c->tsv[row], c->tsv[row]};
-        for (; row < stop; row++) {
-            Py_ssize_t body = row_size(c, row, e.first, e.base_ts, h);
+/* Pass 1 (no GIL): cut the rows into batches of at most max_bytes of records (at least one row
+ * each) into cuts (EncBatch rows). 0, or -1 with an error recorded. */
+static int cut_batches(const EncRows *R, Py_ssize_t max_bytes, Buf *cuts) {
+    Py_ssize_t row = R->start, i;
+    while (row < R->stop) {
+        const EncCols *c = row_at(R, row, &i);
+        if (!c) return kerr_value("a picked row lies outside its source");
+        EncBatch e = {row, row, 0, c->tsv[i], c->tsv[i]};
+        for (; row < R->stop; row++) {
+            if (!(c = row_at(R, row, &i))) return kerr_value("a picked row lies outside its source");
+            Py_ssize_t body = row_size(c, i, (int32_t)(row - e.first), e.base_ts);
             if (body < 0) return -1;
             Py_ssize_t total = uleb_size(zz32((int32_t)body)) + body;
             if (row > e.first && e.area + total > max_bytes) break;
             if (e.area + total > MAX_RECORDS_AREA) return kerr_overflow("record batch larger than 2 GiB");
             e.area += total;
-            if (c->have_headers) h += c->hcv[row];
-            if (c->tsv[row] > e.max_ts) e.max_ts = c->tsv[row];
+            if (c->tsv[i] > e.max_ts) e.max_ts = c->tsv[i];
         }
         e.end = row;
         if (buf_put(cuts, &e, sizeof e) < 0) return -1;
@@ -210,25 +271,47 @@ static int cut_batches(const EncCols *c, Py_ssize_t start, Py_ssize_t stop, Py_s
     return 0;
 }
 
-/* Pass 2 (no GIL): write batch e at base (hsize header bytes first, filled if with_header).
+/* Pass 2 (no GIL): write batch e at base (hsize header bytes first, filled if hsize).
  * 0, or -1 with an error recorded. */
-static int write_batch(const EncCols *c, const EncBatch *e, uint8_t *base, Py_ssize_t hsize, Py_ssize_t start,
+static int write_batch(const EncRows *R, const EncBatch *e, uint8_t *base, Py_ssize_t hsize,
                        long long base_offset, int leader_epoch, int attributes) {
     uint8_t *w = base + hsize;
-    Py_ssize_t h = e->h0;
+    Py_ssize_t i;
     for (Py_ssize_t r = e->first; r < e->end; r++) {
-        Py_ssize_t body = row_size(c, r, e->first, e->base_ts, h); /* cannot fail: pass 1 checked it */
-        w = row_write(c, w, r, e->first, e->base_ts, h, (int32_t)body);
-        if (c->have_headers) h += c->hcv[r];
+        if (R->which && r + PREFETCH_ROWS < e->end) prefetch_row(R, r + PREFETCH_ROWS);
+        const EncCols *c = row_at(R, r, &i); /* cannot fail: pass 1 checked it */
+        int32_t delta = (int32_t)(r - e->first);
+        Py_ssize_t body = row_size(c, i, delta, e->base_ts);
+        w = row_write(c, w, i, delta, e->base_ts, (int32_t)body);
     }
-    if (w != base + hsize + e->area) return kerr_value("encode_v2_batches: size mismatch (a kernel bug)");
+    if (w != base + hsize + e->area) return kerr_value("encode: size mismatch (a kernel bug)");
     if (hsize) {
         int32_t count = (int32_t)(e->end - e->first);
         /* no producer: id -1, epoch -1, base sequence -1 */
-        write_v2_header(base, hsize + e->area, (int64_t)(base_offset + (long long)(e->first - start)),
+        write_v2_header(base, hsize + e->area, (int64_t)(base_offset + (long long)(e->first - R->start)),
                         (int32_t)leader_epoch, (uint16_t)attributes, count - 1, e->base_ts, e->max_ts, -1, -1, -1, count);
     }
     return 0;
+}
+
+/* The `header` argument: None (records areas), or (base_offset, leader_epoch, attributes). */
+static int parse_header(PyObject *hdr, Py_ssize_t rows, long long *base_offset, int *leader_epoch, int *attributes) {
+    *base_offset = 0; *leader_epoch = 0; *attributes = 0;
+    if (hdr == Py_None) return 0;
+    if (!PyArg_ParseTuple(hdr, "Lii", base_offset, leader_epoch, attributes)) return -1;
+    if (*attributes < -32768 || *attributes > 32767) {
+        PyErr_SetString(PyExc_ValueError, "attributes outside int16");
+        return -1;
+    }
+    if (rows > 0 && *base_offset > 0 && (long long)(rows - 1) > INT64_MAX - *base_offset) {
+        PyErr_SetString(PyExc_OverflowError, "encode: offsets past 2**63 - 1");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t clamp_max_bytes(Py_ssize_t max_bytes) {
+    return max_bytes < 1 ? 1 : max_bytes > MAX_RECORDS_AREA ? MAX_RECORDS_AREA : max_bytes;
 }
 
 /* encode_v2_batches(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes,
@@ -253,32 +336,27 @@ PyObject *kernel_encode_v2_batches(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOnnnO", &kobj, &vobj, &tsobj, &hcobj, &hkobj, &hvobj, &start, &stop, &max_bytes,
                           &hdr))
         return NULL;
-    long long base_offset = 0;
-    int leader_epoch = 0, attributes = 0;
-    int with_header = hdr != Py_None;
-    if (with_header && !PyArg_ParseTuple(hdr, "Lii", &base_offset, &leader_epoch, &attributes)) return NULL;
-    if (with_header && (attributes < -32768 || attributes > 32767)) {
-        PyErr_SetString(PyExc_ValueError, "attributes outside int16");
-        return NULL;
-    }
-    if (max_bytes < 1) max_bytes = 1;
-    if (max_bytes > MAX_RECORDS_AREA) max_bytes = MAX_RECORDS_AREA;
+    long long base_offset;
+    int leader_epoch, attributes;
+    if (parse_header(hdr, stop - start, &base_offset, &leader_epoch, &attributes) < 0) return NULL;
+    max_bytes = clamp_max_bytes(max_bytes);
     EncCols c;
+    EncRows R = {&c, 1, NULL, NULL, start, stop};
     PyObject *list = NULL, *result = NULL;
     Buf cuts = {0}, meta = {0};
     uint8_t **dest = NULL;
-    if (enccols_get(&c, kobj, vobj, tsobj, hcobj, hkobj, hvobj, start, stop) < 0) goto done;
-    if (with_header && stop > start && base_offset > 0 && (long long)(stop - start - 1) > INT64_MAX - base_offset) {
-        PyErr_SetString(PyExc_OverflowError, "encode: offsets past 2**63 - 1");
+    if (enccols_get(&c, kobj, vobj, tsobj, hcobj, hkobj, hvobj) < 0) goto done;
+    if (start < 0 || stop < start || stop > c.rows) {
+        PyErr_SetString(PyExc_ValueError, "encode: row range outside the columns");
         goto done;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = cut_batches(&c, start, stop, max_bytes, &cuts);
+    rc = cut_batches(&R, max_bytes, &cuts);
     Py_END_ALLOW_THREADS
     if (rc < 0) { kerr_raise("encode_v2_batches"); goto done; }
     const EncBatch *batches = (const EncBatch *)cuts.data;
-    Py_ssize_t n = cuts.len / (Py_ssize_t)sizeof(EncBatch), hsize = with_header ? V2_HEADER_BYTES : 0;
+    Py_ssize_t n = cuts.len / (Py_ssize_t)sizeof(EncBatch), hsize = hdr != Py_None ? V2_HEADER_BYTES : 0;
     if (!(list = PyList_New(n))) goto done;
     if (!(dest = (uint8_t **)malloc(sizeof(uint8_t *) * (size_t)(n ? n : 1)))) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -291,7 +369,7 @@ PyObject *kernel_encode_v2_batches(PyObject *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && rc == 0; i++)
-        rc = write_batch(&c, &batches[i], dest[i], hsize, start, base_offset, leader_epoch, attributes);
+        rc = write_batch(&R, &batches[i], dest[i], hsize, base_offset, leader_epoch, attributes);
     Py_END_ALLOW_THREADS
     if (rc < 0) { kerr_raise("encode_v2_batches"); goto done; }
     {
@@ -304,6 +382,95 @@ done:
     buf_free(&cuts);
     buf_free(&meta);
     enccols_release(&c);
+    return result;
+}
+
+/* encode_v2_rows(sources, which, local, max_bytes, header, out) -> (buffer, meta)
+ *
+ * encode_v2_batches over picked rows, in place: sources is a sequence of (keys, values, timestamps,
+ * header_counts, header_keys, header_values) as encode_v2_batches takes them; row r of the
+ * output is row local[r] (int64 buffer) of sources[which[r]] (int32 buffer). No row is copied
+ * before it is encoded.
+ *
+ * The batches are written one after another into one bytearray: `out` if it is a bytearray large
+ * enough (it is reused, so a writer does not fault in fresh memory for every call), else a new one
+ * with room to spare. Returns that bytearray and meta: int64, 4 entries per batch - end row
+ * (exclusive), first timestamp, max timestamp, end position in the buffer. */
+PyObject *kernel_encode_v2_rows(PyObject *self, PyObject *args) {
+    PyObject *sources, *wobj, *lobj, *hdr, *out;
+    Py_ssize_t max_bytes;
+    if (!PyArg_ParseTuple(args, "OOOnOO", &sources, &wobj, &lobj, &max_bytes, &hdr, &out)) return NULL;
+    PyObject *seq = PySequence_Fast(sources, "encode_v2_rows: sources must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t nsrc = PySequence_Fast_GET_SIZE(seq);
+    EncCols *src = (EncCols *)calloc((size_t)(nsrc ? nsrc : 1), sizeof(EncCols));
+    Py_buffer wb = {0}, lb = {0}, ob = {0};
+    Buf cuts = {0}, meta = {0};
+    PyObject *buf = NULL, *result = NULL;
+    Py_ssize_t got = 0;
+    if (!src) { PyErr_NoMemory(); goto done; }
+    for (; got < nsrc; got++) {
+        PyObject *kobj, *vobj, *tsobj, *hcobj, *hkobj, *hvobj;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, got), "OOOOOO", &kobj, &vobj, &tsobj, &hcobj, &hkobj,
+                              &hvobj) ||
+            enccols_get(&src[got], kobj, vobj, tsobj, hcobj, hkobj, hvobj) < 0) {
+            enccols_release(&src[got]);
+            goto done;
+        }
+    }
+    if (PyObject_GetBuffer(wobj, &wb, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(lobj, &lb, PyBUF_SIMPLE) < 0) goto done;
+    Py_ssize_t rows = wb.len / 4;
+    if (lb.len / 8 != rows || wb.len % 4 || lb.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "encode_v2_rows: which (int32) and local (int64) differ in length");
+        goto done;
+    }
+    long long base_offset;
+    int leader_epoch, attributes;
+    if (parse_header(hdr, rows, &base_offset, &leader_epoch, &attributes) < 0) goto done;
+    EncRows R = {src, nsrc, (const int32_t *)wb.buf, (const int64_t *)lb.buf, 0, rows};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cut_batches(&R, clamp_max_bytes(max_bytes), &cuts);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) { kerr_raise("encode_v2_rows"); goto done; }
+    const EncBatch *batches = (const EncBatch *)cuts.data;
+    Py_ssize_t n = cuts.len / (Py_ssize_t)sizeof(EncBatch), hsize = hdr != Py_None ? V2_HEADER_BYTES : 0, total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        total += hsize + batches[i].area;
+        int64_t m[4] = {(int64_t)batches[i].end, batches[i].base_ts, batches[i].max_ts, (int64_t)total};
+        if (buf_put(&meta, m, sizeof m) < 0) { kerr_raise("encode_v2_rows"); goto done; }
+    }
+    if (PyByteArray_Check(out) && PyByteArray_GET_SIZE(out) >= total) {
+        buf = out;
+        Py_INCREF(buf);
+    } else if (!(buf = PyByteArray_FromStringAndSize(NULL, total + total / 4))) {
+        goto done;
+    }
+    /* exported while the GIL is let go, so no other thread can resize it under the writes */
+    if (PyObject_GetBuffer(buf, &ob, PyBUF_WRITABLE) < 0) goto done;
+    uint8_t *base = (uint8_t *)ob.buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        rc = write_batch(&R, &batches[i], base + at, hsize, base_offset, leader_epoch, attributes);
+        at += hsize + batches[i].area;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&ob);
+    if (rc < 0) { kerr_raise("encode_v2_rows"); goto done; }
+    {
+        PyObject *mb = take_buffer(&meta);
+        if (mb) result = Py_BuildValue("ON", buf, mb);
+    }
+done:
+    Py_XDECREF(buf);
+    if (wb.obj) PyBuffer_Release(&wb);
+    if (lb.obj) PyBuffer_Release(&lb);
+    for (Py_ssize_t i = 0; i < got; i++) enccols_release(&src[i]);
+    free(src);
+    Py_DECREF(seq);
+    buf_free(&cuts);
+    buf_free(&meta);
     return result;
 }
 

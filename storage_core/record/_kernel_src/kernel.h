@@ -232,6 +232,7 @@ void write_v2_header(uint8_t *h, Py_ssize_t total, int64_t base_offset, int32_t 
                      int16_t producer_epoch, int32_t base_sequence, int32_t count);
 PyObject *kernel_encode_v2(PyObject *self, PyObject *args);
 PyObject *kernel_encode_v2_batches(PyObject *self, PyObject *args);
+PyObject *kernel_encode_v2_rows(PyObject *self, PyObject *args);
 PyObject *kernel_murmur2(PyObject *self, PyObject *args);
 
 /* md5.c */

@@ -12,6 +12,10 @@ static PyMethodDef kernel_functions[] = {
      "encode_v2_batches(keys, values, timestamps, header_counts, header_keys, header_values, start, stop, max_bytes,"
      " header) -> (list of records areas, or of whole batches when header is (base_offset, leader_epoch,"
      " attributes); int64 meta buffer of (end_row, first_ts, max_ts) per batch)"},
+    {"encode_v2_rows", kernel_encode_v2_rows, METH_VARARGS,
+     "encode_v2_rows(sources, which, local, max_bytes, header, out) -> (bytearray of the batches one after another,"
+     " int64 meta buffer of (end_row, first_ts, max_ts, end_position) per batch): encode_v2_batches over rows"
+     " picked in place from several sources"},
     {"crc32c", kernel_crc32c, METH_VARARGS, "crc32c(data, software=False) -> CRC-32C of a buffer"},
     {"lz4_frame_decompress", kernel_lz4_frame_decompress, METH_O,
      "lz4_frame_decompress(data) -> bytes | None: one LZ4 frame decoded, or None where the kernel declines it"},
