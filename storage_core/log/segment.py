@@ -434,7 +434,7 @@ class LogSegment:
             raise KlogError(f"segment {self.log_path} is open read-only")
 
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
-               records: bytes | memoryview) -> None:
+               records: bytes | bytearray | memoryview) -> None:
         """Append one or more whole batches (``LogSegment.append``); indexes follow the sparse rule."""
         self._require_writable()
         assert self._log is not None

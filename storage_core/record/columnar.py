@@ -740,7 +740,8 @@ def encode_v2_rows(rows: RowSelection, max_bytes: int, header: tuple[int, int, i
 
 
 def _compressed_batch(area: Any, compression: CompressionType, compression_level: int | None, base_offset: int,
-                      partition_leader_epoch: int, attributes: int, count: int, first_ts: int, max_ts: int) -> bytes:
+                      partition_leader_epoch: int, attributes: int, count: int, first_ts: int, max_ts: int
+                      ) -> bytearray:
     """A whole batch of ``count`` records from an encoded records area: compressed, header and CRC."""
     payload = compress(compression, area, compression_level)
     buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
@@ -749,14 +750,14 @@ def _compressed_batch(area: Any, compression: CompressionType, compression_level
                        attributes=attributes, last_offset_delta=count - 1, base_timestamp=first_ts,
                        max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
                        records_count=count)
-    return bytes(buf)
+    return buf
 
 
 @dataclass(frozen=True)
 class EncodedBatch:
     """One batch a :class:`RowsEncoder` wrote; ``data`` is valid until the encoder's next call."""
 
-    data: memoryview | bytes
+    data: memoryview | bytearray
     last_offset: int
     max_timestamp: int
 
@@ -828,8 +829,8 @@ def encode_arrow(
     out: list[bytes] = []
     row = 0
     for area, (end, first_ts, max_ts) in zip(areas, meta.tolist(), strict=True):
-        out.append(_compressed_batch(area, compression, compression_level, base_offset + row, partition_leader_epoch,
-                                     attributes, end - row, first_ts, max_ts))
+        out.append(bytes(_compressed_batch(area, compression, compression_level, base_offset + row,
+                                           partition_leader_epoch, attributes, end - row, first_ts, max_ts)))
         row = end
     return out
 
