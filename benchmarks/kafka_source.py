@@ -59,12 +59,17 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _spark_cpu_seconds(jvm: int | None) -> tuple[float, float]:
-    """CPU seconds so far of Spark's JVM ``jvm`` and of its Python workers (its descendants: the
-    pyspark daemon and its forks, live ones plus what reaped ones left in their parents' counts);
-    NaN where the JVM's pid is not known (a session this process did not launch)."""
+#: a process's CPU seconds: (parent pid, its own, what the children it waited for left in its counts)
+_Proc = tuple[int, float, float]
+
+
+def _spark_cpu_seconds(jvm: int | None) -> tuple[float, dict[int, _Proc]]:
+    """CPU seconds so far of Spark's JVM ``jvm``, and of its Python workers per process (its
+    descendants: the pyspark daemon and its forks; the JVM itself with only its reaped children's
+    share); NaN and nothing where the JVM's pid is not known (a session this process did not
+    launch). :func:`_workers_delta` takes the difference of two readings."""
     if jvm is None:
-        return float("nan"), float("nan")
+        return float("nan"), {}
     stats: dict[int, tuple[int, list[int]]] = {}
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -74,19 +79,36 @@ def _spark_cpu_seconds(jvm: int | None) -> tuple[float, float]:
                 continue
             stats[int(p.name)] = (int(fields[1]), [int(x) for x in fields[11:15]])  # ppid; utime stime cutime cstime
     if jvm not in stats:
-        return float("nan"), float("nan")
+        return float("nan"), {}
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     tck = os.sysconf("SC_CLK_TCK")
     own = sum(stats[jvm][1][:2]) / tck
     # a worker the JVM forked itself and reaped left its CPU in the JVM's cutime/cstime
-    workers, todo = sum(stats[jvm][1][2:]) / tck, list(children.get(jvm, []))
+    procs, todo = {jvm: (stats[jvm][0], 0.0, sum(stats[jvm][1][2:]) / tck)}, list(children.get(jvm, []))
     while todo:
         pid = todo.pop()
-        workers += sum(stats[pid][1]) / tck
+        ppid, t = stats[pid]
+        procs[pid] = (ppid, sum(t[:2]) / tck, sum(t[2:]) / tck)
         todo += children.get(pid, [])
-    return own, workers
+    return own, procs
+
+
+def _workers_delta(before: dict[int, _Proc], after: dict[int, _Proc]) -> float:
+    """The workers' CPU seconds between two readings. A worker that exited meanwhile is in its
+    parent's counts if the parent waited for it; if not (its parent ignores SIGCHLD, or has not
+    reaped it yet), what it spent before the first reading is not taken off, and what it spent after
+    is missing: the figure is then a lower bound, never below zero."""
+    if not after:
+        return float("nan")
+    delta = sum(s + c for _, s, c in after.values()) - sum(s + c for _, s, c in before.values())
+    for pid, (ppid, s, c) in before.items():
+        if pid not in after:
+            grew = after[ppid][2] - before[ppid][2] if ppid in after and ppid in before else 0.0
+            if grew < s + c:  # not in its parent's counts
+                delta += s + c
+    return delta
 
 
 @dataclass(frozen=True)
@@ -131,7 +153,7 @@ def run(spark: Any, broker: Any, work: Path, records: int, repeat: int) -> dict[
         out = fn()
         wall, (jvm1, py1) = time.perf_counter() - t, _spark_cpu_seconds(jvm)
         if what not in best or wall < best[what].wall:
-            best[what] = _Run(wall, _cpu_seconds(pid) - broker0, jvm1 - jvm0, py1 - py0)
+            best[what] = _Run(wall, _cpu_seconds(pid) - broker0, jvm1 - jvm0, _workers_delta(py0, py1))
         return out
 
     # (1) writes, after one small untimed write each (JVM, connector, Python workers warm). Each
