@@ -161,28 +161,6 @@ static inline const EncCols *row_at(const EncRows *R, Py_ssize_t r, Py_ssize_t *
     return &R->src[s];
 }
 
-/* Picked rows lie scattered over their sources, which the input has long left the caches: the
- * writes of a batch ask for the value (and key) of the row PREFETCH_ROWS ahead while they copy this
- * one, so the copy does not wait on memory row by row. */
-#define PREFETCH_ROWS 8
-static inline void prefetch_row(const EncRows *R, Py_ssize_t r) {
-    Py_ssize_t i;
-    const EncCols *c = row_at(R, r, &i);
-    if (!c) return;
-    const int32_t *offs = (const int32_t *)c->values.offsets.buf;
-    int32_t a = offs[c->values.offset + i];
-    if (a >= 0 && a < c->values.data.len) {
-        const char *p = (const char *)c->values.data.buf + a;
-        __builtin_prefetch(p);
-        __builtin_prefetch(p + 64);
-    }
-    if (c->have_keys) {
-        const int32_t *ko = (const int32_t *)c->keys.offsets.buf;
-        int32_t k = ko[c->keys.offset + i];
-        if (k >= 0 && k < c->keys.data.len) __builtin_prefetch((const char *)c->keys.data.buf + k);
-    }
-}
-
 /* The body size of row i of c (its length varint not included) at offset delta `delta` in a batch
  * with base timestamp base_ts. -1 with an error recorded. */
 static inline Py_ssize_t row_size(const EncCols *c, Py_ssize_t i, int32_t delta, int64_t base_ts) {
@@ -278,7 +256,6 @@ static int write_batch(const EncRows *R, const EncBatch *e, uint8_t *base, Py_ss
     uint8_t *w = base + hsize;
     Py_ssize_t i;
     for (Py_ssize_t r = e->first; r < e->end; r++) {
-        if (R->which && r + PREFETCH_ROWS < e->end) prefetch_row(R, r + PREFETCH_ROWS);
         const EncCols *c = row_at(R, r, &i); /* cannot fail: pass 1 checked it */
         int32_t delta = (int32_t)(r - e->first);
         Py_ssize_t body = row_size(c, i, delta, e->base_ts);
