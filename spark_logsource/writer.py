@@ -40,7 +40,7 @@ from storage_core.log.staged import StagedPartition, StagingWriter, collect_stag
 from storage_core.log.topic_partition import TopicPartition, check_appendable, validate_topic_name
 from storage_core.read.kafka_compat import split_kafka_options
 from storage_core.read.options import unknown_options_message
-from storage_core.record.columnar import EncodeColumns, RowSelection, prepare_columns
+from storage_core.record.columnar import EncodeBuffer, EncodeColumns, RowSelection, prepare_columns
 from storage_core.record.compression import CompressionType
 
 from .errors import spark_entry
@@ -254,11 +254,13 @@ class KlogWriter(DataSourceArrowWriter):
         # rows are collected as ranges of those batches, nothing joined: they are staged in runs of
         # about STAGE_BYTES, so that batches reach maxBatchBytes and the encoder, codec and segment
         # are called per run rather than per Spark batch. The encoder writes a run's batches into one
-        # buffer its writer reuses (no fresh memory to fault in for every batch).
+        # buffer the task's writers share and reuse (no fresh memory to fault in for every batch,
+        # and one buffer however many partitions the task writes: they stage on one thread).
         # The runs are encoded, compressed and written on one staging thread (in the order they were
         # cut, so each partition's rows stay in order) while this one takes the next batches from
         # Spark: the encoder and the codecs let the GIL go, so the two overlap. At most
         # STAGES_IN_FLIGHT runs wait for it.
+        encode_buffer = EncodeBuffer()
         pending: dict[str, list[tuple[EncodeColumns, np.ndarray | None]]] = {}
         pending_bytes: dict[str, int] = {}
         in_flight: deque[Future[int]] = deque()
@@ -287,7 +289,8 @@ class KlogWriter(DataSourceArrowWriter):
                             pdir = self.topics[topic][p]
                             if pdir not in writers:
                                 writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
-                                                              self.opts.compression, self.opts.max_batch_bytes)
+                                                              self.opts.compression, self.opts.max_batch_bytes,
+                                                              encode_buffer)
                             pending.setdefault(pdir, []).append((cols, rows))
                             n = batch.num_rows if rows is None else len(rows)
                             pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(n * row_bytes)

@@ -358,6 +358,24 @@ def test_rows_encoder_is_encode_arrow_of_the_picked_rows(codec: CompressionType,
             assert (b.last_offset, b.max_timestamp) == (batch.last_offset, batch.max_timestamp)
 
 
+def test_encoders_sharing_a_buffer_take_turns() -> None:
+    """A Spark task's writers (one per partition, each its codec and batch size) share one buffer:
+    used in turns, each encoder's batches are still encode_arrow's, and the buffer only grows."""
+    rng = np.random.default_rng(7)
+    shared = _col.EncodeBuffer()
+    encoders = [_col.RowsEncoder(c, max_batch_bytes=m, buffer=shared)
+                for c, m in ((CompressionType.NONE, 700), (CompressionType.LZ4, 3000), (CompressionType.NONE, 1 << 20))]
+    sizes = []
+    for turn in range(30):
+        e = encoders[turn % 3]
+        t = _random_table(rng, int(rng.integers(1, 400)), True, bool(turn % 2))
+        got = [bytes(b.data) for b in e.encode(_selection([(t, None)]), turn)]
+        assert got == encode_arrow(t, base_offset=turn, compression=e.compression, max_batch_bytes=e.budget + 61), turn
+        assert shared.data is not None
+        sizes.append(len(shared.data))
+    assert sizes == sorted(sizes)
+
+
 def test_encode_v2_rows_refuses_picks_outside_the_sources() -> None:
     """A pick naming a source or a row that is not there is an error in both twins, never a read."""
     cols = _col.prepare_columns(rows(10))

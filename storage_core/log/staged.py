@@ -56,7 +56,7 @@ from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, RollParams
 from storage_core.log.topic_partition import TopicPartition
-from storage_core.record.columnar import RowSelection, RowsEncoder, prepare_columns
+from storage_core.record.columnar import EncodeBuffer, RowSelection, RowsEncoder, prepare_columns
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import NO_TIMESTAMP
 
@@ -111,7 +111,9 @@ class StagingWriter:
 
     @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
-                 compression: CompressionType, max_batch_bytes: int) -> None:
+                 compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None) -> None:
+        """``buffer``: the encode buffer to use, which writers that never append at the same time may
+        share (a task's writers, on its one staging thread); a buffer of its own when None."""
         self.partition_dir = Path(partition_dir)
         self.topic_partition = TopicPartition.parse_dir_name(self.partition_dir.name)
         self.staging = self.partition_dir / staging_name
@@ -124,7 +126,7 @@ class StagingWriter:
         self.next_offset = STAGED_ORIGIN
         self.segment: LogSegment | None = None
         self.segments: list[StagedSegment] = []
-        self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes)
+        self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes, buffer=buffer)
 
     def _new_segment(self) -> LogSegment:
         if self.segment is not None:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrowDecoder",
+    "EncodeBuffer",
     "METADATA_FIELDS",
     "PyRecordsBuilder",
     "RowSelection",
@@ -762,21 +763,32 @@ class EncodedBatch:
     max_timestamp: int
 
 
+class EncodeBuffer:
+    """The memory :class:`RowsEncoder` writes batches into, kept from call to call (and grown when a
+    run needs more), so that a writer staging run after run does not fault in fresh memory for every
+    batch. Encoders may share one (a Spark task's writers for all its partitions do: one buffer, not
+    one per partition) if they never encode at the same time."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: bytearray | None = None
+
+
 class RowsEncoder:
-    """Encodes picked rows (:class:`RowSelection`) as whole v2 batches, into one buffer it keeps and
-    reuses from call to call: a writer staging a partition run after run does not fault in fresh
-    memory for every batch. Not thread-safe: one encoder per writer."""
+    """Encodes picked rows (:class:`RowSelection`) as whole v2 batches into an :class:`EncodeBuffer`
+    (its own, or one it shares). What :meth:`encode` returns is valid until the buffer's next use."""
 
     def __init__(self, compression: CompressionType = CompressionType.NONE, compression_level: int | None = None,
                  max_batch_bytes: int = DEFAULT_BATCH_BYTES, partition_leader_epoch: int = -1,
-                 native: bool | None = None) -> None:
+                 native: bool | None = None, buffer: EncodeBuffer | None = None) -> None:
         self.compression = compression
         self.compression_level = compression_level
         self.budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
         self.partition_leader_epoch = partition_leader_epoch
         self.native = native
         self.attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
-        self._buf: bytearray | None = None
+        self.buffer = buffer if buffer is not None else EncodeBuffer()
 
     def encode(self, rows: RowSelection, base_offset: int) -> list[EncodedBatch]:
         """The rows as batches, offsets from ``base_offset`` up."""
@@ -785,8 +797,8 @@ class RowsEncoder:
             raise KlogError(f"base offset {base_offset} with {n} records runs outside Kafka's int64 offsets")
         whole = self.compression == CompressionType.NONE
         header = (base_offset, self.partition_leader_epoch, self.attributes) if whole else None
-        buf, meta = encode_v2_rows(rows, self.budget, header, self._buf, self.native)
-        self._buf = buf
+        buf, meta = encode_v2_rows(rows, self.budget, header, self.buffer.data, self.native)
+        self.buffer.data = buf
         view = memoryview(buf)
         out: list[EncodedBatch] = []
         row = pos = 0
