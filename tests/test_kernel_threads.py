@@ -80,6 +80,20 @@ def decode(data: bytes, aborted: list[tuple[int, int, int]] | None) -> tuple[Any
         cols["n"], cols["nh"])
 
 
+def encode_table(rng: random.Random, n: int, headers: bool = False) -> pa.Table:
+    """``n`` random rows for the encoder: nullable keys, values up to 300 bytes, [headers]."""
+    cols = {
+        "key": pa.array([None if rng.random() < 0.1 else rng.randbytes(rng.randrange(16)) for _ in range(n)],
+                        pa.binary()),
+        "value": pa.array([rng.randbytes(rng.randrange(300)) for _ in range(n)], pa.binary()),
+        "timestamp": pa.array(np.arange(n, dtype=np.int64) * 7 + 1_700_000_000_000, pa.int64()),
+    }
+    if headers:
+        cols["headers"] = pa.array([[{"key": "h", "value": rng.randbytes(2)}] * rng.randrange(3) for _ in range(n)],
+                                   columnar.HEADER_TYPE)
+    return pa.table(cols)
+
+
 def on_threads(jobs: list[Callable[[], Any]], threads: int = THREADS) -> list[Any]:
     """Every job on a pool of ``threads`` threads, all started together, results in job order."""
     results: list[Any] = [None] * len(jobs)
@@ -121,16 +135,7 @@ def test_decode_on_8_threads_equals_one_thread() -> None:
 
 def test_encode_on_8_threads_equals_one_thread() -> None:
     rng = random.Random(SEED + 1)
-    tables = []
-    for _ in range(16):
-        n = rng.randrange(1, 3000)
-        tables.append(pa.table({
-            "key": pa.array([None if rng.random() < 0.1 else rng.randbytes(rng.randrange(16)) for _ in range(n)],
-                            pa.binary()),
-            "value": pa.array([rng.randbytes(rng.randrange(300)) for _ in range(n)], pa.binary()),
-            "timestamp": pa.array(np.arange(n, dtype=np.int64) * 7 + 1_700_000_000_000, pa.int64()),
-        }))
-    cols = [columnar.prepare_columns(t) for t in tables]
+    cols = [columnar.prepare_columns(encode_table(rng, rng.randrange(1, 3000))) for _ in range(16)]
 
     def encode(c: columnar.EncodeColumns) -> tuple[list[bytes], bytes]:
         batches, meta = columnar.encode_v2_batches(c, 0, c.num_rows, 4096, (5, 0, 0), native=True)
@@ -145,18 +150,7 @@ def test_encode_of_picked_rows_on_8_threads_equals_one_thread() -> None:
     """encode_v2_rows reads rows where they lie in sources every thread shares, and writes into a
     buffer each job reuses from call to call (as a partition's writer does)."""
     rng = random.Random(SEED + 3)
-    tables = []
-    for _ in range(6):
-        n = rng.randrange(1, 2000)
-        tables.append(pa.table({
-            "key": pa.array([None if rng.random() < 0.1 else rng.randbytes(rng.randrange(16)) for _ in range(n)],
-                            pa.binary()),
-            "value": pa.array([rng.randbytes(rng.randrange(300)) for _ in range(n)], pa.binary()),
-            "timestamp": pa.array(np.arange(n, dtype=np.int64) * 7 + 1_700_000_000_000, pa.int64()),
-            "headers": pa.array([[{"key": "h", "value": rng.randbytes(2)}] * rng.randrange(3) for _ in range(n)],
-                                columnar.HEADER_TYPE),
-        }))
-    cols = [columnar.prepare_columns(t) for t in tables]
+    cols = [columnar.prepare_columns(encode_table(rng, rng.randrange(1, 2000), headers=True)) for _ in range(6)]
     picks = [columnar.RowSelection.of([(c, np.array([rng.randrange(c.num_rows) for _ in range(rng.randrange(1, 500))]))
                                        for c in rng.sample(cols, rng.randrange(1, len(cols)))]) for _ in range(16)]
 

@@ -672,25 +672,32 @@ class RowSelection:
     def num_rows(self) -> int:
         return len(self.which)
 
+    def _positions(self) -> np.ndarray:
+        """Each picked row's position in the sources laid end to end; a pick outside them is refused."""
+        n, sources = self.num_rows, self.sources
+        if not n:
+            return np.zeros(0, np.int64)
+        if int(self.which.min()) < 0 or int(self.which.max()) >= len(sources):
+            raise KlogError(f"a picked row names a source outside the {len(sources)} given")
+        sizes = np.array([c.num_rows for c in sources], dtype=np.int64)
+        if ((self.local < 0) | (self.local >= sizes[self.which])).any():
+            raise KlogError("a picked row lies outside its source")
+        at: np.ndarray = (np.cumsum(sizes) - sizes)[self.which] + self.local
+        return at
+
     @property
     def timestamps(self) -> np.ndarray:
         """Each picked row's timestamp (int64 ms)."""
-        out = np.empty(self.num_rows, dtype=np.int64)
-        for s, cols in enumerate(self.sources):
-            mask = self.which == s
-            out[mask] = cols.timestamps[self.local[mask]]
-        return out
+        if not self.sources:
+            return np.zeros(0, np.int64)
+        ts: np.ndarray = np.concatenate([c.timestamps for c in self.sources])[self._positions()]
+        return ts
 
     def gather(self) -> EncodeColumns:
         """The picked rows copied into one set of columns (what the kernel does not need to do; the
         input of the pure-Python twin)."""
         n, sources = self.num_rows, self.sources
-        if n and (int(self.which.min()) < 0 or int(self.which.max()) >= len(sources)):
-            raise KlogError(f"a picked row names a source outside the {len(sources)} given")
-        sizes = np.array([c.num_rows for c in sources], dtype=np.int64)
-        if n and ((self.local < 0) | (self.local >= sizes[self.which])).any():
-            raise KlogError("a picked row lies outside its source")
-        at = pa.array(np.concatenate([[0], np.cumsum(sizes)])[:-1][self.which] + self.local if n else [], pa.int64())
+        at = pa.array(self._positions(), pa.int64())
 
         def column(arrays: list[pa.Array | None]) -> pa.Array:
             full = [a if a is not None else pa.nulls(c.num_rows, pa.binary()) for a, c in zip(arrays, sources, strict=True)]
@@ -738,6 +745,12 @@ def encode_v2_rows(rows: RowSelection, max_bytes: int, header: tuple[int, int, i
     buf, meta = kernel.encode_v2_rows(sources, np.ascontiguousarray(rows.which, dtype=np.int32),
                                       np.ascontiguousarray(rows.local, dtype=np.int64), max_bytes, header, out)
     return buf, np.frombuffer(meta, dtype=np.int64).reshape(-1, 4)
+
+
+def _check_offsets(base_offset: int, records: int) -> None:
+    """``records`` offsets from ``base_offset`` up must stay within Kafka's int64 offsets."""
+    if records and not _I64_MIN <= base_offset <= _I64_MAX - (records - 1):
+        raise KlogError(f"base offset {base_offset} with {records} records runs outside Kafka's int64 offsets")
 
 
 def _compressed_batch(area: Any, compression: CompressionType, compression_level: int | None, base_offset: int,
@@ -792,9 +805,7 @@ class RowsEncoder:
 
     def encode(self, rows: RowSelection, base_offset: int) -> list[EncodedBatch]:
         """The rows as batches, offsets from ``base_offset`` up."""
-        n = rows.num_rows
-        if n and not _I64_MIN <= base_offset <= _I64_MAX - (n - 1):
-            raise KlogError(f"base offset {base_offset} with {n} records runs outside Kafka's int64 offsets")
+        _check_offsets(base_offset, rows.num_rows)
         whole = self.compression == CompressionType.NONE
         header = (base_offset, self.partition_leader_epoch, self.attributes) if whole else None
         buf, meta = encode_v2_rows(rows, self.budget, header, self.buffer.data, self.native)
@@ -829,8 +840,7 @@ def encode_arrow(
     or int64 milliseconds; missing or null timestamps take ``default_timestamp_ms``.
     """
     cols = prepare_columns(table, default_timestamp_ms)
-    if cols.num_rows and not _I64_MIN <= base_offset <= _I64_MAX - (cols.num_rows - 1):
-        raise KlogError(f"base offset {base_offset} with {cols.num_rows} records runs outside Kafka's int64 offsets")
+    _check_offsets(base_offset, cols.num_rows)
     budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
     attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
     if compression == CompressionType.NONE:  # whole batches, header and CRC included, in one call
