@@ -100,7 +100,9 @@ class KlogReader(DataSourceReader):
 
         from .planning import KlogInputPartition
         from .reader import read_partition
+        from .worker_gc import task_started
 
+        task_started()
         schema = kafka_schema(self.opts.include_headers, self.opts.include_metadata)
         return read_partition(partition if isinstance(partition, KlogInputPartition) else None, schema,
                               include_headers=self.opts.include_headers, include_metadata=self.opts.include_metadata,

@@ -414,7 +414,9 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @spark_entry
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from .reader import read_partition
+        from .worker_gc import task_started
 
+        task_started()
         o = self.opts.read
         schema = kafka_schema(o.include_headers, o.include_metadata)
         return read_partition(partition if isinstance(partition, KlogInputPartition) else None, schema,

@@ -240,6 +240,9 @@ class KlogWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KlogCommitMessage:
         from pyspark import TaskContext
 
+        from .worker_gc import task_started
+
+        task_started()
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
