@@ -60,6 +60,11 @@ STALE_STAGING_S = 24 * 3600
 STAGE_BYTES = 4 << 20
 #: Runs cut but not yet staged, at most (each about STAGE_BYTES of rows).
 STAGES_IN_FLIGHT = 2
+#: How long a job's ``abort`` keeps removing what the job made while it finds some left: Spark aborts
+#: a job as soon as one task fails, without waiting for the others, which it kills within
+#: ``spark.python.task.killTimeout`` (2 s by default); one of them may meanwhile stage into a dir
+#: the abort just emptied, or make a partition dir again, and remove its staging only after.
+ABORT_STRAGGLERS_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -291,9 +296,12 @@ class KlogWriter(DataSourceArrowWriter):
                         for topic, p, rows in groups:
                             pdir = self.topics[topic][p]
                             if pdir not in writers:
+                                # the job made the partition dirs before its tasks: one missing now
+                                # was removed by the job's abort (Spark aborts without waiting for
+                                # the tasks it is killing), and must not be made again
                                 writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
                                                               self.opts.compression, self.opts.max_batch_bytes,
-                                                              encode_buffer)
+                                                              encode_buffer, create_partition_dir=False)
                             pending.setdefault(pdir, []).append((cols, rows))
                             n = batch.num_rows if rows is None else len(rows)
                             pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(n * row_bytes)
@@ -489,22 +497,28 @@ class KlogWriter(DataSourceArrowWriter):
             if (d / journal_name(self.job_id)).exists():  # our commit died half-way: undo it
                 with LogDirLock(d, self.opts.lock_timeout_s):
                     recover_commits(d, self.job_id)
-        self._collect(older_than_s=None)
-        self._remove_new_dirs()
+        deadline = time.monotonic() + ABORT_STRAGGLERS_S
+        while True:  # until nothing new is left, or the job's other tasks are surely gone
+            self._collect(older_than_s=None)
+            if not self._remove_new_dirs() or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
 
-    def _remove_new_dirs(self) -> None:
+    def _remove_new_dirs(self) -> list[str]:
         """A failed job leaves no new dir: the partition dirs it created (for a new topic), if they
         hold nothing now, and a log dir it created, if it holds no partition dir (only the lock and
-        checkpoint files of the failed commit)."""
+        checkpoint files of the failed commit). Returns the new dirs still there (another job's
+        staging keeps one, or a task of this job not yet killed)."""
         from storage_core.files import LOG_DIR_FILES
 
+        left = []
         for parts in existing_topics(self.opts.paths).values():
             for d in parts.values():
                 if d not in self.dirs_before:
                     try:
-                        Path(d).rmdir()  # only if empty: another job's staging keeps it
+                        Path(d).rmdir()  # only if empty
                     except OSError:
-                        pass
+                        left.append(d)
         for root in self.opts.paths:
             r = Path(root)
             if root in self.roots_before or not r.is_dir():
@@ -516,7 +530,10 @@ class KlogWriter(DataSourceArrowWriter):
                 try:
                     r.rmdir()
                 except OSError:
-                    pass
+                    left.append(root)
+            else:
+                left.append(root)
+        return left
 
     def _collect(self, older_than_s: float | None) -> None:
         dirs = [d for parts in existing_topics(self.opts.paths).values() for d in parts.values()]

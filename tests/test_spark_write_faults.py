@@ -215,3 +215,47 @@ def test_executor_killed_during_writes(tmp_path: Path) -> None:
     for line in outcomes:
         _, t, outcome = line.split()
         assert verdict[f"x{t}"] == ("present" if outcome == "committed" else "absent"), (line, verdict)
+
+
+def test_abort_outlasts_a_task_still_staging(tmp_path: Path) -> None:
+    """Spark aborts a job without waiting for the tasks it is killing: the abort keeps removing
+    what the job made until a task still staging (which keeps a new partition dir) has removed its
+    staging and gone, and such a task cannot make a partition dir the abort removed again."""
+    import shutil
+    import threading
+
+    from spark_logsource.writer import KlogWriter, parse_write_options
+    from storage_core.errors import KlogError
+    from storage_core.log.config import LogConfig
+    from storage_core.log.staged import StagingWriter
+    from storage_core.record.compression import CompressionType
+
+    root = tmp_path / "logs"
+    w = KlogWriter(parse_write_options({"path": str(root), "topic": "t", "numPartitions": "2"}), False)
+    staging = root / "t-1" / f".klog-staging-{w.job_id}-00001-0"
+    started = threading.Event()
+
+    def task() -> None:  # stages for 0.4 s, then fails and removes its own staging, as a killed task does
+        deadline = time.monotonic() + 0.4
+        while time.monotonic() < deadline:
+            try:
+                staging.mkdir(exist_ok=True)
+                (staging / "00000000000000000000.log").write_bytes(b"x" * 100)
+            except FileNotFoundError:
+                break
+            started.set()
+        shutil.rmtree(staging, ignore_errors=True)
+
+    straggler = threading.Thread(target=task)
+    straggler.start()
+    started.wait()
+    t = time.monotonic()
+    w.abort([None, None])
+    took = time.monotonic() - t
+    straggler.join()
+    assert not root.exists(), sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert took < 3.5
+    with pytest.raises(KlogError, match="staging"):
+        StagingWriter(root / "t-0", f".klog-staging-{w.job_id}-00000-0", LogConfig(), CompressionType.NONE, 1024,
+                      create_partition_dir=False)
+    assert not root.exists()
