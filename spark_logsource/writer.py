@@ -296,12 +296,9 @@ class KlogWriter(DataSourceArrowWriter):
                         for topic, p, rows in groups:
                             pdir = self.topics[topic][p]
                             if pdir not in writers:
-                                # the job made the partition dirs before its tasks: one missing now
-                                # was removed by the job's abort (Spark aborts without waiting for
-                                # the tasks it is killing), and must not be made again
                                 writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
                                                               self.opts.compression, self.opts.max_batch_bytes,
-                                                              encode_buffer, create_partition_dir=False)
+                                                              encode_buffer)
                             pending.setdefault(pdir, []).append((cols, rows))
                             n = batch.num_rows if rows is None else len(rows)
                             pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(n * row_bytes)

@@ -111,18 +111,19 @@ class StagingWriter:
 
     @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
-                 compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None,
-                 *, create_partition_dir: bool = True) -> None:
+                 compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None) -> None:
         """``buffer``: the encode buffer to use, which writers that never append at the same time may
         share (a task's writers, on its one staging thread); a buffer of its own when None.
-        ``create_partition_dir``: make the partition dir (and its log dir) if missing; False fails
-        instead, for a task whose job made them and may have removed them again in its ``abort``."""
+
+        The partition dir must exist: making it is the job's (the topic's creation), and one missing
+        here was removed by the job's own abort (Spark aborts a job without waiting for the tasks it
+        is killing), which a task must not undo."""
         self.partition_dir = Path(partition_dir)
         self.topic_partition = TopicPartition.parse_dir_name(self.partition_dir.name)
         self.staging = self.partition_dir / staging_name
         if self.staging.exists():
             shutil.rmtree(self.staging)  # a previous try of the same attempt id
-        self.staging.mkdir(parents=create_partition_dir)
+        self.staging.mkdir()  # not parents: see above
         self.config = config
         self.compression = compression
         self.max_batch_bytes = min(max_batch_bytes, config.max_message_bytes)
