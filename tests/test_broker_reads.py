@@ -231,7 +231,11 @@ def test_groups_equal_admin(state: Path, truth: Truth, capsys: pytest.CaptureFix
     for g in json.loads(out.out):
         if g["group"].startswith(prefix):
             got.setdefault(g["group"], {})[f"{g['topic']}-{g['partition']}"] = [g["committedOffset"], g["metadata"]]
-    want = {g: v for g, v in truth.admin["groups"].items() if g.startswith(prefix)}
+    # klog groups lists committed offsets, one row per group and partition: a group that holds none
+    # is not in it. The broker's Admin lists one when every transactional commit of the workload's
+    # txgroup was aborted (seed 1071118056): its coordinator made the group (an empty "simple" group)
+    # for the commits and keeps it after their abort, also after a restart
+    want = {g: v for g, v in truth.admin["groups"].items() if g.startswith(prefix) and v}
     assert got == want, f"{truth.ctx} {state.name} klog groups"
     assert "could not be decoded" not in out.err, f"{truth.ctx} {state.name} klog groups: {out.err.strip()}"
 
