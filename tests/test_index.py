@@ -189,3 +189,49 @@ def test_read_only_open_survives_a_writer_trimming_the_file(tmp_path: Path) -> N
     out, _ = child.communicate()
     assert child.returncode == 0, f"reader died with {child.returncode} (SIGBUS is -7)"
     assert int(out) > 10
+
+
+def _bytes_read() -> int:
+    """What this process has read through read(2) and pread(2) so far (``rchar`` of /proc/self/io)."""
+    return int(dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())["rchar"])
+
+
+@pytest.mark.parametrize("kind", ["offset", "time"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_preallocated_index_is_read_up_to_its_zero_tail(tmp_path: Path, kind: str, seed: int) -> None:
+    """A running broker's active index is preallocated (10 MiB by default) and holds its entries
+    in a prefix: a read-only open finds where the zeros start by a binary search and reads only the
+    entries (a live partition's open read 20 MiB of zeros before), with the same entries as a
+    read of the whole file. Random entry counts, 0 and a full file included."""
+    import random
+
+    rng = random.Random(seed)
+    cls = OffsetIndex if kind == "offset" else TimeIndex
+    es = cls.ENTRY.size
+    slots = (2 << 20) // es  # Kafka's default is 10 MiB
+    n = rng.choice([0, 1, 2, 3, slots - 1, slots, rng.randrange(4, 30_000)])
+    path = tmp_path / f"00000000000000000000.{'index' if kind == 'offset' else 'timeindex'}"
+    rels = sorted(rng.sample(range(1, 1 << 30), n - 1)) if n else []
+    rels = ([0] + rels) if n else []  # slot 0 may hold relative offset 0, as the first batch's entry does
+    raw = b"".join(cls.ENTRY.pack(*((r, 1024 * i) if kind == "offset" else (1000 + i, r)))
+                   for i, r in enumerate(rels))
+    path.write_bytes(raw + bytes(slots * es - len(raw)))
+    before = _bytes_read()
+    with cls(path, 0) as idx:
+        got = idx.all_entries()
+        assert idx.max_index_size == slots * es
+    read = _bytes_read() - before
+    want = [OffsetPosition(r, 1024 * i) if kind == "offset" else TimestampOffset(1000 + i, r)
+            for i, r in enumerate(rels)]
+    assert got == want, f"seed {seed}: {n} entries"
+    full = n == slots and n > 0 and rels[-1] != 0
+    assert read <= (slots * es if full else (n + 1) * es + 64 * es), f"seed {seed}: read {read} bytes for {n} entries"
+
+
+def test_an_index_of_no_whole_number_of_entries_is_still_read_whole(tmp_path: Path) -> None:
+    """The prefix read is only for a file of whole entries: a torn one is read whole, and its sanity
+    check still fails (what a writable open then rebuilds)."""
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(OffsetIndex.ENTRY.pack(0, 0) + bytes((1 << 20) + 3))
+    with OffsetIndex(path, 0) as idx, pytest.raises(CorruptIndexError, match="multiple of 8"):
+        idx.sanity_check()

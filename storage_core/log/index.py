@@ -44,6 +44,7 @@ class AbstractIndex(Generic[E]):
     """A memory-mapped index of fixed-size entries; see the module doc for the two modes."""
 
     ENTRY: struct.Struct  # set by subclasses
+    RELATIVE_OFFSET_FIELD: int  # which of ENTRY's fields is the offset relative to the base
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int, *, max_index_size: int = -1,
                  writable: bool = False) -> None:
@@ -76,9 +77,8 @@ class AbstractIndex(Generic[E]):
             # index on close), and touching a mapped page past the new end is SIGBUS, which kills
             # the process. A read returns what is there (a zero-filled tail is recognised below).
             with self.path.open("rb") as f:
-                data = f.read()
+                data, self.max_index_size = self._read_entries(f.fileno())
             length = len(data)
-            self.max_index_size = length
             if length:
                 self._mmap = data
             self._entries = self._count_valid_entries()
@@ -112,6 +112,37 @@ class AbstractIndex(Generic[E]):
         if length:
             self._mmap = mmap.mmap(self._file.fileno(), length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
 
+    def _read_entries(self, fd: int) -> tuple[bytes, int]:
+        """The file's bytes up to its zero-filled tail, and the file's size. An active segment's
+        index is preallocated (10 MiB by default) and holds its entries in the first few hundred
+        KiB: the first zero-filled slot is found by a binary search of single-entry reads, as
+        :meth:`_count_valid_entries` finds it, and only the slots before it are read. A file that is
+        not a whole number of entries, whose last slot is not zero-filled, or that a writer trimmed
+        during the search is read whole."""
+        size = os.fstat(fd).st_size
+        es = self.entry_size
+        n = size // es
+        if n <= 2 or size % es or self._relative_offset_at(fd, n - 1) != 0:
+            return _read_all(fd, size), size
+        lo, hi = 1, n - 1  # first slot i >= 1 whose relative offset is 0 (monotonic: 0s only at the end)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            rel = self._relative_offset_at(fd, mid)
+            if rel is None:  # trimmed meanwhile (its segment rolled): what is left is all entries
+                size = os.fstat(fd).st_size
+                return _read_all(fd, size), size
+            if rel == 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        # entries a writer appended since are not wanted (a read sees the log as of its open)
+        return _read_all(fd, lo * es), size
+
+    def _relative_offset_at(self, fd: int, slot: int) -> int | None:
+        """The relative offset in ``slot`` of the file; None past the file's end."""
+        raw = os.pread(fd, self.entry_size, slot * self.entry_size)
+        return int(self.ENTRY.unpack(raw)[self.RELATIVE_OFFSET_FIELD]) if len(raw) == self.entry_size else None
+
     def _count_valid_entries(self) -> int:
         """Entries in the file: ``length // entry size``, stopping at a zero-filled tail."""
         n = self._length_now() // self.entry_size
@@ -132,7 +163,7 @@ class AbstractIndex(Generic[E]):
         return 0 if self._mmap is None else len(self._mmap)
 
     def _relative_offset(self, slot: int) -> int:
-        raise NotImplementedError
+        return int(self._raw(slot)[self.RELATIVE_OFFSET_FIELD])
 
     # -- entries
     @property
@@ -265,3 +296,16 @@ class AbstractIndex(Generic[E]):
 
     def _corrupt(self, detail: str) -> CorruptIndexError:
         return CorruptIndexError(detail, path=self.path)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from the start of ``fd`` (fewer where the file ends first)."""
+    chunks = []
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, size - pos, pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)

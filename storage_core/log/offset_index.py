@@ -30,9 +30,7 @@ class OffsetPosition:
 
 class OffsetIndex(AbstractIndex[OffsetPosition]):
     ENTRY = OFFSET_INDEX_ENTRY
-
-    def _relative_offset(self, slot: int) -> int:
-        return int(self._raw(slot)[0])
+    RELATIVE_OFFSET_FIELD = 0
 
     def entry(self, slot: int) -> OffsetPosition:
         rel, pos = self._raw(slot)

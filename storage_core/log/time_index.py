@@ -31,9 +31,7 @@ class TimestampOffset:
 
 class TimeIndex(AbstractIndex[TimestampOffset]):
     ENTRY = TIME_INDEX_ENTRY
-
-    def _relative_offset(self, slot: int) -> int:
-        return int(self._raw(slot)[1])
+    RELATIVE_OFFSET_FIELD = 1
 
     def entry(self, slot: int) -> TimestampOffset:
         ts, rel = self._raw(slot)
