@@ -30,9 +30,9 @@ import pytest
 from kafka_oracle import java_classpath, oracle_available
 
 import storage_core.log.lock as lock_module
-from storage_core.errors import CommitError, LogDirLockedError
+from storage_core.errors import CommitError, DataLossError, LogDirLockedError
 from storage_core.log.config import LogConfig
-from storage_core.log.lock import LogDirLock
+from storage_core.log.lock import LogDirLock, is_held
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
 from storage_core.log.staged import StagingWriter, commit_job
@@ -241,6 +241,72 @@ def test_readers_take_no_lock_and_never_wait(tmp_path: Path) -> None:
         assert files_of(d) == before
     with LogManager([d]):
         assert broker_can_lock(d)  # an open reader does not keep a broker out
+
+
+@pytest.mark.parametrize("ofd", [True, False], ids=["ofd", "no-ofd"])
+def test_is_held_sees_a_broker_and_a_klog_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ofd: bool) -> None:
+    """``is_held``, the reader's question (a running broker appends to the dir): no ``.lock`` or
+    an unlocked one is not held; a JVM's lock (a broker's), a klog writer's in this process or in
+    another is. Asking neither takes nor drops a lock (a classic lock of this process survives it)."""
+    if not ofd:
+        monkeypatch.setattr(lock_module, "F_OFD_SETLK", None)
+    assert not is_held(tmp_path)
+    (tmp_path / ".lock").touch()
+    assert not is_held(tmp_path)
+    with broker_holds(tmp_path):
+        assert is_held(tmp_path)
+    assert not is_held(tmp_path)
+    with LogDirLock(tmp_path):
+        assert is_held(tmp_path) and is_held(tmp_path)
+        assert not broker_can_lock(tmp_path)
+    assert not is_held(tmp_path) and broker_can_lock(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from storage_core.log.lock import LogDirLock; "
+                               f"l = LogDirLock({str(tmp_path)!r}); print('locked', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert is_held(tmp_path)
+    finally:
+        holder.stdin.close()
+        holder.wait(60)
+    assert not is_held(tmp_path)
+
+
+def test_a_dir_a_broker_holds_is_read_as_the_broker_serves_it(tmp_path: Path) -> None:
+    """A running broker's dir has no clean-shutdown marker, and what it appended since its recovery
+    point is unflushed, not suspect: the broker checked every batch it appended. A read takes its
+    files as they are (no recovery scan: that cost a live partition's open a CRC pass over its whole
+    unflushed log) and checks each batch's CRC as it reads it. So a damaged batch is what a consumer
+    of the broker meets: that batch's offsets are lost (failOnDataLoss=false reads every batch
+    after it), and a batch still being written at the end is not read. The same dir not held (a
+    crashed broker's) is recovered in memory as Kafka's recovery would: the damaged segment is cut
+    at the damage, so everything from it on is lost."""
+    d = log_dir(tmp_path / "data")  # no clean-shutdown marker, no recovery point: all of it unflushed
+    part = d / "clicks-0"
+    last = sorted(part.glob("*.log"))[-1]  # offsets 48..59, one 81-byte batch each
+    base = int(last.name.split(".")[0])
+    with last.open("r+b") as f:  # the 3rd batch's last byte: its CRC fails
+        f.seek(3 * 81 - 1)
+        byte = f.read(1)[0]
+        f.seek(3 * 81 - 1)
+        f.write(bytes([byte ^ 0xFF]))
+    with last.open("ab") as f:  # the broker is writing the next batch
+        f.write(bytes(build_batch([Record(0, T0, b"k", b"v")]))[:30])
+    damaged = base + 2
+
+    def offsets(**options: str) -> list[int]:
+        return read_arrow(d, assign='{"clicks": [0]}', **options).read_all().column("offset").to_pylist()
+
+    with pytest.raises(DataLossError, match=f"offsets {damaged}..59 of clicks-0 are lost"):
+        offsets()
+    assert offsets(failOnDataLoss="false") == list(range(damaged))
+    with broker_holds(d):
+        with pytest.raises(DataLossError, match=f"offsets {damaged}..{damaged} of clicks-0 are lost.*"
+                                                f"{re.escape(str(last))} from position {2 * 81}"):
+            offsets()
+        assert offsets(failOnDataLoss="false") == [o for o in range(60) if o != damaged]
+        assert read_arrow(d, assign='{"clicks": [1]}').read_all().num_rows == 60  # the other partition is whole
 
 
 @pytest.mark.spark

@@ -20,7 +20,8 @@ The rules, in this one place:
   are read *before* the partition is opened and no older than that. (Older would not do: a
   writer moves the log start offset, then deletes the segments below it; evidence read long
   before the listing would call the index of a deleted segment lost data.) A query reads them
-  afresh: nothing is kept across queries. The **clean-shutdown marker** is a stat at each use.
+  afresh: nothing is kept across queries. The **clean-shutdown marker** is a stat at each use,
+  and whether the dir is **held** (its ``.lock``) a lock query at each use.
   A topic's **config** is resolved once per query while ``klog-topic-configs.json`` (a stat)
   and the KRaft metadata (cached by :func:`~storage_core.log.cluster_metadata.cluster_metadata`
   while its files are unchanged) stay the same.
@@ -57,6 +58,7 @@ from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile
 from storage_core.log.cluster_metadata import ClusterMetadata, cluster_metadata
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import pending_journal_offsets
+from storage_core.log.lock import is_held
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 
@@ -137,6 +139,12 @@ class LogDirState:
     def clean_shutdown(self) -> bool:
         """Whether the dir holds the clean-shutdown marker (``.kafka_cleanshutdown``) now: a stat."""
         return CleanShutdownFile.in_dir(self.log_dir).exists()
+
+    @property
+    def held(self) -> bool:
+        """Whether a process holds the dir's ``.lock`` now (a running broker, or a klog writer: it is
+        being appended to): asked of the lock each time, not cached. A dir in object storage is never held."""
+        return not isinstance(self.log_dir, ObjectPath) and is_held(self.log_dir)
 
     def _token(self) -> tuple[int, int, int] | None:
         if isinstance(self.log_dir, ObjectPath):

@@ -23,9 +23,11 @@ retention) is the log's.
    recovery point to the end is recovered (:meth:`LogSegment.recover`): a torn tail is
    truncated and, if a segment lost bytes, every later segment is dropped; the aborted
    transactions (``.txnindex``) and the producer state are rebuilt from the recovered segments.
-   A read-only open does this in memory: it only bounds what is read. After a clean shutdown a
-   read-only open still checks the tail of the active segment (a copy of a log dir may be torn
-   by the copy itself) unless the caller follows a log being appended to (``verify_tail``).
+   A read-only open does this in memory: it only bounds what is read (and is not asked to for a
+   dir a running broker holds: :func:`~storage_core.log.manager.open_log_read_only`). After a
+   clean shutdown a read-only open still checks the tail of the active segment (a copy of a log
+   dir may be torn by the copy itself) unless the caller follows a log being appended to
+   (``verify_tail``).
 
 What the open changed or left out is reported as one note per segment
 (:attr:`LoadedLog.recovery_notes`); :data:`NOT_READ_NOTE` and :data:`STOPS_READING_NOTE` mark the

@@ -58,7 +58,7 @@ from pathlib import Path
 from storage_core.errors import LogDirLockedError
 from storage_core.files import LOCK_FILE
 
-__all__ = ["LogDirLock"]
+__all__ = ["LogDirLock", "is_held"]
 
 #: Linux's open-file-description lock commands; None where the system has none (classic locks then).
 F_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
@@ -146,27 +146,16 @@ class LogDirLock:
 
     def _holder(self) -> int | None:
         """The PID holding ``.lock`` where the system tells it, else None."""
-        with _here:
-            try:
-                st = os.stat(self.path)
-            except OSError:
-                return None
-            if _identity(st) in _held_here:
-                return os.getpid()
-            try:  # opening is safe: this process holds no classic lock of this file
-                fd = os.open(self.path, os.O_RDONLY)
-            except OSError:
-                return None
-            try:
-                ask = fcntl.F_GETLK if F_OFD_SETLK is None or F_OFD_GETLK is None else F_OFD_GETLK
-                answer = fcntl.fcntl(fd, ask, _whole_file(fcntl.F_WRLCK))
-            except OSError:
-                return None
-            finally:
-                os.close(fd)
-        l_type, _, _, _, pid = struct.unpack(_FLOCK, answer)
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        asked = _posix_lock_of(self.path)
+        if asked is None:
+            return None
+        l_type, pid = asked
         if l_type != fcntl.F_UNLCK and pid > 0:
-            return int(pid)  # a classic lock's owner: a broker (or any fcntl locker)
+            return pid  # a classic lock's owner: a broker (or any fcntl locker), or this process's own
         return _flock_holder(st)
 
     def _held(self, timeout_s: float) -> LogDirLockedError:
@@ -200,6 +189,42 @@ class LogDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def is_held(log_dir: str | os.PathLike[str]) -> bool:
+    """Whether a process holds ``<log dir>/.lock`` now: a running broker (or a klog writer) is
+    appending to the dir. A reader's question, asked without locking: a dir that is held is being
+    written by its owner, which validated what it wrote, so a read may take its files as they are
+    (see :func:`storage_core.read.planner.open_for_read`). Only the POSIX lock is asked about (a
+    broker's, and klog's); a dir without ``.lock`` is not held."""
+    asked = _posix_lock_of(Path(log_dir) / LOCK_FILE)
+    return asked is not None and asked[0] != fcntl.F_UNLCK
+
+
+def _posix_lock_of(path: Path) -> tuple[int, int] | None:
+    """(l_type, pid) of the POSIX lock that conflicts with a whole-file write lock of ``path``:
+    ``F_UNLCK`` when there is none; a classic lock's owner PID (this process's own for a lock it
+    holds), -1 for an open-file-description lock. None when ``path`` cannot be opened (no such file)."""
+    with _here:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if _identity(st) in _held_here:
+            return fcntl.F_WRLCK, os.getpid()
+        try:  # opening is safe: this process holds no classic lock of this file
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            ask = fcntl.F_GETLK if F_OFD_SETLK is None or F_OFD_GETLK is None else F_OFD_GETLK
+            answer = fcntl.fcntl(fd, ask, _whole_file(fcntl.F_WRLCK))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+    l_type, _, _, _, pid = struct.unpack(_FLOCK, answer)
+    return int(l_type), int(pid)
 
 
 def _lock(fd: int, ofd: int | None) -> bool | None:

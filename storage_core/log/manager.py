@@ -49,16 +49,35 @@ class PartitionDir:
     log_dir: Path
 
 
-def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None) -> Log:
+def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None, *, follow: bool = False) -> Log:
     """The partition's log, read-only, with its log dir's checkpoints and clean-shutdown state
     (what exports and Spark reads open; no lock is taken and no byte changes). ``state``: the log
     dir's state of the query (:mod:`storage_core.log.dir_state`: a query over many partitions reads
-    the dir's files once); None reads them for this partition alone."""
+    the dir's files once); None reads them for this partition alone.
+
+    How much of the files the open checks is one rule, here:
+
+    - a dir without the clean-shutdown marker is recovered in memory from the recovery point, as
+      Kafka's recovery would (every batch after it checked, a torn tail cut), **unless its owner
+      holds it now** (:func:`~storage_core.log.lock.is_held`: a running broker, or a klog writer).
+      Then nothing is wrong with it: the owner validated every batch it appended and is appending
+      more, so its batches after the recovery point are unflushed, not suspect. The files are taken
+      as they are (each batch's CRC is checked when a read reads it, so damage fails that read with
+      its file and position), and a batch the owner is still writing at the end is not read;
+    - after a clean shutdown the files are trusted, the active segment's tail checked (a copy of a
+      log dir may be torn by the copy);
+    - ``follow`` (a stream following the log): the files are trusted as they are, whatever the
+      marker says: each trigger would otherwise re-check the whole unflushed log.
+    """
     tp = pd.topic_partition
     if state is None:
         state = LogDirState(pd.log_dir)
+    start = state.log_starts.get(tp)
+    if follow or (not state.clean_shutdown and state.held):
+        return Log(pd.path, state.config_for(tp.topic), log_start_offset=start, had_clean_shutdown=True,
+                   verify_tail=False, dir_state=state)
     return Log(pd.path, state.config_for(tp.topic), recovery_point=state.recovery_points.get(tp, 0),
-               log_start_offset=state.log_starts.get(tp), had_clean_shutdown=state.clean_shutdown, dir_state=state)
+               log_start_offset=start, had_clean_shutdown=state.clean_shutdown, dir_state=state)
 
 
 def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,

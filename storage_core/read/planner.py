@@ -268,21 +268,16 @@ def _selector(opts: ReadOptions) -> str:
 # --- opening --------------------------------------------------------------------------------------
 
 def open_tail(pd: PartitionDir, state: LogDirState | None = None) -> Log:
-    """A partition opened to follow it: read-only, no recovery scan, the files trusted as they are.
+    """A partition opened to follow it: read-only, no recovery scan, the files trusted as they are
+    (:func:`~storage_core.log.manager.open_log_read_only` with ``follow``).
 
-    A batch read's open recovers (in memory) from the recovery point when the log dir was not
-    shut down cleanly, which is what a log being appended to looks like: every trigger would
-    re-read the whole log. A stream only needs the segments, their indexes and the end of the
-    active segment (from its last index entry: a few KiB); every batch's CRC is checked when a
-    micro-batch reads it, so damage fails that micro-batch (or is skipped and logged with
-    failOnDataLoss=false) with its file and position. ``state``: the log dir's state of the query
+    A stream only needs the segments, their indexes and the end of the active segment (from its
+    last index entry: a few KiB); every batch's CRC is checked when a micro-batch reads it, so
+    damage fails that micro-batch (or is skipped and logged with failOnDataLoss=false) with its
+    file and position. ``state``: the log dir's state of the query
     (:mod:`storage_core.log.dir_state`); None reads the dir's files for this partition alone.
     """
-    if state is None:
-        state = LogDirState(pd.log_dir)
-    start = state.log_starts.get(pd.topic_partition)
-    return Log(pd.path, state.config_for(pd.topic_partition.topic), log_start_offset=start, had_clean_shutdown=True,
-               verify_tail=False, dir_state=state)
+    return open_log_read_only(pd, state, follow=True)
 
 
 def with_history(opts: ReadOptions, pd: PartitionDir, lg: Log, tiered: TieredMetadata) -> None:
@@ -552,9 +547,10 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
             lg.replay_transactions()
         return evidence, lg, True
 
-    # opening a live broker's partition validates its unflushed batches (a read-only recovery) and,
-    # read_committed, replays their transactions: the partitions are opened on threads, since the
-    # reads and checksums let go of the GIL (LogDirState is shared under its lock)
+    # opening a crashed broker's partition validates the batches after its recovery point (a
+    # read-only recovery) and, read_committed, replays their transactions: the partitions are
+    # opened on threads, since the reads and checksums let go of the GIL (LogDirState is shared
+    # under its lock)
     opened = ordered_map(open_one, wanted, pool_size(opts.max_threads, items=len(wanted)))
     with _opened([]) as logs, closing(opened):
         for (pd, _state), (evidence, lg, has_logs) in zip(wanted, opened, strict=True):
