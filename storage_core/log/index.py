@@ -22,10 +22,11 @@ entries, which tail reads keep in the page cache), as ``indexSlotRangeFor`` does
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
 import struct
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -77,7 +78,12 @@ class AbstractIndex(Generic[E]):
             # index on close), and touching a mapped page past the new end is SIGBUS, which kills
             # the process. A read returns what is there (a zero-filled tail is recognised below).
             with self.path.open("rb") as f:
-                data, self.max_index_size = self._read_entries(f.fileno())
+                fd = _fileno(f)
+                if fd is None:  # an object in object storage: one request for the whole file
+                    data = f.read()
+                    self.max_index_size = len(data)
+                else:
+                    data, self.max_index_size = self._read_entries(fd)
             length = len(data)
             if length:
                 self._mmap = data
@@ -309,3 +315,11 @@ def _read_all(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         pos += len(chunk)
     return b"".join(chunks)
+
+
+def _fileno(f: IO[bytes]) -> int | None:
+    """``f``'s file descriptor; None for a file that has none (an object store's)."""
+    try:
+        return f.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
