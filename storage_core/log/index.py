@@ -26,6 +26,7 @@ import io
 import mmap
 import os
 import struct
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -121,49 +122,35 @@ class AbstractIndex(Generic[E]):
     def _read_entries(self, fd: int) -> tuple[bytes, int]:
         """The file's bytes up to its zero-filled tail, and the file's size. An active segment's
         index is preallocated (10 MiB by default) and holds its entries in the first few hundred
-        KiB: the first zero-filled slot is found by a binary search of single-entry reads, as
-        :meth:`_count_valid_entries` finds it, and only the slots before it are read. A file that is
-        not a whole number of entries, whose last slot is not zero-filled, or that a writer trimmed
-        during the search is read whole."""
+        KiB: :func:`_zero_tail_slot` finds where the zeros start with single-entry reads, and only
+        the slots before it are read. A file that is not a whole number of entries, or that a
+        writer trimmed during the search, is read whole."""
         size = os.fstat(fd).st_size
         es = self.entry_size
-        n = size // es
-        if n <= 2 or size % es or self._relative_offset_at(fd, n - 1) != 0:
-            return _read_all(fd, size), size
-        lo, hi = 1, n - 1  # first slot i >= 1 whose relative offset is 0 (monotonic: 0s only at the end)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            rel = self._relative_offset_at(fd, mid)
-            if rel is None:  # trimmed meanwhile (its segment rolled): what is left is all entries
+        if size % es == 0:
+            try:
+                end = _zero_tail_slot(size // es, lambda slot: self._relative_offset_at(fd, slot))
+            except _Trimmed:  # its segment rolled meanwhile: what is left is all entries
                 size = os.fstat(fd).st_size
-                return _read_all(fd, size), size
-            if rel == 0:
-                hi = mid
             else:
-                lo = mid + 1
-        # entries a writer appended since are not wanted (a read sees the log as of its open)
-        return _read_all(fd, lo * es), size
+                if end is not None:  # entries a writer appended since are not wanted (the log as of the open)
+                    return _read_all(fd, end * es), size
+        return _read_all(fd, size), size
 
-    def _relative_offset_at(self, fd: int, slot: int) -> int | None:
-        """The relative offset in ``slot`` of the file; None past the file's end."""
+    def _relative_offset_at(self, fd: int, slot: int) -> int:
+        """The relative offset in ``slot`` of the file (:class:`_Trimmed` past the file's end)."""
         raw = os.pread(fd, self.entry_size, slot * self.entry_size)
-        return int(self.ENTRY.unpack(raw)[self.RELATIVE_OFFSET_FIELD]) if len(raw) == self.entry_size else None
+        if len(raw) != self.entry_size:
+            raise _Trimmed
+        return int(self.ENTRY.unpack(raw)[self.RELATIVE_OFFSET_FIELD])
 
     def _count_valid_entries(self) -> int:
         """Entries in the file: ``length // entry size``, stopping at a zero-filled tail."""
         n = self._length_now() // self.entry_size
-        if n <= 1 or self._mmap is None:
+        if self._mmap is None:
             return n
-        if self._relative_offset(n - 1) != 0:
-            return n  # the common case: a trimmed index
-        lo, hi = 1, n - 1  # first slot i >= 1 whose relative offset is 0 (monotonic: 0s only at the end)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._relative_offset(mid) == 0:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        end = _zero_tail_slot(n, self._relative_offset)
+        return n if end is None else end
 
     def _length_now(self) -> int:
         return 0 if self._mmap is None else len(self._mmap)
@@ -302,6 +289,27 @@ class AbstractIndex(Generic[E]):
 
     def _corrupt(self, detail: str) -> CorruptIndexError:
         return CorruptIndexError(detail, path=self.path)
+
+
+class _Trimmed(Exception):
+    """An index file got shorter while it was being searched."""
+
+
+def _zero_tail_slot(n: int, relative_offset: Callable[[int], int]) -> int | None:
+    """Where the zero-filled tail of an index of ``n`` slots starts (the first slot after slot 0
+    whose relative offset is 0: ``DumpLogSegments``'s rule; slot 0 may hold relative offset 0, and
+    offsets grow, so zeros come only at the end), found by a binary search; None when the last
+    slot is not zero (a trimmed index: every slot an entry)."""
+    if n <= 1 or relative_offset(n - 1) != 0:
+        return None
+    lo, hi = 1, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if relative_offset(mid) == 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _read_all(fd: int, size: int) -> bytes:

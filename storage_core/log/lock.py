@@ -195,7 +195,7 @@ def is_held(log_dir: str | os.PathLike[str]) -> bool:
     """Whether a process holds ``<log dir>/.lock`` now: a running broker (or a klog writer) is
     appending to the dir. A reader's question, asked without locking: a dir that is held is being
     written by its owner, which validated what it wrote, so a read may take its files as they are
-    (see :func:`storage_core.read.planner.open_for_read`). Only the POSIX lock is asked about (a
+    (see :func:`storage_core.log.manager.open_log_read_only`). Only the POSIX lock is asked about (a
     broker's, and klog's); a dir without ``.lock`` is not held."""
     asked = _posix_lock_of(Path(log_dir) / LOCK_FILE)
     return asked is not None and asked[0] != fcntl.F_UNLCK
