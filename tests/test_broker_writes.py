@@ -68,11 +68,11 @@ KAFKA_TRANSIENTS = {
     # client retries them
     "OutOfOrderSequenceException": "Error processing append operation",
 }
-#: ERRORs a broker logs about its own speed, whatever the dir holds: the KRaft controller's
-#: EventPerformanceMonitor logs every event slower than controller.performance.always.log.threshold.ms
-#: (2 s) at ERROR, as replaying the metadata log on a busy 2-core machine can be ("Exceptionally slow
+#: The logger of the ERRORs a broker logs about its own speed, whatever the dir holds: the KRaft
+#: controller logs every event slower than controller.performance.always.log.threshold.ms (2 s) at
+#: ERROR, as replaying the metadata log on a busy 2-core machine can be ("Exceptionally slow
 #: controller event handleCommit[baseOffset=0] took 2275 ms")
-KAFKA_SPEED_LOGGERS = ("org.apache.kafka.controller.EventPerformanceMonitor",)
+KAFKA_SPEED_LOGGER = "(org.apache.kafka.controller.EventPerformanceMonitor)"
 
 
 def _problems(log: str, prefix: str) -> list[str]:
@@ -88,7 +88,7 @@ def _problems(log: str, prefix: str) -> list[str]:
         cause = lines[i + 1] if i + 1 < len(lines) else ""
         if level == "ERROR" and any(exc in cause and where in line for exc, where in KAFKA_TRANSIENTS.items()):
             continue
-        if level == "ERROR" and line.rstrip().endswith(tuple(f"({logger})" for logger in KAFKA_SPEED_LOGGERS)):
+        if level == "ERROR" and line.rstrip().endswith(KAFKA_SPEED_LOGGER):
             continue
         if level == "ERROR" or (level == "WARN" and (bad.search(line) or prefix in line)):
             out.append(line + (" -- " + cause.strip() if cause.startswith(("org.", "java.", "kafka.")) else ""))
