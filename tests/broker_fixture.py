@@ -109,16 +109,21 @@ def maven_cache(env: str, name: str, version: str) -> Path:
     return (Path(root) if root else Path.home() / ".cache" / name) / version
 
 
-def kafka_version() -> str:
-    return pom_property(POM, "kafka.version")
+#: Overrides the release ``tests/broker/pom.xml`` pins, for every broker test of the run.
+VERSION_ENV = "KLOG_KAFKA_VERSION"
 
 
-def cache_dir() -> Path:
-    return maven_cache("KLOG_KAFKA_CACHE", "klog-kafka", kafka_version())
+def kafka_version(version: str | None = None) -> str:
+    """The Kafka release to run: ``version`` if given, else ``$KLOG_KAFKA_VERSION``, else the pom's pin."""
+    return version or os.environ.get(VERSION_ENV) or pom_property(POM, "kafka.version")
 
 
-_libs: list[Path] | None = None
-_failure: str | None = None
+def cache_dir(version: str | None = None) -> Path:
+    return maven_cache("KLOG_KAFKA_CACHE", "klog-kafka", kafka_version(version))
+
+
+_libs: dict[str, list[Path]] = {}
+_failure: dict[str, str] = {}
 
 
 def libs_dir(pom: Path, cache: Path) -> Path:
@@ -126,10 +131,11 @@ def libs_dir(pom: Path, cache: Path) -> Path:
     return cache / f"libs-{hashlib.sha256(pom.read_bytes()).hexdigest()[:16]}"
 
 
-def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
+def maven_jars(pom: Path, cache: Path, wanted: str, what: str, properties: dict[str, str] | None = None) -> list[Path]:
     """The runtime jars of ``pom``, copied by Maven into ``cache/libs-<pom digest>`` on first use (under the
     cache's file lock, so parallel pytest workers share one copy); ``wanted`` is a jar that must be
-    among them. Raises :class:`BrokerError` naming ``what`` could not be had, and why."""
+    among them; ``properties`` override the pom's (``-Dname=value``). Raises :class:`BrokerError` naming
+    ``what`` could not be had, and why."""
     try:
         for tool in ("java", "javac", "mvn"):
             if shutil.which(tool) is None:
@@ -143,7 +149,8 @@ def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
                 tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".libs-"))
                 try:
                     cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-                           f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+                           f"-DoutputDirectory={tmp}", "-DincludeScope=runtime",
+                           *(f"-D{k}={v}" for k, v in (properties or {}).items())]
                     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
                     if proc.returncode != 0:
                         tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
@@ -159,19 +166,20 @@ def maven_jars(pom: Path, cache: Path, wanted: str, what: str) -> list[Path]:
     return jars
 
 
-def libs() -> list[Path]:
-    """The broker's jars, fetched with Maven on first use (raises :class:`BrokerError`)."""
-    global _libs, _failure
-    if _libs is not None:
-        return _libs
-    if _failure is not None:
-        raise BrokerError(_failure)
+def libs(version: str | None = None) -> list[Path]:
+    """The jars of Kafka ``version`` (default :func:`kafka_version`), fetched with Maven on first use
+    into that release's cache (raises :class:`BrokerError`)."""
+    v = kafka_version(version)
+    if v in _libs:
+        return _libs[v]
+    if v in _failure:
+        raise BrokerError(_failure[v])
     try:
-        _libs = maven_jars(POM, cache_dir(), f"kafka_2.13-{kafka_version()}.jar", "Kafka broker")
+        _libs[v] = maven_jars(POM, cache_dir(v), f"kafka_2.13-{v}.jar", f"Kafka broker {v}", {"kafka.version": v})
     except BrokerError as e:
-        _failure = str(e)
+        _failure[v] = str(e)
         raise
-    return _libs
+    return _libs[v]
 
 
 def compiled_classpath(pom: Path, cache: Path, jars: list[Path], source: Path, what: str | None = None) -> str:
@@ -185,9 +193,10 @@ def compiled_classpath(pom: Path, cache: Path, jars: list[Path], source: Path, w
     return os.pathsep.join([str(libs_dir(pom, cache) / "*"), str(classes)])
 
 
-def classpath(source: Path = CLIENT_SOURCE) -> str:
-    """The broker's jars and the compiled ``source`` (a Java program of ``oracle/``; default ``BrokerClient``)."""
-    return compiled_classpath(POM, cache_dir(), libs(), source)
+def classpath(source: Path = CLIENT_SOURCE, version: str | None = None) -> str:
+    """Kafka ``version``'s jars and the compiled ``source`` (a Java program of ``oracle/``; default
+    ``BrokerClient``) compiled against them."""
+    return compiled_classpath(POM, cache_dir(version), libs(version), source)
 
 
 def skip_reason(fetch: Callable[[], object]) -> str | None:
@@ -237,15 +246,16 @@ class Broker:
     """One single-node KRaft broker, its dirs under ``root``: ``data/`` (``log.dirs``),
     ``server.properties``, ``server.log`` (the broker's log4j output) and ``stdout.log``."""
 
-    def __init__(self, root: Path, **config: str) -> None:
+    def __init__(self, root: Path, version: str | None = None, **config: str) -> None:
         self.root = root
+        self.version = kafka_version(version)
         self.log_dir = root / "data"
         self.server_log = root / "server.log"
         self.port = free_port()
         self.controller_port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.cp = classpath()
+        self.cp = classpath(version=self.version)
         props = dict(BROKER_CONFIG)
         props.update({
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
