@@ -111,6 +111,9 @@ def maven_cache(env: str, name: str, version: str) -> Path:
 
 #: Overrides the release ``tests/broker/pom.xml`` pins, for every broker test of the run.
 VERSION_ENV = "KLOG_KAFKA_VERSION"
+#: Releases whose ``kafka-storage`` test jar (``LocalTieredStorage``) Maven Central does not serve,
+#: and the newest release whose test jar it does: that one runs beside the broker's own jars.
+STORAGE_TEST_JAR = {"4.4.0": "4.3.1"}
 
 
 def kafka_version(version: str | None = None) -> str:
@@ -175,7 +178,8 @@ def libs(version: str | None = None) -> list[Path]:
     if v in _failure:
         raise BrokerError(_failure[v])
     try:
-        _libs[v] = maven_jars(POM, cache_dir(v), f"kafka_2.13-{v}.jar", f"Kafka broker {v}", {"kafka.version": v})
+        _libs[v] = maven_jars(POM, cache_dir(v), f"kafka_2.13-{v}.jar", f"Kafka broker {v}",
+                              {"kafka.version": v, "kafka.storage.test.version": STORAGE_TEST_JAR.get(v, v)})
     except BrokerError as e:
         _failure[v] = str(e)
         raise
