@@ -396,7 +396,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     first = lg.log_start_offset  # discovered in this batch
                 elif first < lg.log_start_offset:
                     first = min(self._lost(tp, first, lg.log_start_offset, "this micro-batch"), until[tp])
-                last = min(until[tp], lg.log_end_offset)
+                last = min(until[tp], lg.high_watermark)
                 if last < until[tp]:
                     self._lost(tp, max(first, last), until[tp], "this micro-batch")
                 if first < last:

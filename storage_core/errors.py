@@ -20,6 +20,7 @@ __all__ = [
     "CorruptRecordError",
     "DataLossError",
     "RemoteSegmentMissingError",
+    "ReplicaMissingError",
     "InvalidRecordError",
     "CompressionError",
     "UnsupportedCodecError",
@@ -39,6 +40,7 @@ __all__ = [
     "StorageError",
     "UnsafePathError",
     "NotALogDirError",
+    "MixedClustersError",
     "SnapshotError",
     "MessageDecodeError",
     "UnknownMessageTypeError",
@@ -137,6 +139,13 @@ class RemoteSegmentMissingError(DataLossError):
     """A segment ``__remote_log_metadata`` lists as copied is not in the remote storage a read
     names (tiered storage, :mod:`storage_core.log.tiered`): the message names the object key and the
     offsets it held (``offsets``). With ``failOnDataLoss=false`` the same is a warning and a gap."""
+
+
+class ReplicaMissingError(DataLossError):
+    """The log dirs of a replicated partition hold no replica that has every record the cluster
+    committed (:mod:`storage_core.log.replicas`): none of its in-sync replicas is among them, or
+    none of its replicas at all. The message names the partition and the brokers that hold it.
+    With ``failOnDataLoss=false`` the best replica present is read, with a warning saying so."""
 
 
 class InvalidRecordError(CorruptRecordError):
@@ -271,6 +280,11 @@ class UnsafePathError(KlogError):
 class NotALogDirError(KlogError, ValueError):
     """A path given to read as a Kafka log dir (or partition dir) holds no topic-partition
     directories: the message says what it does hold, and which child looks like a log dir."""
+
+
+class MixedClustersError(NotALogDirError):
+    """Log dirs given together belong to different Kafka clusters (their ``meta.properties`` name
+    different ``cluster.id`` values): the message names a dir of each and both ids."""
 
 
 class SnapshotError(KlogError, ValueError):

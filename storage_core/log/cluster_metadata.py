@@ -9,7 +9,12 @@ the snapshot's end offset on (the whole log when there is no snapshot). Records 
 :mod:`storage_core.record.messages` (the one decoder) and applied in offset order:
 
 - ``TopicRecord``: a topic's name and id (a topic deleted and created again gets a new id);
-- ``PartitionRecord``: a partition of a topic (by id);
+- ``PartitionRecord``: a partition of a topic (by id), with its replicas, ISR, ELR, leader and
+  leader epoch (:class:`PartitionRegistration`);
+- ``PartitionChangeRecord``: a change of one partition, merged as
+  ``PartitionRegistration.merge`` does (a null field is unchanged; a leader other than -2
+  ``NO_LEADER_CHANGE`` is a new leader and bumps the leader epoch by one; every change bumps the
+  partition epoch);
 - ``RemoveTopicRecord``: the topic (by id) and its configs are gone (``ConfigurationsDelta``
   deletes a removed topic's configs as well);
 - ``ConfigRecord``: resource type 2 (topic, by name) or 4 (broker: the empty name is the
@@ -77,6 +82,56 @@ class KraftTopic:
     partitions: tuple[int, ...]
 
 
+#: ``LeaderConstants.NO_LEADER_CHANGE``: PartitionChangeRecord's Leader when the leader stays.
+NO_LEADER_CHANGE = -2
+#: ``LeaderConstants.NO_LEADER``.
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class PartitionRegistration:
+    """One partition as the controller registered it (``org.apache.kafka.metadata.PartitionRegistration``)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int  # NO_LEADER (-1) when none
+    leader_epoch: int
+    partition_epoch: int
+    #: KIP-966's eligible leader replicas and last known ELR (empty before 3.7, or when unused)
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+    #: 1 (RECOVERING) after an unclean election, until the new leader has recovered
+    leader_recovery_state: int = 0
+
+    def merge(self, change: Mapping[str, Any]) -> PartitionRegistration:
+        """This registration with a ``PartitionChangeRecord`` applied, as ``PartitionRegistration.merge``."""
+        def ints(name: str, old: tuple[int, ...]) -> tuple[int, ...]:
+            v = change.get(name)
+            return old if v is None else tuple(int(x) for x in v)
+
+        leader, epoch = self.leader, self.leader_epoch
+        new_leader = int(change.get("leader", NO_LEADER_CHANGE))
+        if new_leader != NO_LEADER_CHANGE:
+            leader, epoch = new_leader, epoch + 1
+        state = int(change.get("leaderRecoveryState", -1))
+        return PartitionRegistration(
+            replicas=ints("replicas", self.replicas), isr=ints("isr", self.isr), leader=leader, leader_epoch=epoch,
+            partition_epoch=self.partition_epoch + 1, elr=ints("eligibleLeaderReplicas", self.elr),
+            last_known_elr=ints("lastKnownElr", self.last_known_elr),
+            leader_recovery_state=self.leader_recovery_state if state < 0 else state)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> PartitionRegistration:
+        """A ``PartitionRecord``'s registration."""
+        def ints(name: str) -> tuple[int, ...]:
+            return tuple(int(x) for x in (record.get(name) or ()))
+
+        return cls(replicas=ints("replicas"), isr=ints("isr"), leader=int(record.get("leader", NO_LEADER)),
+                   leader_epoch=int(record.get("leaderEpoch", -1)), partition_epoch=int(record.get("partitionEpoch", -1)),
+                   elr=ints("eligibleLeaderReplicas"), last_known_elr=ints("lastKnownElr"),
+                   leader_recovery_state=int(record.get("leaderRecoveryState", 0)))
+
+
 @dataclass(frozen=True)
 class ClusterMetadata:
     """The topics and configs replayed from a log dir's ``__cluster_metadata-0`` (see the module)."""
@@ -100,6 +155,13 @@ class ClusterMetadata:
     skipped: int
     #: What the replay could not do or had to assume, in words.
     notes: tuple[str, ...] = field(default=())
+    #: Every partition's registration (replicas, ISR, leader, epochs), by topic name and partition.
+    partition_states: Mapping[tuple[str, int], PartitionRegistration] = field(default_factory=dict)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        """The partition's registration, or None when the metadata has none (not a topic of the
+        cluster, or ``__cluster_metadata`` itself, which KRaft replicates by its own quorum)."""
+        return self.partition_states.get((topic, partition))
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's id; ``__cluster_metadata``'s own is the fixed ``Uuid.METADATA_TOPIC_ID``."""
@@ -130,6 +192,7 @@ class _State:
         self.names: dict[str, str] = {}  # topic id -> name
         self.ids: dict[str, str] = {}  # name -> topic id
         self.partitions: dict[str, set[int]] = {}  # topic id -> partitions
+        self.registrations: dict[tuple[str, int], PartitionRegistration] = {}  # (topic id, partition)
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.applied = 0
         self.skipped = 0
@@ -167,11 +230,22 @@ class _State:
             self.names[tid] = name
             self.partitions.setdefault(tid, set())
         elif kind == "PARTITION_RECORD":
-            self.partitions.setdefault(str(data["topicId"]), set()).add(int(data["partitionId"]))
+            tid, p = str(data["topicId"]), int(data["partitionId"])
+            self.partitions.setdefault(tid, set()).add(p)
+            self.registrations[(tid, p)] = PartitionRegistration.of(data)
+        elif kind == "PARTITION_CHANGE_RECORD":
+            part = (str(data["topicId"]), int(data["partitionId"]))
+            reg = self.registrations.get(part)
+            if reg is None:  # a change of a partition the copy does not hold the record of
+                self.skipped += 1
+                return
+            self.registrations[part] = reg.merge(data)
         elif kind == "REMOVE_TOPIC_RECORD":
             tid = str(data["topicId"])
             removed = self.names.pop(tid, None)
             self.partitions.pop(tid, None)
+            for gone in [k for k in self.registrations if k[0] == tid]:
+                del self.registrations[gone]
             if removed is not None:
                 if self.ids.get(removed) == tid:
                     del self.ids[removed]
@@ -278,6 +352,8 @@ def replay_cluster_metadata(log_dir: str | os.PathLike[str]) -> ClusterMetadata 
         applied=state.applied,
         skipped=state.skipped,
         notes=tuple(notes),
+        partition_states=MappingProxyType({(state.names[tid], p): reg for (tid, p), reg in sorted(state.registrations.items())
+                                           if tid in state.names}),
     )
 
 
@@ -326,13 +402,16 @@ def cluster_metadata(log_dir: str | os.PathLike[str]) -> ClusterMetadata | None:
 
 
 def find_cluster_metadata(log_dirs: Iterable[str | os.PathLike[str]]) -> ClusterMetadata | None:
-    """The cluster metadata of the first of ``log_dirs`` that holds ``__cluster_metadata-0``
-    (a broker keeps it in one of its ``log.dirs``), or None."""
+    """The cluster metadata of ``log_dirs`` (a broker keeps ``__cluster_metadata-0`` in one of its
+    ``log.dirs``), or None when none holds it. Where several do (the dirs of several brokers, a
+    controller's among them), the most advanced copy: the one whose replay reaches the highest
+    offset (the first of them on a tie)."""
+    best: ClusterMetadata | None = None
     for d in log_dirs:
         found = cluster_metadata(d)
-        if found is not None:
-            return found
-    return None
+        if found is not None and (best is None or found.end_offset > best.end_offset):
+            best = found
+    return best
 
 
 def check_new_topic(kraft: ClusterMetadata | None, topic: str) -> None:

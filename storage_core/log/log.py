@@ -164,6 +164,26 @@ class Log:
         #: read-only: segments (not the last) the open's recovery scan found damaged, by base
         #: offset; they are read as they are (:mod:`storage_core.log.lost` reports what is lost)
         self.damaged_scans: dict[int, SegmentScan] = loaded.damaged_scans
+        #: where the cluster has committed this replica's records (:meth:`bound_to`), or None
+        self._high_watermark: int | None = None
+        self._bounded_state: ProducerStateManager | None = None
+
+    def bound_to(self, high_watermark: int | None) -> None:
+        """Reads end at ``high_watermark``, the partition's high watermark in its cluster
+        (:mod:`storage_core.log.replicas`): records above it are on this replica but not yet
+        committed, and no consumer is served them (``FetchIsolation.HIGH_WATERMARK``). None: the
+        log end offset, as for a partition of one replica."""
+        if self.writable and high_watermark is not None:
+            raise KlogError(f"a high watermark bounds reads only; {self.dir} is open for writing")
+        self._high_watermark = high_watermark
+        self._bounded_state = None
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset up to which a consumer reads (``UnifiedLog.highWatermark``): the bound
+        :meth:`bound_to` set, never past the log end offset; the log end offset when unbound."""
+        leo = self.log_end_offset
+        return leo if self._high_watermark is None else max(self.log_start_offset, min(self._high_watermark, leo))
 
     def attach_remote(self, segments: Sequence[LogSegment]) -> None:
         """Read a tiered partition's history: its remote segments (read-only copies, by base offset,
@@ -215,9 +235,20 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """First offset of the oldest ongoing transaction (never below the log start offset, as
-        ``UnifiedLog.updateFirstUnstableOffset``), or the log end offset."""
-        first = self.producer_state.first_unstable_offset()
-        return self.log_end_offset if first is None else max(first, self.log_start_offset)
+        ``UnifiedLog.updateFirstUnstableOffset``), or the high watermark. Bound below the log end
+        (:meth:`bound_to`), a transaction whose marker lies at or above the high watermark is still
+        open for a consumer: ``ProducerStateManager`` keeps a completed transaction unstable until
+        the high watermark passes its marker (``removeUnreplicatedTransactions``), so the producer
+        state is the one at the high watermark."""
+        hw = self.high_watermark
+        if hw >= self.log_end_offset:
+            first = self.producer_state.first_unstable_offset()
+        else:
+            if self._bounded_state is None:
+                self.replay_transactions()
+                self._bounded_state = producer_state_at(self.segments, hw, notes=self.recovery_notes)
+            first = self._bounded_state.first_unstable_offset()
+        return hw if first is None else min(hw, max(first, self.log_start_offset))
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start_offset, end_offset)`` (``collectAbortedTxns``)."""
@@ -260,7 +291,7 @@ class Log:
         batches included (decoders drop their records).
         """
         start = self.log_start_offset if start_offset is None else start_offset
-        leo = self.log_end_offset
+        leo = self.high_watermark
         end = leo if end_offset is None else end_offset
         if start < self.log_start_offset or start > leo:
             raise OffsetOutOfRangeError(f"offset {start} is outside [{self.log_start_offset}, {leo}] of {self.dir}")

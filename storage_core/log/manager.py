@@ -14,7 +14,7 @@ interrupted (:mod:`storage_core.log.journal`) and writes the checkpoints back on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from storage_core.log.dir_state import LogDirState
 from storage_core.log.journal import recover_commits
 from storage_core.log.lock import LogDirLock
 from storage_core.log.log import Log
+from storage_core.log.replicas import BrokerDir, ReplicaSet, broker_dir, check_one_cluster, replica_sets
 from storage_core.log.topic_configs import ResolvedConfig, load_topic_configs, resolve_topic_config
 from storage_core.log.topic_partition import MAX_PARTITION, TopicPartition, validate_topic_name
 from storage_core.workers import ordered_map, pool_size
@@ -47,6 +48,26 @@ class PartitionDir:
     topic_partition: TopicPartition
     path: Path
     log_dir: Path
+    #: the partition's replicas when the log dirs are several brokers' of one cluster, or when the
+    #: KRaft metadata says it is replicated (:mod:`storage_core.log.replicas`): ``path`` is then the
+    #: replica read, and reads end at ``replicas.high_watermark``; None for a partition of one copy
+    replicas: ReplicaSet | None = None
+
+    @property
+    def high_watermark(self) -> int | None:
+        """Where a read of the partition ends (exclusive), or None: at the log end of ``path``."""
+        return None if self.replicas is None else self.replicas.high_watermark
+
+
+@dataclass(frozen=True)
+class LogDirsView:
+    """What a set of log dirs holds: each partition once (its replica read, when the dirs are several
+    brokers'), and the partitions the KRaft metadata assigns to brokers whose dirs hold no replica
+    of them (``absent``: by partition, the brokers that hold it)."""
+
+    partitions: list[PartitionDir]
+    absent: Mapping[TopicPartition, tuple[int, ...]]
+    brokers: Mapping[Path, BrokerDir]
 
 
 def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None, *, follow: bool = False) -> Log:
@@ -68,16 +89,23 @@ def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None, *, fo
       log dir may be torn by the copy);
     - ``follow`` (a stream following the log): the files are trusted as they are, whatever the
       marker says: each trigger would otherwise re-check the whole unflushed log.
+
+    A replica of a replicated partition (``pd.replicas``) is bounded by its high watermark
+    (:meth:`Log.bound_to <storage_core.log.log.Log.bound_to>`): reads end where the cluster
+    committed it.
     """
     tp = pd.topic_partition
     if state is None:
         state = LogDirState(pd.log_dir)
     start = state.log_starts.get(tp)
     if follow or (not state.clean_shutdown and state.held):
-        return Log(pd.path, state.config_for(tp.topic), log_start_offset=start, had_clean_shutdown=True,
-                   verify_tail=False, dir_state=state)
-    return Log(pd.path, state.config_for(tp.topic), recovery_point=state.recovery_points.get(tp, 0),
-               log_start_offset=start, had_clean_shutdown=state.clean_shutdown, dir_state=state)
+        lg = Log(pd.path, state.config_for(tp.topic), log_start_offset=start, had_clean_shutdown=True,
+                 verify_tail=False, dir_state=state)
+    else:
+        lg = Log(pd.path, state.config_for(tp.topic), recovery_point=state.recovery_points.get(tp, 0),
+                 log_start_offset=start, had_clean_shutdown=state.clean_shutdown, dir_state=state)
+    lg.bound_to(pd.high_watermark)
+    return lg
 
 
 def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,
@@ -88,8 +116,22 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
     :class:`NotALogDirError` saying what the path holds instead; ``allow_empty`` (a stream, which
     may start before the first topic is written) lets through a path that is empty or holds only
     a log dir's own files. A path may be a URI (``s3://bucket/prefix``), read through ``storage``
-    (:mod:`storage_core.fs`)."""
-    out: dict[TopicPartition, PartitionDir] = {}
+    (:mod:`storage_core.fs`). The log dirs of several brokers of one cluster give each partition
+    once, as its replica read (:func:`scan_log_dirs`)."""
+    return scan_log_dirs(paths, required=required, allow_empty=allow_empty, storage=storage).partitions
+
+
+def scan_log_dirs(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,
+                  allow_empty: bool = False, storage: StorageOptions | None = None) -> LogDirsView:
+    """:func:`find_partitions`, with the partitions the dirs lack.
+
+    A partition found in two log dirs is two replicas of it when the dirs are of different brokers
+    of one cluster (``meta.properties``: the same ``cluster.id``, different ``node.id``): the one a
+    read reads, and where it ends, is :mod:`storage_core.log.replicas`' rule. Dirs of two clusters
+    are a :class:`~storage_core.errors.MixedClustersError`; a partition in two dirs of one broker
+    (or of dirs without ``meta.properties``) an error naming both."""
+    found: dict[TopicPartition, list[PartitionDir]] = {}
+    roots: list[Path] = []
     for raw in paths:
         root = as_path(raw, storage)
         if not root.exists():
@@ -97,7 +139,8 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
         if not root.is_dir():
             raise NotALogDirError(f"not a directory: {root}; expected a Kafka log dir or a <topic>-<partition> dir")
         candidates = [root] if has_log_files(root) else sorted(p for p in root.iterdir() if p.is_dir())
-        found = 0
+        roots.append(root)
+        count = 0
         here: list[TopicPartition] = []
         for d in candidates:
             if d.name.endswith(MARKED_DIR_SUFFIXES):
@@ -108,19 +151,48 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
                 if d == root:
                     raise
                 continue  # not a partition directory (e.g. a stray folder in the log dir)
-            if tp in out:
-                raise KlogError(f"partition {tp} is in two log dirs: {out[tp].path} and {d}")
-            out[tp] = PartitionDir(tp, d, d.parent)
+            found.setdefault(tp, []).append(PartitionDir(tp, d, d.parent))
             here.append(tp)
-            found += 1
-        if 0 < found <= _NESTED_CHECK_MAX and candidates != [root]:
+            count += 1
+        if 0 < count <= _NESTED_CHECK_MAX and candidates != [root]:
             # the parent of log dirs named like partitions ("data-1", "data-2"): not a log dir
-            for tp in [tp for tp in here if _is_log_dir(out[tp].path)]:
-                del out[tp]
-                found -= 1
-        if required and not found:
+            for tp in here:
+                if _is_log_dir(found[tp][-1].path):
+                    found[tp].pop()
+                    if not found[tp]:
+                        del found[tp]
+                    count -= 1
+        if required and not count:
             _no_partitions(root, allow_empty)
-    return [out[k] for k in sorted(out)]
+    return _one_per_partition(found, roots)
+
+
+def _one_per_partition(found: Mapping[TopicPartition, list[PartitionDir]], roots: Sequence[Path]) -> LogDirsView:
+    """Each partition once: its only dir, or its replica read when several brokers' dirs hold it."""
+    log_dirs = list(dict.fromkeys([*(pd.log_dir for pds in found.values() for pd in pds),
+                                   *(r for r in roots if not has_log_files(r))]))
+    brokers = {d: broker_dir(d) for d in log_dirs}
+    check_one_cluster(brokers.values())
+    for tp, pds in found.items():
+        if len(pds) > 1:
+            nodes = [brokers[pd.log_dir].node_id for pd in pds]
+            if None in nodes or len(set(nodes)) < len(nodes):
+                raise KlogError(f"partition {tp} is in two log dirs: {pds[0].path} and {pds[1].path}"
+                                + ("" if None in nodes else f" (both of broker {nodes[0]})"))
+    kraft = find_cluster_metadata(log_dirs)
+    registrations = {} if kraft is None else kraft.partition_states
+    replicated = (any(len(pds) > 1 for pds in found.values())
+                  or any(len(reg.isr) > 1 for reg in registrations.values()))
+    if not replicated:
+        return LogDirsView([found[tp][0] for tp in sorted(found)], {}, brokers)
+    sets = replica_sets({tp: [(pd.path, pd.log_dir) for pd in pds] for tp, pds in found.items()}, brokers, kraft)
+    out = [PartitionDir(tp, sets[tp].read.path, sets[tp].read.log_dir, sets[tp]) for tp in sorted(found)]
+    absent: dict[TopicPartition, tuple[int, ...]] = {}
+    if len({b for reg in registrations.values() for b in reg.replicas}) > 1:
+        for (topic, p), reg in registrations.items():
+            if TopicPartition(topic, p) not in found:
+                absent[TopicPartition(topic, p)] = reg.replicas
+    return LogDirsView(out, absent, brokers)
 
 
 def skipped_dirs(paths: Iterable[str | os.PathLike[str]], storage: StorageOptions | None = None) -> list[tuple[str, str]]:

@@ -15,6 +15,8 @@ checkpoints and the producer state; no record is decoded and nothing is written:
 * ``start_offset``: the log start offset (the segments' first offset, or the log dir's
   ``log-start-offset-checkpoint`` where a broker advanced it by retention or DeleteRecords);
 * ``end_offset``: the log end offset (exclusive), from the last segment's offset index and tail;
+  for a replicated partition, the high watermark (where a consumer's read ends, below which the
+  cluster committed every record: see ``broker`` below);
 * ``last_stable_offset``: the first offset of the oldest transaction still open (where a
   ``read_committed`` read stops), else the end offset. It comes from the newest producer
   ``.snapshot`` at or below the end and the batch headers after it: a broker writes a snapshot at
@@ -48,7 +50,16 @@ checkpoints and the producer state; no record is decoded and nothing is written:
 * ``kraft_metadata``: the log dir whose ``__cluster_metadata-0`` was replayed, or None: then the
   dir has no KRaft metadata (a ZooKeeper-era dir, or a copy without it), its topic configs are
   unknown and Kafka's defaults are assumed (:data:`NO_KRAFT_METADATA`, also in the table's schema
-  metadata under ``klog.topic_configs``).
+  metadata under ``klog.topic_configs``);
+* ``broker``, ``leader``, ``leader_epoch``, ``isr``, ``elr``, ``replicas``, ``replica_notes``: a
+  replicated partition (the dirs of several brokers of one cluster, or a partition whose KRaft ISR
+  has several brokers): the broker whose replica is read, the KRaft registration's leader, leader
+  epoch, in-sync and eligible replicas, and every replica found among the dirs (``broker``,
+  ``path``, ``log_start_offset``, ``log_end_offset``, its checkpointed ``high_watermark`` and
+  ``diverges_at``, the offset Kafka would truncate it to where it leaves the lineage of the
+  replica read, whose records from there are never read); ``replica_notes`` says why that replica
+  is read and what the others disagree on (:mod:`storage_core.log.replicas`). None and empty for a
+  partition of one replica.
 
 Indexes are trusted as they are (no recovery scan: ``klog verify`` checks them).
 """
@@ -136,6 +147,18 @@ class PartitionSummary:
     remote_segments: int = 0
     remote_size_bytes: int = 0
     remote_max_timestamp: int | None = None  # epoch ms
+    #: a replicated partition (several brokers' dirs, or the KRaft metadata's ISR): the broker whose
+    #: replica is read and why, the registration's leader, leader epoch, ISR and ELR, and every
+    #: replica found (broker, path, log start and end, checkpointed high watermark, and where Kafka
+    #: would truncate it, ``diverges_at``, when it leaves the lineage of the one read); the
+    #: ``end_offset`` is then the high watermark (:mod:`storage_core.log.replicas`). None/empty otherwise
+    broker: int | None = None
+    leader: int | None = None
+    leader_epoch: int | None = None
+    isr: list[int] = field(default_factory=list)
+    elr: list[int] = field(default_factory=list)
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    replica_notes: list[str] = field(default_factory=list)
 
 
 def _ids_and_configs(pd: PartitionDir, context: ConfigContext) -> dict[str, Any]:
@@ -164,6 +187,28 @@ def _remote_range(pd: PartitionDir, topic_id: str | None, tiered: TieredMetadata
             "remote_max_timestamp": max(s.max_timestamp_ms for s in history)}
 
 
+def _replica_fields(pd: PartitionDir) -> dict[str, Any]:
+    """The replica fields of a replicated partition (see :class:`PartitionSummary`)."""
+    rs = pd.replicas
+    if rs is None:
+        return {}
+    reg = rs.registration
+    notes = [f"read from broker {rs.read.broker}: {rs.reason}", *rs.notes]
+    if rs.problem:
+        notes.append(rs.problem)
+    for r in rs.divergent:
+        assert r.diverges_at is not None
+        notes.append(f"broker {r.broker}'s replica diverges from the one read at offset {r.diverges_at}: Kafka would "
+                     f"truncate its offsets {r.diverges_at}..{r.log_end_offset - 1}, which are never read")
+    return {"broker": rs.read.broker, "leader": None if reg is None else reg.leader,
+            "leader_epoch": None if reg is None else reg.leader_epoch,
+            "isr": [] if reg is None else list(reg.isr), "elr": [] if reg is None else list(reg.elr),
+            "replicas": [{"broker": r.broker, "path": str(r.path), "log_start_offset": r.log_start_offset,
+                          "log_end_offset": r.log_end_offset, "high_watermark": r.checkpoint_high_watermark,
+                          "diverges_at": r.diverges_at} for r in rs.replicas],
+            "replica_notes": notes}
+
+
 def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
                        state: LogDirState | None = None, tiered: TieredMetadata | None = None) -> PartitionSummary:
     """The summary of one partition dir (read-only: no lock, no recovery, no byte written);
@@ -173,6 +218,7 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
     tp = pd.topic_partition
     extra = _ids_and_configs(pd, context or ConfigContext.of([pd.log_dir]))
     extra.update(_remote_range(pd, extra["topic_id"], tiered))
+    extra.update(_replica_fields(pd))
     if state is None:
         state = LogDirState(pd.log_dir)
     evidence = gather_evidence(pd, state)  # before the open: a live broker only adds data after it
@@ -185,6 +231,7 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
     # log dir's checkpoint where a broker advanced it (retention, DeleteRecords)
     with Log(pd.path, state.config_for(tp.topic), had_clean_shutdown=True, log_start_offset=state.log_starts.get(tp),
              dir_state=state) as log:
+        log.bound_to(pd.high_watermark)  # a replica: what the cluster committed
         lost = [str(x) for x in lost_data(pd, log, evidence)]
         damaged: list[str] = []  # what the header walks below met: named by a full lost-data scan
         codecs: set[str] = set()
@@ -201,7 +248,7 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
                 max_ts = max(max_ts, seg.max_timestamp_so_far.timestamp)
             except KlogError as exc:
                 damaged.append(str(exc))
-        start, end = log.log_start_offset, log.log_end_offset
+        start, end = log.log_start_offset, log.high_watermark
         try:
             lso = log.last_stable_offset
         except KlogError as exc:  # batches after the newest snapshot are damaged
@@ -244,6 +291,16 @@ DESCRIBE_SCHEMA = pa.schema([
     pa.field("remote_segments", pa.int32(), nullable=False),
     pa.field("remote_size_bytes", pa.int64(), nullable=False),
     pa.field("remote_max_timestamp", _TIMESTAMP),
+    pa.field("broker", pa.int32()),
+    pa.field("leader", pa.int32()),
+    pa.field("leader_epoch", pa.int32()),
+    pa.field("isr", pa.list_(pa.int32()), nullable=False),
+    pa.field("elr", pa.list_(pa.int32()), nullable=False),
+    pa.field("replicas", pa.list_(pa.struct([
+        pa.field("broker", pa.int32()), pa.field("path", pa.string(), nullable=False),
+        pa.field("log_start_offset", pa.int64(), nullable=False), pa.field("log_end_offset", pa.int64(), nullable=False),
+        pa.field("high_watermark", pa.int64()), pa.field("diverges_at", pa.int64())])), nullable=False),
+    pa.field("replica_notes", pa.list_(pa.string()), nullable=False),
 ])
 
 
@@ -286,7 +343,8 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
                                  f"assign) and the fs.* options of a URI path, not {', '.join(wrong)}")
     opts = read_options(path, **options)
     states = LogDirStates()  # each dir's checkpoints, marker and journals read once, not once per partition
-    selected = select_partitions(opts, states=states)
+    selected = select_partitions(opts, states=states, replicas_checked=False)
+    _warn_absent(opts)
     context = ConfigContext.of(_log_dirs(opts.log_dirs, selected))
     tiered = load_remote_metadata(dict.fromkeys([*(pd.log_dir for pd in selected), *opts.log_dirs]), opts.storage)
     rows = []
@@ -296,6 +354,18 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
         except PendingCommitError:
             continue
     return _with_skipped(summaries_table(rows), opts.log_dirs)
+
+
+def _warn_absent(opts: Any) -> None:
+    """Partitions the KRaft metadata assigns to brokers none of whose dirs is given: a warning each
+    (a describe shows what the dirs hold; a read of them fails, :func:`~storage_core.read.planner.check_replicas`)."""
+    import logging
+
+    from storage_core.log.manager import scan_log_dirs
+
+    for tp, brokers in sorted(scan_log_dirs(opts.log_dirs).absent.items()):
+        logging.getLogger("klog").warning("describe: %s: no replica is among the log dirs; it is on brokers %s", tp,
+                                          ", ".join(map(str, brokers)))
 
 
 def _with_skipped(table: pa.Table, paths: Sequence[Path]) -> pa.Table:

@@ -72,7 +72,7 @@ def _offsets_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[Partiti
 
 def _pieces(lg: Log, tp: TopicPartition) -> Iterator[Piece]:
     """The whole log, from its start to its end, with each piece's aborted transactions."""
-    for piece in slices(lg, tp, lg.log_start_offset, lg.log_end_offset):
+    for piece in slices(lg, tp, lg.log_start_offset, lg.high_watermark):
         yield dataclasses.replace(piece, aborted=aborted_for(lg, piece))
 
 
@@ -158,7 +158,7 @@ def _log_ends(paths: Sequence[str | os.PathLike[str]], wanted: set[TopicPartitio
         except PendingCommitError:
             continue
         try:
-            out[pd.topic_partition] = lg.log_end_offset
+            out[pd.topic_partition] = lg.high_watermark
         finally:
             lg.close()
     return out

@@ -37,13 +37,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from storage_core.errors import InvalidOptionError, OffsetOutOfRangeError, PendingCommitError, RemoteSegmentMissingError
+from storage_core.errors import (
+    InvalidOptionError,
+    OffsetOutOfRangeError,
+    PendingCommitError,
+    RemoteSegmentMissingError,
+    ReplicaMissingError,
+)
 from storage_core.files import has_log_files
 from storage_core.limits import INT64_MAX
 from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
-from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
+from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only, scan_log_dirs
 from storage_core.log.segment import LogSegment
 from storage_core.log.tiered import (
     TieredMetadata,
@@ -182,29 +188,77 @@ def choose_partitions(dirs: list[PartitionDir], paths: Iterable[str], *, topics:
 
 
 def select_partitions(opts: ReadOptions, *, streaming: bool = False,
-                      states: LogDirStates | None = None) -> list[PartitionDir]:
+                      states: LogDirStates | None = None, replicas_checked: bool = True) -> list[PartitionDir]:
     """The partitions a read selects, sorted: ``topics`` (each must exist), ``topicPattern``,
     ``assign`` (each partition must exist), else the partitions a JSON ``startingOffsets``/
     ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
     are read too), else every partition. Only directories with segments count. A path with no
     partition dirs is an error (a stream may start on an empty log dir). ``states``: the query's
-    log dir states (:mod:`storage_core.log.dir_state`), read once per dir; None: a new one."""
+    log dir states (:mod:`storage_core.log.dir_state`), read once per dir; None: a new one.
+
+    The log dirs of several brokers give each partition once, as its replica read
+    (:mod:`storage_core.log.replicas`); with ``replicas_checked`` (every read), a selected partition
+    whose in-sync replicas are all missing from the dirs, or that no dir holds though the KRaft
+    metadata assigns it, fails the read (:func:`check_replicas`)."""
     if states is None:
         states = LogDirStates()
-    dirs = [p for p in find_partitions(opts.log_dirs, required=True, allow_empty=streaming)
-            if (has_log_files(p.path) if streaming else _with_segments(p, states))]
+    view = scan_log_dirs(opts.log_dirs, required=True, allow_empty=streaming)
+    dirs = [p for p in view.partitions if (has_log_files(p.path) if streaming else _with_segments(p, states))]
+    if replicas_checked:
+        check_replicas(opts, [], {tp: b for tp, b in view.absent.items() if _selects(opts, tp, streaming)})
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
                                assign=opts.assign, assign_name=opts.setting("assign") or "option assign")
-    if chosen is not None:
-        return chosen
-    for spec, starting in ((opts.starting, True), (opts.ending, False)):
+    if chosen is None:
+        chosen = dirs
+        for spec, starting in ((opts.starting, True), (opts.ending, False)):
+            if spec.listed is not None:
+                if streaming:
+                    chosen = [p for p in dirs if p.topic_partition.topic in spec.listed]
+                    break
+                _require_existing(dirs, spec.listed, f"option {_spec_name(spec, starting)}", opts.paths)
+                wanted = set(_listed_partitions(spec.listed))
+                chosen = [p for p in dirs if p.topic_partition in wanted]
+                break
+    if replicas_checked:
+        check_replicas(opts, chosen, {})
+    return chosen
+
+
+def _selects(opts: ReadOptions, tp: TopicPartition, streaming: bool) -> bool:
+    """Whether the read's selection takes ``tp`` (a partition the dirs may not hold)."""
+    if opts.topics is not None:
+        return tp.topic in opts.topics
+    if opts.topic_pattern is not None:
+        return re.fullmatch(opts.topic_pattern, tp.topic) is not None
+    if opts.assign is not None:
+        return tp.partition in opts.assign.get(tp.topic, {})
+    for spec in (opts.starting, opts.ending):
         if spec.listed is not None:
-            if streaming:
-                return [p for p in dirs if p.topic_partition.topic in spec.listed]
-            _require_existing(dirs, spec.listed, f"option {_spec_name(spec, starting)}", opts.paths)
-            wanted = set(_listed_partitions(spec.listed))
-            return [p for p in dirs if p.topic_partition in wanted]
-    return dirs
+            return tp.topic in spec.listed if streaming else tp.partition in spec.listed.get(tp.topic, {})
+    return True
+
+
+def check_replicas(opts: ReadOptions, selected: Iterable[PartitionDir],
+                   absent: Mapping[TopicPartition, tuple[int, ...]]) -> None:
+    """A replicated partition read from the log dirs of some of its brokers must have an in-sync
+    replica among them (:attr:`~storage_core.log.replicas.ReplicaSet.problem`), and a partition the
+    KRaft metadata assigns to brokers whose dirs are not given (``absent``) cannot be read at all:
+    a :class:`~storage_core.errors.ReplicaMissingError` naming the partitions and the brokers that
+    hold them, or with failOnDataLoss=false a warning (the best replica present is read; an absent
+    partition is left out)."""
+    problems = [pd.replicas.problem for pd in selected if pd.replicas is not None and pd.replicas.problem]
+    for tp, brokers in sorted(absent.items()):
+        problems.append(f"{tp}: no replica is among the log dirs; it is on "
+                        f"{'broker' if len(brokers) == 1 else 'brokers'} {', '.join(map(str, brokers))}")
+    if not problems:
+        return
+    if opts.fail_on_data_loss:
+        hint = opts.setting("failOnDataLoss", "false")
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ReplicaMissingError("; ".join(problems[:5]) + more
+                                  + (f"; set {hint} to read what the dirs hold" if hint else ""))
+    for text in problems:
+        log.warning("klog: %s (failOnDataLoss=false: reading what the dirs hold)", text)
 
 
 def _require_existing(dirs: list[PartitionDir], listed: Mapping[str, Mapping[int, int]], what: str,
@@ -316,8 +370,9 @@ def _opened(logs: list[Log]) -> Iterator[list[Log]]:
 # --- range resolution -----------------------------------------------------------------------------
 
 def latest_offset(lg: Log, read_committed: bool) -> int:
-    """Where ``latest`` is: the last stable offset under read_committed, else the log end offset."""
-    return lg.last_stable_offset if read_committed else lg.log_end_offset
+    """Where ``latest`` is: the last stable offset under read_committed, else the high watermark
+    (the log end offset of a partition of one replica), as a consumer's ``ListOffsets`` answers."""
+    return lg.last_stable_offset if read_committed else lg.high_watermark
 
 
 def committed_for(spec: OffsetSpec, paths: Iterable[str | os.PathLike[str]], *, starting: bool) -> Mapping[TopicPartition, int] | None:

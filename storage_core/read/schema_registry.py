@@ -215,7 +215,7 @@ def _records(pd: PartitionDir) -> Iterator[tuple[int, bytes | None, bytes | None
     except PendingCommitError:
         return
     try:
-        pieces: list[Piece] = slices(lg, pd.topic_partition, lg.log_start_offset, lg.log_end_offset)
+        pieces: list[Piece] = slices(lg, pd.topic_partition, lg.log_start_offset, lg.high_watermark)
     finally:
         lg.close()
     for piece in pieces:

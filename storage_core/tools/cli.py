@@ -325,11 +325,19 @@ def _dirs(args: argparse.Namespace) -> list[Path]:
 
 
 def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from storage_core.log.manager import find_partitions
+    """The partitions of ``args.dir`` that ``--topic`` selects (each once: the replica read, from a
+    cluster's dirs); a selected partition that no dir holds though the KRaft metadata assigns it to
+    other brokers is a warning naming them."""
+    from storage_core.log.manager import scan_log_dirs
     from storage_core.read.planner import choose_partitions
 
     dirs = _log_dirs(args.dir)
-    parts = find_partitions(_dirs(args), required=True)
+    view = scan_log_dirs(_dirs(args), required=True)
+    parts = view.partitions
+    for tp, brokers in sorted(view.absent.items()):
+        if not args.topic or tp.topic in args.topic:
+            print(f"warning: {tp}: no replica is among the log dirs; it is on "
+                  f"{'broker' if len(brokers) == 1 else 'brokers'} {', '.join(map(str, brokers))}", file=sys.stderr)
     chosen = choose_partitions(parts, dirs, topics=sorted(set(args.topic))) if args.topic else None
     return parts if chosen is None else chosen
 
@@ -388,6 +396,12 @@ def _cmd_describe(args: argparse.Namespace) -> int:
               str(r.estimated_records),
               str(r.segments), str(r.size_bytes), _fmt_ts(r.first_timestamp), _fmt_ts(r.max_timestamp),
               ",".join(r.codecs) or "-"] for r in rows]
+    if any(r.replicas for r in rows):  # a cluster's dirs: the replica read, and what the cluster says of it
+        header += ["BROKER", "LEADER", "EPOCH", "ISR", "REPLICAS"]
+        for row, r in zip(table, rows, strict=True):
+            row += (["-"] * 5 if not r.replicas else
+                    [_id(r.broker), _id(r.leader), _id(r.leader_epoch), ",".join(map(str, r.isr)) or "-",
+                     ",".join(_id(x["broker"]) + ("!" if x["diverges_at"] is not None else "") for x in r.replicas)])
     if any(r.remote_segments for r in rows):  # tiered partitions: their remote range beside the local one
         header[2:4] = ["LOCAL START", "LOCAL END"]
         header += ["REMOTE START", "REMOTE END", "REMOTE SEGS", "REMOTE BYTES", "REMOTE MAX TIMESTAMP"]
@@ -409,12 +423,19 @@ def _cmd_describe(args: argparse.Namespace) -> int:
                   f"{_plural(sum(r.remote_segments for r in tiered_rows), 'segment')}, "
                   f"{_human(sum(r.remote_size_bytes for r in tiered_rows))}")
         _print_topic_configs(rows, context.kraft, NO_KRAFT_METADATA)
+    for r in rows:  # loudly, even with --quiet: replicas Kafka would truncate, partitions missing their ISR
+        for note in r.replica_notes[1:]:
+            print(f"warning: {r.topic}-{r.partition}: {note}", file=sys.stderr)
     for r in rows:  # loudly, even with --quiet: the dir holds another incarnation of the topic
         if r.topic_id_matches is False:
             print(f"warning: {r.topic}-{r.partition}: TOPIC ID MISMATCH: partition.metadata has {r.topic_id}, "
                   f"__cluster_metadata has {r.kraft_topic_id} (a partition of a deleted incarnation of the "
                   "topic; a broker would treat the dir as stray)", file=sys.stderr)
     return status
+
+
+def _id(v: int | None) -> str:
+    return "-" if v is None or v < 0 else str(v)
 
 
 def _print_topic_configs(rows: list[Any], kraft: Any, no_kraft: str) -> None:
