@@ -77,7 +77,7 @@ from storage_core.record.columnar import kafka_schema
 from .errors import spark_entry
 from .options import ReadOptions, StreamOptions
 from .planning import KlogInputPartition, pack
-from .writer import KlogCommitMessage, KlogWriter, WriteOptions, existing_topics
+from .writer import KlogCommitMessage, KlogWriter, WriteOptions
 
 log = logging.getLogger("klog")
 
@@ -482,7 +482,7 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
         sink = SinkBatch(self.sink_id, batchId) if self.sink_id is not None else None
         commit_job(f"{self._query_tag}-b{batchId}-{uuid.uuid4().hex[:8]}", staged,
                    overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
-                   config=self.opts.config, sink=sink)
+                   config=self.opts.config, sink=sink, replicas=self.replicas)
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect_sink_staging()
 
@@ -492,8 +492,7 @@ class KlogStreamWriter(KlogWriter, DataSourceStreamArrowWriter):
 
     def _collect_sink_staging(self) -> None:
         """Staging left by this query's tasks (replayed, failed or abandoned attempts)."""
-        dirs = [d for parts in existing_topics(self.opts.paths).values() for d in parts.values()]
-        collect_staging(dirs, job_id=self._query_tag)
+        collect_staging(self._partition_dirs(), job_id=self._query_tag)
 
 
 def stream_writer(options: Mapping[str, str], schema: object, overwrite: bool) -> KlogStreamWriter:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
 
-from storage_core.errors import InvalidOptionError, KlogError
+from storage_core.errors import InvalidOptionError, KlogError, ReplicatedWriteError
 from storage_core.files import journal_name, staging_prefix
 from storage_core.fs import OPTION_PREFIX, StorageOptions, writable_dir
 from storage_core.limits import INT32_MAX, INT64_MAX
@@ -36,6 +36,7 @@ from storage_core.log.cluster_metadata import check_new_topic, find_cluster_meta
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.journal import SinkBatch
 from storage_core.log.manager import find_partitions
+from storage_core.log.replicas import write_targets
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_partition import TopicPartition, check_appendable, validate_topic_name
 from storage_core.read.kafka_compat import split_kafka_options
@@ -184,12 +185,31 @@ def validate_schema(schema: StructType, opts: WriteOptions) -> None:
 
 
 def existing_topics(paths: tuple[str, ...]) -> dict[str, dict[int, str]]:
+    """The partition dirs of each topic in the log dirs ``paths``: for a replicated partition of a
+    cluster's dirs, its replica read (the leader's), where the write's tasks stage."""
     out: dict[str, dict[int, str]] = {}
-    for p in paths:
-        if Path(p).exists():
-            for pd in find_partitions([p]):
-                out.setdefault(pd.topic_partition.topic, {})[pd.topic_partition.partition] = str(pd.path)
+    for pd in find_partitions([p for p in paths if Path(p).exists()]):
+        out.setdefault(pd.topic_partition.topic, {})[pd.topic_partition.partition] = str(pd.path)
     return out
+
+
+def replica_plan(paths: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """For each replicated partition of the log dirs ``paths`` (:mod:`storage_core.log.replicas`):
+    the other replicas' dirs a write must reach, by the dir its tasks stage in; and, by that dir, why
+    a partition cannot be written (:func:`~storage_core.log.replicas.write_targets` refused it)."""
+    targets: dict[str, tuple[str, ...]] = {}
+    refused: dict[str, str] = {}
+    for pd in find_partitions([p for p in paths if Path(p).exists()]):
+        if pd.replicas is None:
+            continue
+        try:
+            more = write_targets(pd.replicas)
+        except ReplicatedWriteError as exc:
+            refused[str(pd.path)] = exc.detail
+            continue
+        if more:
+            targets[str(pd.path)] = tuple(map(str, more))
+    return targets, refused
 
 
 def ensure_topic(opts: WriteOptions, topics: dict[str, dict[int, str]], topic: str) -> dict[int, str]:
@@ -225,6 +245,9 @@ class KlogWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job_id = uuid.uuid4().hex[:16]
         self.topics = existing_topics(opts.paths)
+        # a cluster's dirs: every replica of a partition gets the same batches (commit_job), and a
+        # partition that cannot give them to every in-sync replica is refused before a task runs
+        self.replicas, self.refused = replica_plan(opts.paths)
         # what was there before this job: a failed job removes the dirs it made (see _remove_new_dirs)
         self.dirs_before = frozenset(d for parts in self.topics.values() for d in parts.values())
         self.roots_before = frozenset(p for p in opts.paths if Path(p).exists())
@@ -239,6 +262,14 @@ class KlogWriter(DataSourceArrowWriter):
         self.configs: dict[str, LogConfig] = {}
         if opts.topic is not None:
             ensure_topic(opts, self.topics, opts.topic)
+            for d in self.topics[opts.topic].values():
+                self._writable(d)
+
+    def _writable(self, pdir: str) -> None:
+        """Refuse a partition whose replicas cannot all be written (see :func:`replica_plan`)."""
+        why = self.refused.get(pdir)
+        if why is not None:
+            raise ReplicatedWriteError(why)
 
     # -- tasks
     @spark_entry
@@ -296,6 +327,7 @@ class KlogWriter(DataSourceArrowWriter):
                         for topic, p, rows in groups:
                             pdir = self.topics[topic][p]
                             if pdir not in writers:
+                                self._writable(pdir)
                                 writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
                                                               self.opts.compression, self.opts.max_batch_bytes,
                                                               encode_buffer)
@@ -481,7 +513,7 @@ class KlogWriter(DataSourceArrowWriter):
         from .driver import driver_liveness
 
         commit_job(self.job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
-                   config=self.opts.config, sink=self.opts.txn, owner_alive=driver_liveness())
+                   config=self.opts.config, sink=self.opts.txn, owner_alive=driver_liveness(), replicas=self.replicas)
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect(older_than_s=STALE_STAGING_S)
 
@@ -533,6 +565,10 @@ class KlogWriter(DataSourceArrowWriter):
         return left
 
     def _collect(self, older_than_s: float | None) -> None:
+        collect_staging(self._partition_dirs(), job_id=self.job_id, older_than_s=older_than_s)
+
+    def _partition_dirs(self) -> list[str]:
+        """Every partition dir of the log dirs, each replica's of a replicated partition included."""
         dirs = [d for parts in existing_topics(self.opts.paths).values() for d in parts.values()]
-        collect_staging(dirs, job_id=self.job_id, older_than_s=older_than_s)
+        return dirs + [t for d in dirs for t in self.replicas.get(d, ())]
 

@@ -41,6 +41,7 @@ __all__ = [
     "UnsafePathError",
     "NotALogDirError",
     "MixedClustersError",
+    "ReplicatedWriteError",
     "SnapshotError",
     "MessageDecodeError",
     "UnknownMessageTypeError",
@@ -280,6 +281,12 @@ class UnsafePathError(KlogError):
 class NotALogDirError(KlogError, ValueError):
     """A path given to read as a Kafka log dir (or partition dir) holds no topic-partition
     directories: the message says what it does hold, and which child looks like a log dir."""
+
+
+class ReplicatedWriteError(KlogError, ValueError):
+    """A write into a replicated partition cannot give every in-sync replica the same batches at
+    the same offsets (:func:`storage_core.log.replicas.write_targets`): a replica's dir is missing,
+    or the replicas end at different offsets. Raised before anything is written."""
 
 
 class MixedClustersError(NotALogDirError):

@@ -37,11 +37,11 @@ Nothing here decodes a record: it reads ``meta.properties``, the checkpoints, ea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage_core.errors import KlogError, MixedClustersError
+from storage_core.errors import KlogError, MixedClustersError, ReplicatedWriteError
 from storage_core.files import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -56,9 +56,10 @@ from storage_core.log.cluster_metadata import (
     PartitionRegistration,
 )
 from storage_core.log.topic_partition import TopicPartition
+from storage_core.record.file_records import FileRecords
 
 __all__ = ["BrokerDir", "Replica", "ReplicaSet", "broker_dir", "divergence_offset", "end_offset_for_epoch",
-           "replica_sets"]
+           "first_disagreement", "replica_sets", "write_targets"]
 
 #: ``LeaderEpochFileCache``'s answers for an epoch it cannot place.
 UNDEFINED_EPOCH = -1
@@ -332,3 +333,86 @@ def replica_sets(found: Mapping[TopicPartition, Sequence[tuple[Path, Path]]], br
             continue
         out[tp] = choose_replica(tp, replicas, None if kraft is None else kraft.partition(tp.topic, tp.partition))
     return out
+
+
+# --- replicas cross-checked ----------------------------------------------------------------------------
+
+def _batch_heads(path: Path, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """``(base offset, last offset, size, CRC, partition leader epoch)`` of each batch of the
+    partition dir ``path`` that ends at or after ``start`` and begins before ``end`` (headers only:
+    a follower appends the leader's batches byte for byte, ``Partition.appendRecordsToFollowerOrFutureReplica``)."""
+    for log_path in sorted((p for p in path.iterdir() if is_log_file(p.name)), key=base_offset_of):
+        for batch in FileRecords(log_path).batches(transient=True):
+            if batch.last_offset < start:
+                continue
+            if batch.base_offset >= end:
+                return
+            yield (batch.base_offset, batch.last_offset, batch.size_in_bytes, int(getattr(batch, "crc", -1)),
+                   int(getattr(batch, "partition_leader_epoch", -1)))
+
+
+_HEAD_FIELDS = ("base offset", "last offset", "size", "CRC", "partition leader epoch")
+
+
+def first_disagreement(tp: TopicPartition, read: Replica, other: Replica, start: int, end: int) -> str | None:
+    """Where ``other``'s batches in ``[start, end)`` differ from those of the replica ``read``
+    (comparing batch headers: base and last offset, size, CRC, partition leader epoch), in words
+    naming the brokers, the offset and both values; None when they agree. ``start`` should lie past
+    what either replica's cleaner compacted (each replica compacts on its own)."""
+    heads_a = _batch_heads(read.path, start, end)
+    heads_b = _batch_heads(other.path, start, end)
+    while True:
+        a, b = next(heads_a, None), next(heads_b, None)
+        if a is None or b is None:
+            if a == b:
+                return None
+            have, lacks = (read, other) if b is None else (other, read)
+            at = (a or b or (0,))[0]
+            return (f"{tp}: broker {have.broker}'s replica has a batch at offset {at} that broker {lacks.broker}'s "
+                    f"lacks, though both should hold offsets {start}..{end - 1}")
+        if a != b:
+            field_name, va, vb = next((n, x, y) for n, x, y in zip(_HEAD_FIELDS, a, b, strict=True) if x != y)
+            return (f"{tp}: the replicas of brokers {read.broker} and {other.broker} differ at offset "
+                    f"{min(a[0], b[0])}: {field_name} {va} in {read.path}, {vb} in {other.path}; a follower's batches "
+                    "are the leader's, byte for byte")
+
+
+# --- writes: every in-sync replica gets the same batches ------------------------------------------
+
+def write_targets(rs: ReplicaSet) -> tuple[Path, ...]:
+    """The partition dirs a write into the replicated partition ``rs`` must reach besides the one
+    read (``rs.read.path``, where its tasks stage), so that every replica given holds the same
+    batches at the same offsets; raises :class:`~storage_core.errors.ReplicatedWriteError` before
+    anything is written when that cannot be:
+
+    - an in-sync replica's dir is not among the log dirs (its broker would become leader, or stay
+      one, without the records, and the others would truncate them: ``Partition.makeFollower``);
+    - the replicas to write do not end at the same offset along one lineage (a follower behind,
+      or one that diverges: the same offsets cannot be appended to both).
+
+    A replica out of the ISR that ends where the others do is written too; one behind or divergent
+    is left to Kafka (it fetches, or truncates, from the leader when the cluster runs again)."""
+    tp = rs.topic_partition
+    reg = rs.registration
+    by_broker = {r.broker: r for r in rs.replicas}
+    if reg is not None:
+        missing = [b for b in reg.isr if b not in by_broker]
+        if missing:
+            raise ReplicatedWriteError(
+                f"a write into {tp} must reach every in-sync replica (ISR {', '.join(map(str, reg.isr))} by the KRaft "
+                f"metadata), but the log dirs of {_brokers(missing)} are not given; nothing was written: give every "
+                "broker's log dirs")
+        must = [by_broker[b] for b in reg.isr]
+    else:
+        must = list(rs.replicas)
+    end = rs.read.log_end_offset
+    uneven = [r for r in must if r.log_end_offset != end or r.diverges_at is not None]
+    if uneven:
+        said = ", ".join(f"broker {r.broker} ends at {r.log_end_offset}"
+                         + (f" and diverges at {r.diverges_at}" if r.diverges_at is not None else "") for r in uneven)
+        raise ReplicatedWriteError(
+            f"the in-sync replicas of {tp} do not end at the same offset (broker {rs.read.broker} ends at {end}; {said}), "
+            "so the same offsets cannot be appended to each; nothing was written: start the cluster until its "
+            "followers have caught up, stop it cleanly, then write")
+    extra = [r for r in rs.replicas if r not in must and r.log_end_offset == end and r.diverges_at is None]
+    return tuple(r.path for r in [*must, *extra] if r.path != rs.read.path)

@@ -31,7 +31,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -227,7 +227,8 @@ class StagingWriter:
 def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
                lock_timeout_s: float = 600.0, config: LogConfig | None = None,
                sink: SinkBatch | None = None,
-               owner_alive: Callable[[], bool] | None = None) -> dict[TopicPartition, tuple[int, int]]:
+               owner_alive: Callable[[], bool] | None = None,
+               replicas: Mapping[str, Sequence[str]] | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """Make a job's staged partitions visible atomically per log dir; returns each partition's
     new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
     sink mark already holds the batch (or a later one) is skipped and its staging dropped.
@@ -240,24 +241,57 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
     lives. The commit is decided when its journal is removed; until then a dead owner makes it
     roll back (:func:`~storage_core.log.journal.recover_commits`) and raise :class:`CommitError`,
     because an owner that died never told its user the job succeeded, and the user's rerun must not
-    add the records twice."""
+    add the records twice.
+
+    ``replicas``: for a replicated partition, the partition dirs of its other replicas by the dir
+    its tasks staged in (:func:`~storage_core.log.replicas.write_targets`). Each gets a byte-for-byte
+    copy of the staging and commits it at the same offsets, under its own log dir's lock; the dirs
+    of the staging replicas (the leaders') commit last, so that a commit cut short leaves klog's
+    records on followers only, which a follower truncates to its leader when the cluster starts
+    (``Partition.makeFollower``): never on a leader without them on its ISR."""
     try:
-        return _commit_job(job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
-                           config=config, sink=sink, owner_alive=owner_alive)
+        more, last = _replicate_staging(staged, replicas or {})
+        return _commit_job(job_id, [*staged, *more], overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
+                           config=config, sink=sink, owner_alive=owner_alive, last=last)
     except OSError as exc:
         raise storage_error(exc, f"committing job {job_id}") from exc
 
 
+def _replicate_staging(staged: Sequence[StagedPartition], replicas: Mapping[str, Sequence[str]],
+                       ) -> tuple[list[StagedPartition], set[Path]]:
+    """Copies of each replicated partition's staging into its other replicas' partition dirs (the
+    same staging name, fsynced), and the log dirs of the staging replicas, which commit last."""
+    more: list[StagedPartition] = []
+    last: set[Path] = set()
+    for sp in staged:
+        targets = replicas.get(sp.partition_dir, ())
+        if not targets:
+            continue
+        last.add(Path(sp.partition_dir).parent)
+        source = Path(sp.partition_dir) / sp.staging_dir
+        for target in targets:
+            copy = Path(target) / sp.staging_dir
+            if copy.exists():
+                shutil.rmtree(copy)
+            shutil.copytree(source, copy)
+            for f in copy.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+            fsync_dir(copy)
+            more.append(StagedPartition(sp.topic, sp.partition, str(target), sp.staging_dir, sp.segments))
+    return more, last
+
+
 def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str],
                 lock_timeout_s: float, config: LogConfig | None, sink: SinkBatch | None,
-                owner_alive: Callable[[], bool] | None) -> dict[TopicPartition, tuple[int, int]]:
+                owner_alive: Callable[[], bool] | None, last: set[Path]) -> dict[TopicPartition, tuple[int, int]]:
     by_dir: dict[Path, list[StagedPartition]] = {}
     for sp in staged:
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
     for d in _overwrite_dirs(overwrite_topics, staged):
         by_dir.setdefault(d, [])
     result: dict[TopicPartition, tuple[int, int]] = {}
-    for log_dir, parts in sorted(by_dir.items()):
+    for log_dir, parts in sorted(by_dir.items(), key=lambda kv: (kv[0] in last, kv[0])):
         try:
             lock = LogDirLock(log_dir, lock_timeout_s)
         except LogDirLockedError as exc:
@@ -289,6 +323,10 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                         entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
                         next_base += seg.records
                 tp = TopicPartition.parse_dir_name(Path(pdir).name)
+                if tp in result and result[tp] != (leo, next_base):  # a replica that moved since the job began
+                    raise CommitError(f"job {job_id}: the replica of {tp} in {pdir} ends at {leo}, another at "
+                                      f"{result[tp][0]}: the same offsets cannot be committed to both; the replicas "
+                                      "committed so far are followers, which Kafka truncates to their leader")
                 result[tp] = (leo, next_base)
                 ends[pdir] = next_base
                 if tp.topic in overwrite_set:

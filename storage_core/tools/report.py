@@ -7,6 +7,11 @@ place, a torn batch in a segment that is not the last) and a *warning* when Kafk
 rebuild (a missing or untrimmed index, a torn tail of the active segment). Lost data — what the
 dir's own evidence says should be there and cannot be read, by the rule every reader applies
 (:mod:`storage_core.log.lost`) — is an error naming the offsets, the file and the bytes.
+
+A replicated partition read from several brokers' dirs (:mod:`storage_core.log.replicas`) is
+verified in the replica read, and its other replicas are cross-checked against it: a replica that
+leaves the read one's leader-epoch lineage is a warning naming the broker and the offsets Kafka
+would truncate; batches that differ where both replicas should hold the same ones are an error.
 """
 
 from __future__ import annotations
@@ -16,18 +21,22 @@ from pathlib import Path
 
 from storage_core.errors import KlogError, PendingCommitError
 from storage_core.files import (
+    CLEANER_OFFSET_CHECKPOINT,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
     has_log_files,
 )
+from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.dir_state import LogDirState
 from storage_core.log.lost import LostData, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, open_log_read_only
 from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.replicas import first_disagreement
 from storage_core.log.segment import scan_segment
 from storage_core.log.time_index import TimeIndex
+from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.file_records import FileRecords
 from storage_core.record.records import COMPRESSION_CODEC_MASK, RECORDS_OFFSET, DefaultRecordBatch
 
@@ -69,7 +78,38 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
         _verify_indexes(log_path, intact, last, rep)
     rep.lost.extend(lost)
     rep.errors.extend(f"lost data: {x}" for x in lost)
+    _cross_check(pd, rep)
     return rep
+
+
+def _cross_check(pd: PartitionDir, rep: VerifyReport) -> None:
+    """The replicas of ``pd`` against the one read: divergence (a warning) and differing batches
+    below where both agree (an error), compared from past what either replica's cleaner compacted."""
+    rs = pd.replicas
+    if rs is None:
+        return
+    if rs.problem:
+        rep.warnings.append(rs.problem)
+    tp = pd.topic_partition
+    for other in rs.replicas:
+        if other is rs.read or other.path == rs.read.path:
+            continue
+        if other.diverges_at is not None:
+            rep.warnings.append(f"{tp}: broker {other.broker}'s replica ({other.path}) diverges from broker "
+                                f"{rs.read.broker}'s at offset {other.diverges_at}: Kafka would truncate its offsets "
+                                f"{other.diverges_at}..{other.log_end_offset - 1} (never read)")
+        cleaned = max(_cleaned_to(rs.read.log_dir, tp), _cleaned_to(other.log_dir, tp))
+        start = max(rs.read.log_start_offset, other.log_start_offset, cleaned)
+        end = min(other.agreed_end, rs.read.log_end_offset)
+        if start < end:
+            found = first_disagreement(tp, rs.read, other, start, end)
+            if found is not None:
+                rep.errors.append(found)
+
+
+def _cleaned_to(log_dir: Path, tp: TopicPartition) -> int:
+    """Where the log dir's cleaner has compacted ``tp`` to (``cleaner-offset-checkpoint``), or 0."""
+    return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).read().get(tp, 0)
 
 
 def _intact_spans(log_path: Path, valid_bytes: int, size: int, lost: list[LostData]) -> list[tuple[int, int]]:
