@@ -250,6 +250,9 @@ class Broker:
     """One single-node KRaft broker, its dirs under ``root``: ``data/`` (``log.dirs``),
     ``server.properties``, ``server.log`` (the broker's log4j output) and ``stdout.log``."""
 
+    #: The JVM's options (a subclass running several JVMs at once gives them less heap).
+    jvm_options: tuple[str, ...] = ("-Xmx768m", "-XX:+UseSerialGC")
+
     def __init__(self, root: Path, version: str | None = None, **config: str) -> None:
         self.root = root
         self.version = kafka_version(version)
@@ -294,7 +297,7 @@ class Broker:
         stdout = open(self.root / "stdout.log", "ab")  # noqa: SIM115 - the child owns it
         try:
             self.proc = subprocess.Popen(
-                ["java", "-Xmx768m", "-XX:+UseSerialGC", f"-Dkafka.logs.dir={self.root}",
+                ["java", *self.jvm_options, f"-Dkafka.logs.dir={self.root}",
                  f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
                  "-cp", self.cp, "kafka.Kafka", str(self.root / "server.properties")],
                 stdout=stdout, stderr=subprocess.STDOUT, env=java_env(), start_new_session=True)

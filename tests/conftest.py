@@ -50,3 +50,26 @@ def broker(tmp_path_factory):  # type: ignore[no-untyped-def]
     b.start()
     yield b
     b.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """One Kafka 4.4.0 KRaft cluster per test process (``tests/cluster_fixture.py``): a controller and
+    three brokers, each its own JVM, about 20 s to start. Tests make fresh topics; a test that leaves
+    a broker down (the messy scenario does) leaves it so for the next: call ``cluster.start()`` (it
+    starts every broker not running) where all three are needed. Skips or fails as ``broker`` does."""
+    import broker_fixture
+    import cluster_fixture
+
+    reason = cluster_fixture.unavailable()
+    if reason is not None:
+        if broker_fixture.required():
+            pytest.fail(f"{broker_fixture.REQUIRE_ENV}=1 but {reason}")
+        pytest.skip(reason)
+    c = cluster_fixture.Cluster(tmp_path_factory.mktemp("kafka-cluster"))
+    try:
+        c.start()
+        yield c
+        c.stop()
+    finally:
+        c.kill()
