@@ -1,0 +1,359 @@
+"""A whole cluster's log dirs read as the cluster serves them, and written so that every replica agrees
+(issue 57), against a real Kafka 4.4.0 KRaft cluster (``tests/cluster_fixture.py``: a controller and
+three brokers, each its own JVM, RF 3, ``min.insync.replicas`` 2).
+
+The truth is the cluster's own: Kafka's consumer at both isolation levels and the Admin client
+(ListOffsets, describeTopics), taken while the cluster runs. klog reads the brokers' dirs (volume
+snapshots: live, and after a clean shutdown) and must return exactly those records, from every
+subset of the dirs that holds an in-sync replica of each partition; a subset that lacks one is
+refused naming the partition and its brokers. The messy scenario (followers and leaders SIGKILLed
+and restarted under Kafka's producers, an unclean election leaving a divergent replica, one broker
+left dead) is read the same way, and its divergent replica is reported and never read. Writes go
+into every in-sync replica's dir; after the restart every broker, leader in turn, serves klog's rows.
+
+Seeds are printed; ``KLOG_CLUSTER_SEED`` replays one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_corpus import assert_same_rows, rows_of
+
+import storage_core
+from storage_core.errors import MixedClustersError, ReplicaMissingError, ReplicatedWriteError
+from storage_core.log.checkpoint import MetaProperties
+from storage_core.tools.cli import main as klog
+
+pytestmark = [pytest.mark.broker]
+
+ISOLATION = ("read_uncommitted", "read_committed")
+
+
+def _seed(name: str) -> int:
+    seed = int(os.environ.get("KLOG_CLUSTER_SEED") or random.randrange(2**31))
+    print(f"{name} seed={seed} (KLOG_CLUSTER_SEED={seed} replays it)")
+    return seed
+
+
+def _joined(dirs: Sequence[Path]) -> str:
+    return ",".join(map(str, dirs))
+
+
+def _want(rows: list[dict[str, Any]], topics: Sequence[str]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["topic"] in topics]
+
+
+@dataclass
+class Copies:
+    """One workload's truth, and the brokers' dirs copied live and after a clean shutdown."""
+
+    seed: int
+    topics: list[str]
+    rf2: str
+    truth: dict[str, list[dict[str, Any]]]  # by isolation level
+    offsets: dict[str, dict[str, Any]]
+    describe: dict[str, dict[str, Any]]
+    live: dict[int, Path]  # node id -> copied data dir (the controller's included)
+    stopped: dict[int, Path]
+
+    def brokers(self, which: str) -> dict[int, Path]:
+        copy = self.live if which == "live" else self.stopped
+        return {n: d for n, d in copy.items() if n < 100}
+
+
+@pytest.fixture(scope="module")
+def steady(cluster, tmp_path_factory: pytest.TempPathFactory) -> Copies:  # type: ignore[no-untyped-def]
+    """Idempotent and transactional (a third aborted) producers on RF-3 topics and one RF-2 topic, every
+    codec; the truth once every replica caught up and the high-watermark checkpoints (every second) too."""
+    seed = _seed("steady")
+    rng = random.Random(seed)
+    cluster.start()
+    p = f"s{seed % 100000}"
+    topics = [f"{p}-idem", f"{p}-txn", f"{p}-rf2"]
+    small = {"internal.segment.bytes": "65536"}
+    cluster.create_topic(topics[0], rng.randint(1, 3), configs=small)
+    cluster.create_topic(topics[1], 2, configs=small)
+    cluster.create_topic(topics[2], 3, replication=2)
+    cluster.wait_replicated(topics)
+    cluster.produce(rng.randrange(2**31), [(topics[0], "idempotent", rng.randint(600, 1200)),
+                                           (topics[1], "txn", rng.randint(600, 1200)),
+                                           (topics[2], "idempotent", rng.randint(100, 300))])
+    cluster.wait_replicated(topics)
+    time.sleep(2.5)  # replica.high.watermark.checkpoint.interval.ms is 1 s
+    truth = {iso: cluster.consume(iso, topics) for iso in ISOLATION}
+    offsets = cluster.list_offsets(topics)
+    describe = cluster.describe(topics)
+    root = tmp_path_factory.mktemp("steady-copies")
+    live = cluster.snapshot(root / "live")
+    stopped = cluster.stopped_snapshot(root / "stopped")
+    return Copies(seed, topics, topics[2], truth, offsets, describe, live, stopped)
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_read_arrow_of_every_dir_equals_the_consumer(steady: Copies, which: str, iso: str) -> None:
+    dirs = list((steady.live if which == "live" else steady.stopped).values())  # the controller's too
+    got = storage_core.read_arrow(_joined(dirs), topics=steady.topics, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), steady.truth[iso], f"seed={steady.seed} {which} {iso} all dirs")
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+def test_every_subset_holding_an_isr_replica_reads_the_same(steady: Copies, which: str) -> None:
+    """Every non-empty subset of the brokers' dirs: the RF-3 topics equal the truth (every broker is in
+    every ISR); the RF-2 topic is refused where a partition has no replica among the dirs, naming it."""
+    brokers = steady.brokers(which)
+    rf3 = [t for t in steady.topics if t != steady.rf2]
+    for n in range(1, len(brokers) + 1):
+        for subset in itertools.combinations(sorted(brokers), n):
+            dirs = [brokers[b] for b in subset]
+            ctx = f"seed={steady.seed} {which} brokers {subset}"
+            for iso in ISOLATION:
+                got = storage_core.read_arrow(_joined(dirs), topics=rf3, isolationLevel=iso, includeHeaders=True)
+                assert_same_rows(rows_of(got.read_all()), _want(steady.truth[iso], rf3), f"{ctx} {iso}")
+            held = {tp for tp, d in steady.describe.items() if tp.startswith(steady.rf2 + "-")
+                    and set(d["replicas"]) & set(subset)}
+            every = {tp for tp in steady.describe if tp.startswith(steady.rf2 + "-")}
+            if held == every:
+                got = storage_core.read_arrow(_joined(dirs), topics=steady.rf2, includeHeaders=True).read_all()
+                assert_same_rows(rows_of(got), _want(steady.truth["read_uncommitted"], [steady.rf2]), ctx)
+                continue
+            missing = sorted(every - held)
+            with pytest.raises(ReplicaMissingError) as err:
+                storage_core.read_arrow(_joined(dirs), topics=steady.rf2)
+            for tp in missing:
+                assert f"{tp}: no replica is among the log dirs" in str(err.value), (ctx, str(err.value))
+                assert ", ".join(map(str, steady.describe[tp]["replicas"])) in str(err.value), ctx
+            got = storage_core.read_arrow(_joined(dirs), topics=steady.rf2, failOnDataLoss=False).read_all()
+            want = [r for r in steady.truth["read_uncommitted"]
+                    if r["topic"] == steady.rf2 and f"{r['topic']}-{r['partition']}" in held]
+            assert_same_rows(rows_of(got), want, ctx + " failOnDataLoss=false")
+
+
+def test_describe_equals_admin(steady: Copies) -> None:
+    """The live copy: each partition's end offset is the high watermark ListOffsets gives, its last stable
+    offset ListOffsets' at read_committed; leader, leader epoch and ISR are describeTopics'."""
+    table = storage_core.describe(_joined(list(steady.live.values())), topics=steady.topics).to_pylist()
+    assert len(table) == len(steady.offsets)
+    for row in table:
+        tp = f"{row['topic']}-{row['partition']}"
+        want, d = steady.offsets[tp], steady.describe[tp]
+        ctx = f"seed={steady.seed} {tp}: {row}"
+        assert (row["start_offset"], row["end_offset"], row["last_stable_offset"]) == \
+            (want["earliest"], want["latest"], want["lso"]), ctx
+        assert row["leader"] == d["leader"] and row["broker"] == d["leader"], ctx
+        assert row["leader_epoch"] == d["leaderEpoch"] and sorted(row["isr"]) == sorted(d["isr"]), ctx
+        assert sorted(r["broker"] for r in row["replicas"]) == sorted(d["replicas"]), ctx
+        assert all(r["diverges_at"] is None for r in row["replicas"]), ctx
+
+
+@pytest.mark.spark
+def test_spark_and_export_of_every_dir_equal_the_consumer(spark, steady: Copies, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    dirs = _joined(list(steady.stopped.values()))
+    for iso in ISOLATION:
+        df = (spark.read.format("klog").option("subscribe", ",".join(steady.topics)).option("includeHeaders", "true")
+              .option("kafka.isolation.level", iso).load(dirs))
+        assert_same_rows(rows_of(df.collect()), steady.truth[iso], f"seed={steady.seed} spark {iso}")
+    import pyarrow.parquet as pq
+
+    for topic in steady.topics:
+        out = tmp_path / f"{topic}.parquet"
+        assert klog(["export", dirs, "--topic", topic, "--read-committed", "--headers", "-q", "-o", str(out)]) == 0
+        assert_same_rows(rows_of(pq.read_table(out)), _want(steady.truth["read_committed"], [topic]),
+                         f"seed={steady.seed} export {topic}")
+    capsys.readouterr()
+
+
+def test_dirs_of_two_clusters_are_refused(steady: Copies, tmp_path: Path) -> None:
+    other = tmp_path / "other-cluster"
+    shutil.copytree(steady.stopped[1], other)
+    props = MetaProperties.in_dir(other).read()
+    theirs = props["cluster.id"]
+    props["cluster.id"] = "AAAAAAAAAAAAAAAAAAAAAg"
+    MetaProperties.in_dir(other).write(props)
+    with pytest.raises(MixedClustersError) as err:
+        storage_core.read_arrow(_joined([steady.stopped[2], other]), topics=steady.topics[0])
+    msg = str(err.value)
+    assert theirs in msg and "AAAAAAAAAAAAAAAAAAAAAg" in msg and str(other) in msg and str(steady.stopped[2]) in msg
+
+
+def test_dirs_without_the_kraft_metadata_read_by_their_own_files(steady: Copies, tmp_path: Path) -> None:
+    """As a ZooKeeper-era cluster's dirs (no ``__cluster_metadata``): replicas chosen by their leader-epoch
+    lineage, the end at the checkpointed high watermarks; describe says the ISR is not known."""
+    dirs = []
+    for n, d in steady.brokers("stopped").items():
+        copy = tmp_path / f"b{n}"
+        shutil.copytree(d, copy, ignore=shutil.ignore_patterns("__cluster_metadata-0"))
+        dirs.append(copy)
+    for iso in ISOLATION:
+        got = storage_core.read_arrow(_joined(dirs), topics=steady.topics, isolationLevel=iso, includeHeaders=True)
+        assert_same_rows(rows_of(got.read_all()), steady.truth[iso], f"seed={steady.seed} no metadata {iso}")
+    notes = storage_core.describe(_joined(dirs), topics=steady.topics[0]).column("replica_notes").to_pylist()
+    assert all(any("the ISR is not known" in n for n in row) for row in notes), notes
+
+
+# --- the messy scenario ----------------------------------------------------------------------------------
+
+
+@dataclass
+class MessyCopies:
+    m: Any  # cluster_fixture.Messy
+    live: dict[int, Path]
+
+
+@pytest.fixture(scope="module")
+def messy(cluster, tmp_path_factory: pytest.TempPathFactory) -> MessyCopies:  # type: ignore[no-untyped-def]
+    from cluster_fixture import messy_scenario
+
+    cluster.start()
+    seed = _seed("messy")
+    m = messy_scenario(cluster, seed, f"m{seed % 100000}", records=1800)
+    time.sleep(2.5)  # the high-watermark checkpoints of the live brokers
+    live = cluster.snapshot(tmp_path_factory.mktemp("messy-copies") / "live")
+    return MessyCopies(m, live)
+
+
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_messy_cluster_reads_as_its_consumer(messy: MessyCopies, iso: str) -> None:
+    """Every dir (the dead broker's stale copy among them), and the live brokers' alone."""
+    m = messy.m
+    truth = m.committed if iso == "read_committed" else m.uncommitted
+    every = list(messy.live.values())
+    got = storage_core.read_arrow(_joined(every), topics=m.topics, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), truth, f"seed={m.seed} messy all dirs {iso} events={m.events}")
+    alive = [d for n, d in messy.live.items() if n != m.dead]
+    got = storage_core.read_arrow(_joined(alive), topics=m.topics, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), truth, f"seed={m.seed} messy live brokers {iso}")
+
+
+def test_messy_dead_brokers_dir_alone_is_refused(messy: MessyCopies, caplog: pytest.LogCaptureFixture) -> None:
+    """The broker left dead is out of every ISR: its dir alone holds no in-sync replica."""
+    m = messy.m
+    dead = messy.live[m.dead]
+    with pytest.raises(ReplicaMissingError) as err:
+        storage_core.read_arrow(str(dead), topics=m.topics[0])
+    assert "none of its in-sync replicas" in str(err.value) and f"broker {m.dead}" in str(err.value)
+    with caplog.at_level(logging.WARNING, logger="klog"):
+        storage_core.read_arrow(str(dead), topics=m.topics[0], failOnDataLoss=False).read_all()
+    assert "none of its in-sync replicas" in caplog.text
+
+
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_divergent_replica_is_reported_and_never_read(messy: MessyCopies, iso: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The copy taken after the unclean election, its old leader stopped: that broker's replica holds
+    records Kafka truncated; klog reads the new leader's, names the old one's divergence at the offset
+    Kafka truncated it to, and ``verify`` warns of it."""
+    m = messy.m
+    div = m.divergence
+    dirs = [p for p in sorted(div.snapshot.glob("*/data"))]
+    truth = m.committed if iso == "read_committed" else m.uncommitted
+    got = storage_core.read_arrow(_joined(dirs), topics=div.topic, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), _want(truth, [div.topic]), f"seed={m.seed} divergent copy {iso}")
+    row = storage_core.describe(_joined(dirs), topics=div.topic).to_pylist()[0]
+    assert row["broker"] == div.leader, row
+    replicas = {r["broker"]: r for r in row["replicas"]}
+    assert replicas[div.broker]["diverges_at"] == div.truncate_to, (row, div)
+    assert replicas[div.broker]["log_end_offset"] == div.log_end, (row, div)
+    capsys.readouterr()
+    assert klog(["verify", _joined(dirs), "--topic", div.topic]) == 0
+    said = capsys.readouterr()
+    assert f"broker {div.broker}'s replica" in said.out + said.err, said
+    assert f"diverges from broker {div.leader}'s at offset {div.truncate_to}" in said.out + said.err, said
+
+
+# --- writes ------------------------------------------------------------------------------------------------
+
+
+def _staging(dirs: Sequence[Path]) -> list[Path]:
+    return [p for d in dirs for p in d.glob("*/.klog-staging-*")]
+
+
+@pytest.mark.spark
+def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With the cluster stopped, a Spark append into every broker's dirs; after the restart Kafka's
+    consumer returns klog's rows, and again after each broker in turn was made the leader (the others
+    killed in turn). A write given two of the three brokers' dirs is refused before anything is written."""
+    seed = _seed("write")
+    rng = random.Random(seed)
+    cluster.start()
+    topic = f"w{seed % 100000}"
+    cluster.create_topic(topic, 2)
+    cluster.wait_replicated([topic])
+    cluster.produce(rng.randrange(2**31), [(topic, "idempotent", rng.randint(100, 300))])
+    cluster.wait_replicated([topic])
+    before = cluster.consume("read_uncommitted", [topic])
+    cluster.stop()
+    dirs = [cluster.broker(n).log_dir for n in sorted(cluster.brokers)]
+    from storage_core.log.manager import find_partitions
+
+    isr = {b for pd in find_partitions(dirs) if pd.topic_partition.topic == topic
+           for b in (pd.replicas.registration.isr if pd.replicas and pd.replicas.registration else ())}
+    assert isr, "the KRaft metadata gives the topic an ISR"
+    without = [d for b, d in zip(sorted(cluster.brokers), dirs, strict=True) if b != min(isr)]
+    n = rng.randint(50, 150)
+    rows = spark.range(n).selectExpr("CAST(id AS STRING) AS key", "CONCAT('klog-', CAST(id AS STRING)) AS value")
+    with pytest.raises(Exception) as err:  # noqa: PT011 - Spark wraps the error of the driver
+        rows.write.format("klog").option("topic", topic).mode("append").save(_joined(without))
+    assert "must reach every in-sync replica" in str(err.value), str(err.value)[-2000:]
+    assert not _staging(dirs)
+    rows.write.format("klog").option("topic", topic).mode("append").save(_joined(dirs))
+    assert not _staging(dirs)
+    cluster.start()
+    cluster.wait_replicated([topic])
+    got = cluster.consume("read_uncommitted", [topic])
+    klogs = sorted(bytes(r["value"]).decode() for r in got if r["value"] and bytes(r["value"]).startswith(b"klog-"))
+    assert klogs == sorted(f"klog-{i}" for i in range(n)), f"seed={seed}"
+    assert len(got) == len(before) + n
+    for leader in sorted(cluster.brokers):
+        for other in cluster.brokers:
+            if other != leader:
+                cluster.broker(other).kill()
+        for p in range(2):
+            cluster.wait_leader(topic, p, not_in=[b for b in cluster.brokers if b != leader])
+        assert rows_of_consumer(cluster.consume("read_uncommitted", [topic])) == rows_of_consumer(got), \
+            f"seed={seed} leader {leader}"
+        cluster.start()
+        cluster.wait_replicated([topic])
+
+
+def rows_of_consumer(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in rows)
+
+
+def test_write_refused_without_every_isr_replica(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The Python view of the same rule: the replica plan refuses a partition whose ISR member's dir is
+    not given, naming it; given every dir, each partition's followers are its write targets."""
+    from storage_core.log.manager import find_partitions
+    from storage_core.log.replicas import write_targets
+
+    seed = _seed("refuse")
+    cluster.start()
+    topic = f"r{seed % 100000}"
+    cluster.create_topic(topic, 1)
+    cluster.wait_replicated([topic])
+    cluster.produce(seed, [(topic, "idempotent", 50)])
+    cluster.wait_replicated([topic])
+    time.sleep(2.5)
+    copies = cluster.stopped_snapshot(tmp_path / "copy")
+    brokers = {n: d for n, d in copies.items() if n < 100}
+    (pd,) = [p for p in find_partitions(list(brokers.values())) if p.topic_partition.topic == topic]
+    assert pd.replicas is not None
+    assert sorted(t.parent.parent.name for t in write_targets(pd.replicas)) == \
+        sorted(f"b{b}" for b in brokers if brokers[b] != pd.log_dir)
+    some = sorted(brokers)[:2]
+    (pd,) = [p for p in find_partitions([brokers[b] for b in some]) if p.topic_partition.topic == topic]
+    assert pd.replicas is not None
+    with pytest.raises(ReplicatedWriteError, match="must reach every in-sync replica"):
+        write_targets(pd.replicas)
