@@ -373,7 +373,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         wanted = {tp for tp, e in until.items() if e > begin.get(tp, -1)}
         if not wanted:
             return []
-        dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.log_dirs)}
+        dirs = {pd.topic_partition: pd for pd in find_partitions(self.opts.read.log_dirs, only=lambda tp: tp in wanted)}
         states = LogDirStates()  # each dir's checkpoints and journals read once for the batch
         tiered = _tiered(self.opts)
         parts: list[tuple[Log, PartitionRange]] = []

@@ -384,8 +384,19 @@ class Cluster:
     # ------------------------------------------------------------ waiting
 
     def wait_until(self, what: str, check: Callable[[], bool], timeout: float = WAIT_S) -> None:
+        """Poll ``check`` until it holds; a topic the brokers do not know yet (just created: the
+        metadata reaches every broker a little later) is not so yet."""
         deadline = time.monotonic() + timeout
-        while not check():
+
+        def holds() -> bool:
+            try:
+                return check()
+            except BrokerError as e:
+                if "UnknownTopicOrPartition" in str(e) and time.monotonic() < deadline:
+                    return False
+                raise
+
+        while not holds():
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what}: not so after {timeout:.0f} s")
             time.sleep(0.5)

@@ -110,34 +110,46 @@ def test_read_arrow_of_every_dir_equals_the_consumer(steady: Copies, which: str,
 
 @pytest.mark.parametrize("which", ["live", "stopped"])
 def test_every_subset_holding_an_isr_replica_reads_the_same(steady: Copies, which: str) -> None:
-    """Every non-empty subset of the brokers' dirs: the RF-3 topics equal the truth (every broker is in
-    every ISR); the RF-2 topic is refused where a partition has no replica among the dirs, naming it."""
+    """Every non-empty subset of the brokers' dirs reads each topic as the consumer did when it holds an
+    in-sync (or, the ISR emptied by the clean shutdown of every broker, an eligible) replica of each of
+    its partitions; otherwise the read is refused naming each partition short of one, and with
+    failOnDataLoss=false reads what the dirs hold (no record was written after the truth was taken, so
+    an out-of-sync replica holds the same). Replicas, ISR and ELR are the copy's KRaft metadata's, as
+    the controller last wrote them (the live copy's agree with Admin's describeTopics)."""
+    from storage_core.log.cluster_metadata import find_cluster_metadata
+
+    copy = steady.live if which == "live" else steady.stopped
     brokers = steady.brokers(which)
-    rf3 = [t for t in steady.topics if t != steady.rf2]
+    kraft = find_cluster_metadata(list(copy.values()))
+    assert kraft is not None
+    regs = {f"{t}-{p}": reg for (t, p), reg in kraft.partition_states.items() if t in steady.topics}
+    assert sorted(regs) == sorted(steady.describe)
+    if which == "live":
+        for tp, reg in regs.items():
+            assert sorted(reg.isr) == sorted(steady.describe[tp]["isr"]), (tp, reg, steady.describe[tp])
     for n in range(1, len(brokers) + 1):
         for subset in itertools.combinations(sorted(brokers), n):
-            dirs = [brokers[b] for b in subset]
-            ctx = f"seed={steady.seed} {which} brokers {subset}"
-            for iso in ISOLATION:
-                got = storage_core.read_arrow(_joined(dirs), topics=rf3, isolationLevel=iso, includeHeaders=True)
-                assert_same_rows(rows_of(got.read_all()), _want(steady.truth[iso], rf3), f"{ctx} {iso}")
-            held = {tp for tp, d in steady.describe.items() if tp.startswith(steady.rf2 + "-")
-                    and set(d["replicas"]) & set(subset)}
-            every = {tp for tp in steady.describe if tp.startswith(steady.rf2 + "-")}
-            if held == every:
-                got = storage_core.read_arrow(_joined(dirs), topics=steady.rf2, includeHeaders=True).read_all()
-                assert_same_rows(rows_of(got), _want(steady.truth["read_uncommitted"], [steady.rf2]), ctx)
-                continue
-            missing = sorted(every - held)
-            with pytest.raises(ReplicaMissingError) as err:
-                storage_core.read_arrow(_joined(dirs), topics=steady.rf2)
-            for tp in missing:
-                assert f"{tp}: no replica is among the log dirs" in str(err.value), (ctx, str(err.value))
-                assert ", ".join(map(str, steady.describe[tp]["replicas"])) in str(err.value), ctx
-            got = storage_core.read_arrow(_joined(dirs), topics=steady.rf2, failOnDataLoss=False).read_all()
-            want = [r for r in steady.truth["read_uncommitted"]
-                    if r["topic"] == steady.rf2 and f"{r['topic']}-{r['partition']}" in held]
-            assert_same_rows(rows_of(got), want, ctx + " failOnDataLoss=false")
+            dirs = _joined([brokers[b] for b in subset])
+            for topic in steady.topics:
+                ctx = f"seed={steady.seed} {which} brokers {subset} {topic}"
+                tps = sorted(tp for tp in regs if tp.startswith(topic + "-"))
+                short = [tp for tp in tps if not (set(regs[tp].isr) | set(regs[tp].elr)) & set(subset)]
+                if not short:
+                    for iso in ISOLATION:
+                        got = storage_core.read_arrow(dirs, topics=topic, isolationLevel=iso, includeHeaders=True)
+                        assert_same_rows(rows_of(got.read_all()), _want(steady.truth[iso], [topic]), f"{ctx} {iso}")
+                    continue
+                with pytest.raises(ReplicaMissingError) as err:
+                    storage_core.read_arrow(dirs, topics=topic)
+                for tp in short:
+                    assert f"{tp}: " in str(err.value), (ctx, str(err.value))
+                    if not set(regs[tp].replicas) & set(subset):
+                        assert f"{tp}: no replica is among the log dirs; it is on" in str(err.value), ctx
+                got = storage_core.read_arrow(dirs, topics=topic, failOnDataLoss=False, includeHeaders=True).read_all()
+                held = {tp for tp in tps if set(regs[tp].replicas) & set(subset)}
+                want = [r for r in steady.truth["read_uncommitted"]
+                        if r["topic"] == topic and f"{topic}-{r['partition']}" in held]
+                assert_same_rows(rows_of(got), want, ctx + " failOnDataLoss=false")
 
 
 def test_describe_equals_admin(steady: Copies) -> None:
@@ -169,7 +181,7 @@ def test_spark_and_export_of_every_dir_equal_the_consumer(spark, steady: Copies,
 
     for topic in steady.topics:
         out = tmp_path / f"{topic}.parquet"
-        assert klog(["export", dirs, "--topic", topic, "--read-committed", "--headers", "-q", "-o", str(out)]) == 0
+        assert klog(["export", dirs, "--topic", topic, "--read-committed", "--headers", "--quiet", "-o", str(out)]) == 0
         assert_same_rows(rows_of(pq.read_table(out)), _want(steady.truth["read_committed"], [topic]),
                          f"seed={steady.seed} export {topic}")
     capsys.readouterr()
@@ -298,9 +310,9 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     dirs = [cluster.broker(n).log_dir for n in sorted(cluster.brokers)]
     from storage_core.log.manager import find_partitions
 
-    isr = {b for pd in find_partitions(dirs) if pd.topic_partition.topic == topic
-           for b in (pd.replicas.registration.isr if pd.replicas and pd.replicas.registration else ())}
-    assert isr, "the KRaft metadata gives the topic an ISR"
+    isr = {b for pd in find_partitions(dirs) if pd.topic_partition.topic == topic and pd.replicas
+           and pd.replicas.registration for b in (pd.replicas.registration.isr or pd.replicas.registration.elr)}
+    assert isr, "the KRaft metadata gives the topic an ISR (or, after a clean shutdown of every broker, an ELR)"
     without = [d for b, d in zip(sorted(cluster.brokers), dirs, strict=True) if b != min(isr)]
     n = rng.randint(50, 150)
     rows = spark.range(n).selectExpr("CAST(id AS STRING) AS key", "CONCAT('klog-', CAST(id AS STRING)) AS value")
@@ -357,3 +369,33 @@ def test_write_refused_without_every_isr_replica(cluster, tmp_path: Path) -> Non
     assert pd.replicas is not None
     with pytest.raises(ReplicatedWriteError, match="must reach every in-sync replica"):
         write_targets(pd.replicas)
+
+
+@pytest.mark.spark
+def test_stream_over_live_brokers_advances_with_the_high_watermark(spark, cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A stream over the running brokers' own dirs (read-only) while Kafka's producer writes: it ends
+    with exactly the records Kafka's consumer returns."""
+    seed = _seed("stream")
+    cluster.start()
+    topic = f"t{seed % 100000}"
+    cluster.create_topic(topic, 2)
+    cluster.wait_replicated([topic])
+    dirs = _joined([cluster.broker(n).log_dir for n in sorted(cluster.brokers)])
+    name = f"cluster_stream_{seed % 100000}"
+    query = (spark.readStream.format("klog").option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("includeHeaders", "true").load(dirs)
+             .writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        cluster.produce(seed, [(topic, "idempotent", 400)], pause_ms=20)
+        cluster.wait_replicated([topic])
+        truth = cluster.consume("read_uncommitted", [topic])
+        deadline = time.monotonic() + 60
+        while True:
+            query.processAllAvailable()
+            got = spark.table(name).collect()
+            if len(got) >= len(truth) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert_same_rows(rows_of(got), truth, f"seed={seed} stream over live brokers")
+    finally:
+        query.stop()

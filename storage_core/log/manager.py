@@ -109,7 +109,8 @@ def open_log_read_only(pd: PartitionDir, state: LogDirState | None = None, *, fo
 
 
 def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,
-                    allow_empty: bool = False, storage: StorageOptions | None = None) -> list[PartitionDir]:
+                    allow_empty: bool = False, storage: StorageOptions | None = None,
+                    only: Callable[[TopicPartition], bool] | None = None) -> list[PartitionDir]:
     """Every partition under the given log dirs (or partition dirs), sorted by topic and partition.
 
     With ``required`` (every read path), a path that holds no topic-partition dir is a
@@ -117,19 +118,25 @@ def find_partitions(paths: Iterable[str | os.PathLike[str]], *, required: bool =
     may start before the first topic is written) lets through a path that is empty or holds only
     a log dir's own files. A path may be a URI (``s3://bucket/prefix``), read through ``storage``
     (:mod:`storage_core.fs`). The log dirs of several brokers of one cluster give each partition
-    once, as its replica read (:func:`scan_log_dirs`)."""
-    return scan_log_dirs(paths, required=required, allow_empty=allow_empty, storage=storage).partitions
+    once, as its replica read (:func:`scan_log_dirs`; ``only``: the partitions whose replicas are
+    weighed, see there)."""
+    return scan_log_dirs(paths, required=required, allow_empty=allow_empty, storage=storage, only=only).partitions
 
 
 def scan_log_dirs(paths: Iterable[str | os.PathLike[str]], *, required: bool = False,
-                  allow_empty: bool = False, storage: StorageOptions | None = None) -> LogDirsView:
+                  allow_empty: bool = False, storage: StorageOptions | None = None,
+                  only: Callable[[TopicPartition], bool] | None = None) -> LogDirsView:
     """:func:`find_partitions`, with the partitions the dirs lack.
 
     A partition found in two log dirs is two replicas of it when the dirs are of different brokers
     of one cluster (``meta.properties``: the same ``cluster.id``, different ``node.id``): the one a
     read reads, and where it ends, is :mod:`storage_core.log.replicas`' rule. Dirs of two clusters
     are a :class:`~storage_core.errors.MixedClustersError`; a partition in two dirs of one broker
-    (or of dirs without ``meta.properties``) an error naming both."""
+    (or of dirs without ``meta.properties``) an error naming both.
+
+    Weighing a partition's replicas reads each replica's small files and the tail of its last
+    segment; ``only`` (a read's selection) limits that to the partitions it takes: the others are
+    listed by their first dir, without replicas, for the names and counts of errors."""
     found: dict[TopicPartition, list[PartitionDir]] = {}
     roots: list[Path] = []
     for raw in paths:
@@ -164,10 +171,11 @@ def scan_log_dirs(paths: Iterable[str | os.PathLike[str]], *, required: bool = F
                     count -= 1
         if required and not count:
             _no_partitions(root, allow_empty)
-    return _one_per_partition(found, roots)
+    return _one_per_partition(found, roots, only)
 
 
-def _one_per_partition(found: Mapping[TopicPartition, list[PartitionDir]], roots: Sequence[Path]) -> LogDirsView:
+def _one_per_partition(found: Mapping[TopicPartition, list[PartitionDir]], roots: Sequence[Path],
+                       only: Callable[[TopicPartition], bool] | None = None) -> LogDirsView:
     """Each partition once: its only dir, or its replica read when several brokers' dirs hold it."""
     log_dirs = list(dict.fromkeys([*(pd.log_dir for pds in found.values() for pd in pds),
                                    *(r for r in roots if not has_log_files(r))]))
@@ -181,18 +189,26 @@ def _one_per_partition(found: Mapping[TopicPartition, list[PartitionDir]], roots
                                 + ("" if None in nodes else f" (both of broker {nodes[0]})"))
     kraft = find_cluster_metadata(log_dirs)
     registrations = {} if kraft is None else kraft.partition_states
+    # replicated: several copies here, or a replication factor above one by the metadata (whose ISR
+    # a clean shutdown of the cluster may have shrunk to one, the others kept as eligible, KIP-966)
     replicated = (any(len(pds) > 1 for pds in found.values())
-                  or any(len(reg.isr) > 1 for reg in registrations.values()))
+                  or any(len(reg.replicas) > 1 for reg in registrations.values()))
     if not replicated:
         return LogDirsView([found[tp][0] for tp in sorted(found)], {}, brokers)
-    sets = replica_sets({tp: [(pd.path, pd.log_dir) for pd in pds] for tp, pds in found.items()}, brokers, kraft)
-    out = [PartitionDir(tp, sets[tp].read.path, sets[tp].read.log_dir, sets[tp]) for tp in sorted(found)]
+    weighed = {tp: pds for tp, pds in found.items() if only is None or only(tp)}
+    sets = replica_sets({tp: [(pd.path, pd.log_dir) for pd in pds] for tp, pds in weighed.items()}, brokers, kraft)
+    out = [PartitionDir(tp, sets[tp].read.path, sets[tp].read.log_dir, sets[tp]) if tp in sets else found[tp][0]
+           for tp in sorted(found)]
     absent: dict[TopicPartition, tuple[int, ...]] = {}
     if len({b for reg in registrations.values() for b in reg.replicas}) > 1:
         for (topic, p), reg in registrations.items():
             if TopicPartition(topic, p) not in found:
                 absent[TopicPartition(topic, p)] = reg.replicas
     return LogDirsView(out, absent, brokers)
+
+
+def _none(tp: TopicPartition) -> bool:
+    return False
 
 
 def skipped_dirs(paths: Iterable[str | os.PathLike[str]], storage: StorageOptions | None = None) -> list[tuple[str, str]]:
@@ -355,7 +371,9 @@ class LogManager:
                 clean = marker.exists() and not full_recovery
                 if full_recovery:
                     recovery = {}
-                pds = [pd for pd in find_partitions([d]) if writable or has_log_files(pd.path)]
+                # every replica of every dir is opened: a manager (recovery, retention, compaction) works
+                # on each replica given, so none is weighed against the others
+                pds = [pd for pd in find_partitions([d], only=_none) if writable or has_log_files(pd.path)]
                 configs = {t: self.config_for(t) for t in sorted({pd.topic_partition.topic for pd in pds})}
 
                 def load(pd: PartitionDir, recovery: Mapping[TopicPartition, int] = recovery,

@@ -273,7 +273,10 @@ def choose_replica(tp: TopicPartition, replicas: Sequence[Replica], reg: Partiti
         else:
             read = max(replicas, key=_lineage)
             reason = "the replica with the latest leader epoch and the longest log (no in-sync replica given)"
-            problem = (f"{tp}: none of its in-sync replicas ({_brokers(reg.isr)}) is among the log dirs; "
+            eligible_ids = tuple(dict.fromkeys([*reg.isr, *reg.elr]))
+            problem = (f"{tp}: none of its in-sync replicas ({_brokers(reg.isr)}"
+                       + (f"; eligible: {', '.join(map(str, reg.elr))}" if reg.elr else "")
+                       + f") is among the log dirs{'' if eligible_ids else ' (it has none)'}; "
                        f"{_brokers(r.broker for r in replicas if r.broker is not None)} "
                        f"{'holds an out-of-sync replica' if len(replicas) == 1 else 'hold out-of-sync replicas'}, "
                        "which may lack records the cluster committed; give the dir of an in-sync replica")
@@ -297,15 +300,20 @@ def choose_replica(tp: TopicPartition, replicas: Sequence[Replica], reg: Partiti
 
 def _high_watermark(read: Replica, replicas: Sequence[Replica], reg: PartitionRegistration | None,
                     notes: list[str]) -> int | None:
-    """Where the cluster has committed the partition, as the module says; None: the read replica's log end."""
-    if reg is not None and set(reg.isr) <= {read.broker}:
-        return None  # the ISR is the replica read alone (or empty): its high watermark is its log end
+    """Where the cluster has committed the partition, as the module says; None: the read replica's log end.
+
+    The members whose logs bound it are the ISR, or, when the ISR is empty (every broker of a
+    cluster shut down cleanly leaves it so under KIP-966), the eligible leader replicas: one of
+    them is elected when the cluster starts, and its log becomes the partition's."""
+    members = reg.isr or reg.elr if reg is not None else ()
+    if reg is not None and set(members) <= {read.broker}:
+        return None  # the replica read alone: its high watermark is its log end
     checkpointed = [min(r.checkpoint_high_watermark, r.agreed_end) for r in replicas
                     if r.checkpoint_high_watermark is not None]
     by_broker = {r.broker: r for r in replicas}
     candidates = list(checkpointed)
-    if reg is not None and reg.isr and all(b in by_broker for b in reg.isr):
-        candidates.append(min(by_broker[b].agreed_end for b in reg.isr))
+    if reg is not None and members and all(b in by_broker for b in members):
+        candidates.append(min(by_broker[b].agreed_end for b in members))
     elif reg is None and len(replicas) > 1 and not checkpointed:
         candidates.append(min(r.agreed_end for r in replicas))
     if not candidates:
@@ -396,13 +404,16 @@ def write_targets(rs: ReplicaSet) -> tuple[Path, ...]:
     reg = rs.registration
     by_broker = {r.broker: r for r in rs.replicas}
     if reg is not None:
-        missing = [b for b in reg.isr if b not in by_broker]
+        # the ISR, or the eligible replicas when a clean shutdown of every broker emptied it (KIP-966)
+        members = reg.isr or reg.elr
+        missing = [b for b in members if b not in by_broker]
         if missing:
+            which = "ISR" if reg.isr else "eligible leader replicas"
             raise ReplicatedWriteError(
-                f"a write into {tp} must reach every in-sync replica (ISR {', '.join(map(str, reg.isr))} by the KRaft "
-                f"metadata), but the log dirs of {_brokers(missing)} are not given; nothing was written: give every "
-                "broker's log dirs")
-        must = [by_broker[b] for b in reg.isr]
+                f"a write into {tp} must reach every in-sync replica ({which} {', '.join(map(str, members))} by the "
+                f"KRaft metadata), but the log dirs of {_brokers(missing)} are not given; nothing was written: give "
+                "every broker's log dirs")
+        must = [by_broker[b] for b in members]
     else:
         must = list(rs.replicas)
     end = rs.read.log_end_offset

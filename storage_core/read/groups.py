@@ -66,7 +66,7 @@ class Committed:
 
 
 def _offsets_partitions(paths: Iterable[str | os.PathLike[str]]) -> list[PartitionDir]:
-    return [pd for pd in find_partitions(paths, required=True)
+    return [pd for pd in find_partitions(paths, required=True, only=lambda tp: tp.topic == OFFSETS_TOPIC)
             if pd.topic_partition.topic == OFFSETS_TOPIC and has_log_files(pd.path)]
 
 
@@ -150,7 +150,7 @@ def offsets_of_group(paths: Sequence[str | os.PathLike[str]], group: str, option
 
 def _log_ends(paths: Sequence[str | os.PathLike[str]], wanted: set[TopicPartition]) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
-    for pd in find_partitions(paths):
+    for pd in find_partitions(paths, only=lambda tp: tp in wanted):
         if pd.topic_partition not in wanted or not has_log_files(pd.path):
             continue
         try:

@@ -202,7 +202,8 @@ def select_partitions(opts: ReadOptions, *, streaming: bool = False,
     metadata assigns it, fails the read (:func:`check_replicas`)."""
     if states is None:
         states = LogDirStates()
-    view = scan_log_dirs(opts.log_dirs, required=True, allow_empty=streaming)
+    view = scan_log_dirs(opts.log_dirs, required=True, allow_empty=streaming,
+                         only=lambda tp: _selects(opts, tp, streaming))
     dirs = [p for p in view.partitions if (has_log_files(p.path) if streaming else _with_segments(p, states))]
     if replicas_checked:
         check_replicas(opts, [], {tp: b for tp, b in view.absent.items() if _selects(opts, tp, streaming)})

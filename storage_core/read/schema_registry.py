@@ -228,7 +228,7 @@ def load_registry(paths: Iterable[str | os.PathLike[str]], topic: str = SCHEMAS_
     """The registry held by the ``topic`` partitions (normally one, ``_schemas-0``) of the log dirs
     ``paths``; :class:`SchemaRegistryError` if there is none."""
     paths = list(paths)
-    parts = [pd for pd in find_partitions(paths, required=True)
+    parts = [pd for pd in find_partitions(paths, required=True, only=lambda tp: tp.topic == topic)
              if pd.topic_partition.topic == topic and has_log_files(pd.path)]
     where = ", ".join(str(pd.path) for pd in parts)
     if not parts:

@@ -627,7 +627,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     from storage_core.log.manager import LogManager, find_partitions
 
     dirs = _log_dirs(args.dir)
-    parts = find_partitions(dirs)
+    parts = [p for d in dirs for p in find_partitions([d], only=lambda _tp: False)]  # every replica of every dir
     total = sum(_dir_bytes(p.path) for p in parts)
     with _Bar(args, total, "recover") as bar:
         lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)),
