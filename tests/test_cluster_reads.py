@@ -106,6 +106,9 @@ def test_read_arrow_of_every_dir_equals_the_consumer(steady: Copies, which: str,
     dirs = list((steady.live if which == "live" else steady.stopped).values())  # the controller's too
     got = storage_core.read_arrow(_joined(dirs), topics=steady.topics, isolationLevel=iso, includeHeaders=True)
     assert_same_rows(rows_of(got.read_all()), steady.truth[iso], f"seed={steady.seed} {which} {iso} all dirs")
+    pattern = str(dirs[0].parent.parent / "*" / "data")  # the same dirs by a glob
+    got = storage_core.read_arrow(pattern, topics=steady.topics, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), steady.truth[iso], f"seed={steady.seed} {which} {iso} {pattern}")
 
 
 @pytest.mark.parametrize("which", ["live", "stopped"])

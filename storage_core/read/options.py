@@ -495,8 +495,25 @@ def value_formats(opts: Mapping[str, str]) -> ValueFormats:
 
 
 def split_paths(path: str) -> tuple[str, ...]:
-    """The log dirs of a ``path`` option: ``"dir1,dir2"`` as Kafka's ``log.dirs`` lists them."""
-    return tuple(p.strip() for p in path.split(",") if p.strip())
+    """The log dirs of a ``path`` option: ``"dir1,dir2"`` as Kafka's ``log.dirs`` lists them. A local
+    path with a glob (``*``, ``?``, ``[...]``) stands for the dirs it matches, sorted
+    (``"copies/b*/data"``: every broker's copy of a cluster); one matching nothing is an
+    :class:`InvalidOptionError`. URIs are taken as they are."""
+    import glob
+
+    out: list[str] = []
+    for p in (p.strip() for p in path.split(",")):
+        if not p:
+            continue
+        if "://" in p or not glob.has_magic(p):
+            out.append(p)
+            continue
+        found = sorted(glob.glob(p))
+        if not found:
+            raise InvalidOptionError(f"no log dir matches {p!r}; expected a glob matching log dirs, such as "
+                                     "'copies/b*/data'")
+        out.extend(found)
+    return tuple(out)
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
