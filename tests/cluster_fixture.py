@@ -77,6 +77,8 @@ CLUSTER_SOURCE = HERE / "oracle" / "ClusterClient.java"
 CLUSTER_VERSION = "4.4.0"
 #: The controller's node.id (brokers are 1..N).
 CONTROLLER_ID = 100
+#: About how long the messy scenario's producers write while it kills brokers.
+PRODUCE_S = 15.0
 #: How long a state the tests wait for (an ISR, a leader) may take to come.
 WAIT_S = 60.0
 
@@ -352,8 +354,11 @@ class Cluster:
 
     def create_topic(self, topic: str, partitions: int = 1, replication: int | None = None,
                      configs: dict[str, str] | None = None) -> None:
+        """Create ``topic`` (RF 3 unless told) and wait until every partition has a leader."""
         rf = replication if replication is not None else min(3, len(self.brokers))
         self.admin("create", topic, str(partitions), str(rf), *(f"{k}={v}" for k, v in (configs or {}).items()))
+        self.wait_until(f"{topic} created with leaders",
+                        lambda: all(d["leader"] >= 0 for d in self.describe([topic]).values()))
 
     def alter(self, topic: str, configs: dict[str, str]) -> None:
         self.admin("alter", topic, *(f"{k}={v}" for k, v in configs.items()))
@@ -384,21 +389,19 @@ class Cluster:
     # ------------------------------------------------------------ waiting
 
     def wait_until(self, what: str, check: Callable[[], bool], timeout: float = WAIT_S) -> None:
-        """Poll ``check`` until it holds; a topic the brokers do not know yet (just created: the
-        metadata reaches every broker a little later) is not so yet."""
+        """Poll ``check`` every half second until it holds; an Admin error on the way (a topic not yet
+        known to every broker, a leader moving) counts as not yet. Raises AssertionError after
+        ``timeout`` seconds, naming ``what`` and the last error."""
         deadline = time.monotonic() + timeout
-
-        def holds() -> bool:
+        last = ""
+        while True:
             try:
-                return check()
+                if check():
+                    return
             except BrokerError as e:
-                if "UnknownTopicOrPartition" in str(e) and time.monotonic() < deadline:
-                    return False
-                raise
-
-        while not holds():
+                last = f" (last error: {e})"
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: not so after {timeout:.0f} s")
+                raise AssertionError(f"{what}: not so after {timeout:.0f} s{last}")
             time.sleep(0.5)
 
     def wait_for_isr(self, topic: str, partition: int, size: int, timeout: float = WAIT_S) -> dict[str, Any]:
@@ -474,6 +477,22 @@ class Cluster:
             path.unlink()
         return rows
 
+    def consume_both(self, topics: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """:meth:`consume` at read_committed and at read_uncommitted, two consumers in one JVM
+        (``ClusterClient consume``)."""
+        paths = [Path(tempfile.mkstemp(dir=self.root, prefix=f"consume-{i}-", suffix=".jsonl")[1]) for i in range(2)]
+        cmd = self._client_cmd("ClusterClient", "consume", self.bootstrap, *map(str, paths), *topics, heap="-Xmx512m")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=java_env(), check=False, timeout=300)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise BrokerError(f"ClusterClient consume failed (exit {proc.returncode}):\n{tail}")
+        out = []
+        for path in paths:
+            with open(path) as f:
+                out.append([consumer_row(json.loads(line)) for line in f])
+            path.unlink()
+        return out[0], out[1]
+
     # ------------------------------------------------------------ copies of the dirs
 
     def snapshot(self, dest: Path) -> dict[int, Path]:
@@ -543,6 +562,18 @@ class Divergence:
 
 
 @dataclass
+class LeaderKill:
+    """The leader of ``tp`` (``"topic-p"``), broker ``leader`` at leader epoch ``epoch``, SIGKILLed;
+    Kafka elected ``new_leader`` at ``new_epoch`` (Admin)."""
+
+    tp: str
+    leader: int
+    epoch: int
+    new_leader: int
+    new_epoch: int
+
+
+@dataclass
 class Messy:
     """What :func:`messy_scenario` did and what the cluster says afterwards (see there)."""
 
@@ -551,6 +582,7 @@ class Messy:
     unclean_topic: str
     dead: int
     divergence: Divergence
+    leader_kill: LeaderKill | None = None
     events: list[str] = field(default_factory=list)
     produced: list[dict[str, Any]] = field(default_factory=list)
     describe: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -559,11 +591,14 @@ class Messy:
     uncommitted: list[dict[str, Any]] = field(default_factory=list)
 
 
-TRUNCATION = re.compile(r"Truncating partition (\S+) with TruncationState\(offset=(\d+), completed=(\w+)\)")
+#: ``AbstractFetcherThread.truncate``'s line for a truncation decided by the leader's epoch lineage.
+TRUNCATION = re.compile(r"Truncating partition (\S+) with TruncationState\(offset=(\d+), completed=\w+\) "
+                        r"due to leader epoch and offset")
 
 
 def truncations(node: Node, tp: str, since: int) -> list[int]:
-    """The offsets ``node``'s fetcher truncated ``tp`` to, in its ``server.log`` from byte ``since``."""
+    """The offsets ``node``'s fetcher truncated ``tp`` to by the leader's epochs, in order, in its
+    ``server.log`` from byte ``since``."""
     return [int(m.group(2)) for m in TRUNCATION.finditer(node.log_since(since)) if m.group(1) == tp]
 
 
@@ -600,6 +635,7 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     """
     print(f"messy_scenario seed={seed} prefix={prefix}")
     rng = random.Random(seed)
+    t0 = time.monotonic()
     idem, txn, plain, unclean = (f"{prefix}-{s}" for s in ("idem", "txn", "plain", "unclean"))
     topics = [idem, txn, plain, unclean]
     small = {"internal.segment.bytes": "65536"}
@@ -610,20 +646,29 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
                                               "min.insync.replicas": "1"})
     m = Messy(seed=seed, topics=topics, unclean_topic=unclean, dead=-1, divergence=None)  # type: ignore[arg-type]
     cluster.wait_replicated(topics)
-    ev = m.events.append
 
-    # 2. kills and restarts while Kafka's producers write
+    def ev(what: str) -> None:
+        m.events.append(f"{time.monotonic() - t0:6.1f} s  {what}")
+
+    ev("topics created")
+
+    # 2. kills and restarts while Kafka's producers write (for about PRODUCE_S seconds)
     share = records // 3
+    pause = int(PRODUCE_S * 1000 * 20 / max(share, 1))
     job = cluster.produce_async(rng.randrange(2**31), [(idem, "idempotent", share), (txn, "txn", share),
                                                        (plain, "plain", share), (unclean, "idempotent", 200)],
-                                pause_ms=40)
+                                pause_ms=pause)
+
+    def producing() -> str:
+        return "while producing" if job.proc.poll() is None else "after the producers ended"
+
     time.sleep(rng.uniform(1.5, 3.0))
     desc = cluster.describe(topics[:3])
     tp = rng.choice(sorted(desc))
     follower = rng.choice([r for r in desc[tp]["replicas"] if r != desc[tp]["leader"]])
     cluster.broker(follower).kill()
-    ev(f"SIGKILL follower {follower} of {tp}")
-    time.sleep(rng.uniform(1.0, 4.0))
+    ev(f"SIGKILL follower {follower} of {tp} {producing()}")
+    time.sleep(rng.uniform(0.5, 2.0))
     cluster.broker(follower).start()
     ev(f"start {follower}")
     cluster.wait_replicated(topics)
@@ -631,13 +676,15 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     tp = rng.choice(sorted(desc))
     leader, epoch = desc[tp]["leader"], desc[tp]["leaderEpoch"]
     cluster.broker(leader).kill()
+    how = producing()
     topic_of, part_of = broker_fixture.split_tp(tp)
     new_leader = cluster.wait_leader(topic_of, part_of, not_in=[leader])
-    ev(f"SIGKILL leader {leader} of {tp} (epoch {epoch}); new leader {new_leader} "
-       f"(epoch {cluster.describe([topic_of])[tp]['leaderEpoch']})")
-    time.sleep(rng.uniform(0.5, 3.0))
+    new_epoch = cluster.describe([topic_of])[tp]["leaderEpoch"]
+    m.leader_kill = LeaderKill(tp, leader, epoch, new_leader, new_epoch)
+    ev(f"SIGKILL leader {leader} of {tp} (epoch {epoch}) {how}; new leader {new_leader} (epoch {new_epoch})")
+    time.sleep(rng.uniform(0.5, 1.5))
     cluster.broker(leader).start()
-    ev(f"start {leader}")
+    ev(f"start {leader} {producing()}")
     m.produced = job.wait()
     cluster.wait_replicated(topics)
 
@@ -646,11 +693,15 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     d = cluster.describe([unclean])[utp]
     a = d["leader"]
     b, c = rng.sample([r for r in d["replicas"] if r != a], 2)
-    for victim, how in zip((b, c), rng.sample(["kill", "stop"], 2), strict=True):
-        getattr(cluster.broker(victim), how)()
+    hows = rng.sample(["kill", "stop"], 2)
+    with ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(getattr(cluster.broker(victim), how)) for victim, how in zip((b, c), hows, strict=True)]:
+            f.result()
+    for victim, how in zip((b, c), hows, strict=True):
         ev(f"{'SIGKILL' if how == 'kill' else 'stop'} follower {victim} of {utp}")
     cluster.wait_for_isr(unclean, 0, 1)
-    m.produced += cluster.produce(rng.randrange(2**31), [(unclean, "idempotent", rng.randrange(60, 200))])
+    alone = rng.randrange(60, 200)
+    m.produced += cluster.produce(rng.randrange(2**31), [(unclean, "idempotent", alone)])
     solo = cluster.list_offsets([unclean])[utp]
     old_epoch = solo["leaderEpoch"]
     cluster.broker(a).stop()
@@ -665,9 +716,11 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     ev(f"elect UNCLEAN {utp}: {error or 'done'}; leader {after['leader']} epoch {after['leaderEpoch']}")
     if after["leader"] != b:
         raise BrokerError(f"the unclean election of {utp} chose {after['leader']}, not {b}: {after}")
-    m.produced += cluster.produce(rng.randrange(2**31), [(unclean, "idempotent", 3 * (solo["latest"] + 50))])
+    # more records than A had alone: B's log passes A's end, so every divergent offset has B's other batch
+    more = cluster.produce_async(rng.randrange(2**31), [(unclean, "idempotent", alone + rng.randrange(50, 150))])
     cluster.start_brokers([c])
     ev(f"start {c}")
+    m.produced += more.wait()
     cluster.wait_for_isr(unclean, 0, 2)
     snap = cluster.root / f"{prefix}-divergent"
     cluster.snapshot(snap)
@@ -679,7 +732,7 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     cuts = truncations(cluster.broker(a), utp, mark)
     if not cuts:
         raise BrokerError(f"broker {a} logged no truncation of {utp} after the unclean election")
-    m.divergence = Divergence(broker=a, topic=unclean, partition=0, leader=b, truncate_to=min(cuts),
+    m.divergence = Divergence(broker=a, topic=unclean, partition=0, leader=b, truncate_to=cuts[0],
                               log_end=solo["latest"], old_epoch=old_epoch, new_epoch=after["leaderEpoch"],
                               snapshot=snap)
 
@@ -688,12 +741,14 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     cluster.broker(m.dead).kill()
     ev(f"SIGKILL {m.dead}, left dead")
     cluster.wait_replicated(topics)
+    ev(f"the ISR of every partition without {m.dead}")
 
     # 5. the truth
+    ev("replicated; the truth")
     m.describe = cluster.describe(topics)
     m.offsets = cluster.list_offsets(topics)
-    m.committed = cluster.consume("read_committed", topics)
-    m.uncommitted = cluster.consume("read_uncommitted", topics)
+    m.committed, m.uncommitted = cluster.consume_both(topics)
+    ev("done")
     for e in m.events:
         print("  " + e)
     return m

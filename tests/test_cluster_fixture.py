@@ -10,10 +10,13 @@ batch headers) against what Kafka's Admin client and consumer say.
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cluster_fixture import CONTROLLER_ID, Cluster
+from broker_fixture import split_tp
+from cluster_fixture import CONTROLLER_ID, Cluster, Messy, messy_scenario
 
 from storage_core.log.checkpoint import CleanShutdownFile, LeaderEpochCheckpointFile
 from storage_core.record.file_records import FileRecords
@@ -45,6 +48,11 @@ def batch_heads(partition_dir: Path, below: int | None = None) -> list[tuple[int
             if below is None or batch.base_offset < below:
                 out.append((batch.base_offset, batch.last_offset, batch.crc))
     return out
+
+
+def last_epoch_is(partition_dir: Path, epoch: int) -> bool:
+    entries = LeaderEpochCheckpointFile.in_dir(partition_dir).read()
+    return bool(entries) and entries[-1].epoch == epoch
 
 
 def replica_dir(cluster: Cluster, broker: int, tp: str) -> Path:
@@ -88,56 +96,6 @@ def test_rf3_topic_has_three_equal_replicas_on_three_dirs(cluster: Cluster) -> N
     assert codecs == {"none", "gzip", "snappy", "lz4", "zstd"}
 
 
-def test_killed_leader_gives_a_new_leader_with_a_higher_epoch(cluster: Cluster, tmp_path: Path) -> None:
-    cluster.start()
-    seed = seed_for("epoch")
-    topic = f"epoch-{seed}"
-    cluster.create_topic(topic, 1)
-    cluster.produce(seed, [(topic, "idempotent", 200)])
-    before = cluster.wait_replicated([topic])[f"{topic}-0"]
-    old = before["leader"]
-    cluster.broker(old).kill()
-    new = cluster.wait_leader(topic, 0, not_in=[old])
-    cluster.produce(seed + 1, [(topic, "idempotent", 100)])
-    after = cluster.describe([topic])[f"{topic}-0"]
-    assert after["leaderEpoch"] > before["leaderEpoch"], (before, after)
-    cluster.broker(old).start()
-    cluster.wait_replicated([topic])
-    # the new leader's own checkpoint: its epoch began where the old leader's log ended
-    entries = LeaderEpochCheckpointFile.in_dir(replica_dir(cluster, new, f"{topic}-0")).read()
-    assert entries[-1].epoch == after["leaderEpoch"] and entries[-1].start_offset == 200, entries
-    assert entries[0].epoch == before["leaderEpoch"] and entries[0].start_offset == 0, entries
-    # the restarted old leader follows the same lineage
-    cluster.wait_until("the old leader's checkpoint has the new epoch", lambda: LeaderEpochCheckpointFile.in_dir(
-        replica_dir(cluster, old, f"{topic}-0")).read()[-1:] == entries[-1:])
-
-
-def test_abort_is_seen_at_read_uncommitted_only(cluster: Cluster) -> None:
-    cluster.start()
-    seed = seed_for("abort")
-    topic = f"abort-{seed}"
-    cluster.create_topic(topic, 2)
-    (result,) = cluster.produce(seed, [(topic, "txn", 600)])
-    assert result["aborted"] > 0 and result["committed"] > 0, result
-    cluster.wait_replicated([topic])
-    offsets = cluster.list_offsets([topic])
-    assert all(o["lso"] == o["latest"] for o in offsets.values()), offsets  # no open transaction
-    committed = cluster.consume("read_committed", [topic])
-    uncommitted = cluster.consume("read_uncommitted", [topic])
-    keys = {(r["partition"], r["offset"]) for r in committed}
-    assert keys < {(r["partition"], r["offset"]) for r in uncommitted}
-    assert len(uncommitted) - len(committed) > 0
-    # every record only read_uncommitted returns is in an aborted transaction's batch on disk
-    aborted_only = {(r["partition"], r["offset"]) for r in uncommitted} - keys
-    transactional = set()
-    for p in range(2):
-        for seg in replica_dir(cluster, 1, f"{topic}-{p}").glob("*.log"):
-            for b in FileRecords(seg).batches():
-                if b.is_transactional and not b.is_control:
-                    transactional |= {(p, o) for o in range(b.base_offset, b.last_offset + 1)}
-    assert aborted_only <= transactional
-
-
 def test_snapshot_copies_every_dir_live_and_stopped(cluster: Cluster, tmp_path: Path) -> None:
     cluster.start()
     live = cluster.snapshot(tmp_path / "live")
@@ -151,3 +109,101 @@ def test_snapshot_copies_every_dir_live_and_stopped(cluster: Cluster, tmp_path: 
     for n in cluster.brokers:
         assert CleanShutdownFile.in_dir(stopped[n]).exists() and not CleanShutdownFile.in_dir(live[n]).exists()
     assert sorted(cluster.live) == [1, 2, 3]  # restarted
+
+
+# --- the messy scenario ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def messy(cluster: Cluster) -> Messy:
+    cluster.start()
+    return messy_scenario(cluster, seed_for("messy"), "messy")
+
+
+def test_messy_killed_leader_gave_a_new_leader_with_a_higher_epoch(cluster: Cluster, messy: Messy) -> None:
+    kill = messy.leader_kill
+    assert kill is not None and kill.new_leader != kill.leader and kill.new_epoch > kill.epoch, kill
+    # both replicas' own checkpoints hold the new epoch, begun at one offset (the restarted old
+    # leader followed the new one's lineage)
+    starts = set()
+    for b in (kill.leader, kill.new_leader):
+        entries = LeaderEpochCheckpointFile.in_dir(replica_dir(cluster, b, kill.tp)).read()
+        assert [e.epoch for e in entries] == sorted({e.epoch for e in entries}), (b, entries)
+        starts |= {e.start_offset for e in entries if e.epoch == kill.new_epoch}
+    assert len(starts) == 1, (kill, starts)
+
+
+def test_messy_leaders_checkpoints_end_at_the_admin_leader_epoch(cluster: Cluster, messy: Messy) -> None:
+    for tp, d in messy.describe.items():
+        assert d["leader"] != messy.dead and d["leaderEpoch"] == messy.offsets[tp]["leaderEpoch"], (tp, d)
+        path, epoch = replica_dir(cluster, d["leader"], tp), d["leaderEpoch"]
+        cluster.wait_until(f"{path}'s last epoch is {epoch}", partial(last_epoch_is, path, epoch), timeout=10)
+
+
+def test_messy_dead_broker_left_every_isr_and_the_rest_agree(cluster: Cluster, messy: Messy) -> None:
+    assert not cluster.broker(messy.dead).running
+    assert sorted(cluster.live) == sorted(set(cluster.brokers) - {messy.dead})
+    for tp, d in messy.describe.items():
+        assert messy.dead not in d["isr"] and sorted(d["isr"]) == sorted(set(d["replicas"]) - {messy.dead}), (tp, d)
+        hw = messy.offsets[tp]["latest"]
+        leader = batch_heads(replica_dir(cluster, d["leader"], tp), hw)
+        assert leader and leader[-1][1] >= hw - 1, (tp, hw)
+        for b in d["isr"]:
+            assert batch_heads(replica_dir(cluster, b, tp), hw) == leader, f"{tp}: broker {b} differs below {hw}"
+
+
+def test_messy_divergent_replica_disagrees_with_the_new_leader(cluster: Cluster, messy: Messy) -> None:
+    div = messy.divergence
+    tp = f"{div.topic}-{div.partition}"
+    snap = div.snapshot
+    assert div.leader != div.broker and div.new_epoch > div.old_epoch and div.truncate_to < div.log_end, div
+    old = batch_heads(snap / f"b{div.broker}" / "data" / tp)
+    new = batch_heads(snap / f"b{div.leader}" / "data" / tp)
+    assert old[-1][1] == div.log_end - 1, (old[-1], div)
+    assert new[-1][1] >= div.log_end - 1, "the new leader's log passes the divergent replica's end"
+    common = [h for h in old if h[0] < div.truncate_to]
+    assert common == [h for h in new if h[0] < div.truncate_to], "the replicas agree below the truncation point"
+    assert common[-1][1] == div.truncate_to - 1
+    diverged = [h for h in old if h[0] >= div.truncate_to]
+    assert diverged and not set(diverged) & set(new), "every batch from the truncation point on is not the leader's"
+    # the lineages: the divergent replica's last epoch is the old one; the new leader's first epoch
+    # after it begins exactly where Kafka truncated the divergent replica
+    old_epochs = LeaderEpochCheckpointFile.in_dir(snap / f"b{div.broker}" / "data" / tp).read()
+    new_epochs = LeaderEpochCheckpointFile.in_dir(snap / f"b{div.leader}" / "data" / tp).read()
+    assert old_epochs[-1].epoch == div.old_epoch, old_epochs
+    after = [e for e in new_epochs if e.epoch > div.old_epoch]
+    assert after and after[0].start_offset == div.truncate_to and after[-1].epoch == div.new_epoch, new_epochs
+    # in the live cluster Kafka truncated it and it followed the new leader
+    hw = messy.offsets[tp]["latest"]
+    live_old = batch_heads(replica_dir(cluster, div.broker, tp), hw)
+    assert live_old == batch_heads(replica_dir(cluster, div.leader, tp), hw)[:len(live_old)]
+    assert set(diverged).isdisjoint(live_old)
+
+
+def test_messy_isolation_levels_differ_where_aborted(cluster: Cluster, messy: Messy) -> None:
+    def keys(rows: list[dict[str, Any]]) -> set[tuple[str, int, int]]:
+        return {(r["topic"], r["partition"], r["offset"]) for r in rows}
+
+    committed, uncommitted = keys(messy.committed), keys(messy.uncommitted)
+    assert committed < uncommitted
+    txn = next(t for t in messy.topics if t.endswith("-txn"))
+    assert {k[0] for k in uncommitted - committed} == {txn}
+    assert sum(p["aborted"] for p in messy.produced) > 0
+    # every other topic: one record per offset from 0 to the high watermark, at both levels
+    for tp, o in messy.offsets.items():
+        topic, p = split_tp(tp)
+        if topic != txn:
+            assert sorted(k[2] for k in uncommitted if k[:2] == (topic, p)) == list(range(o["latest"])), tp
+            assert o["lso"] == o["latest"]
+    # what only read_uncommitted returns lies in transactional batches of the leader's log
+    for tp, d in messy.describe.items():
+        topic, p = split_tp(tp)
+        if topic != txn:
+            continue
+        transactional = set()
+        for seg in replica_dir(cluster, d["leader"], tp).glob("*.log"):
+            for b in FileRecords(seg).batches():
+                if b.is_transactional and not b.is_control:
+                    transactional |= {(topic, p, o) for o in range(b.base_offset, b.last_offset + 1)}
+        only = {k for k in uncommitted - committed if k[:2] == (topic, p)}
+        assert only <= transactional, tp

@@ -53,6 +53,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       elect TYPE TOPIC PARTITION   electLeaders PREFERRED | UNCLEAN; answers {"error": null} or the
  *                               error's class name (ElectionNotNeededException when the leader is already there)
  *       alter TOPIC NAME=VALUE...    incrementalAlterConfigs SET
+ * ClusterClient consume BOOTSTRAP COMMITTED_OUT UNCOMMITTED_OUT TOPIC...
+ *     BrokerClient consume at read_committed into COMMITTED_OUT and at read_uncommitted into
+ *     UNCOMMITTED_OUT, the two consumers at once in one JVM.
  * ClusterClient produce BOOTSTRAP SEED PAUSE_MS TOPIC:KIND:RECORDS...
  *     one thread per TOPIC:KIND:RECORDS, KIND plain (acks=all, not idempotent) | idempotent | txn
  *     (transactions of 1-60 records, a third aborted, flushed first so that their records are in the
@@ -77,8 +80,36 @@ public class ClusterClient {
                 List<String> specs = List.of(args).subList(4, args.length);
                 produce(args[1], Long.parseLong(args[2]), Long.parseLong(args[3]), specs);
                 break;
+            case "consume":
+                consumeBoth(args[1], args[2], args[3], List.of(args).subList(4, args.length));
+                break;
             default:
                 throw new IllegalArgumentException("unknown command " + args[0]);
+        }
+    }
+
+    /** BrokerClient.consume at both isolation levels at once, in two threads of one JVM. */
+    static void consumeBoth(String bootstrap, String committedOut, String uncommittedOut, List<String> topics) throws Exception {
+        List<Throwable> errors = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        for (String[] job : new String[][] {{"read_committed", committedOut}, {"read_uncommitted", uncommittedOut}}) {
+            Thread t = new Thread(() -> {
+                try {
+                    BrokerClient.consume(bootstrap, job[0], job[1], topics);
+                } catch (Throwable e) {
+                    synchronized (errors) {
+                        errors.add(e);
+                    }
+                }
+            });
+            t.start();
+            threads.add(t);
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        if (!errors.isEmpty()) {
+            throw new RuntimeException(errors.get(0));
         }
     }
 
