@@ -11,7 +11,9 @@ and restarted under Kafka's producers, an unclean election leaving a divergent r
 left dead) is read the same way, and its divergent replica is reported and never read. Writes go
 into every in-sync replica's dir; after the restart every broker, leader in turn, serves klog's rows.
 
-Seeds are printed; ``KLOG_CLUSTER_SEED`` replays one.
+The fixture's own self-tests (``tests/cluster_checks.py``: the cluster is the one these tests
+assume) run here too, sharing its cluster and its messy scenario. Seeds are printed;
+``KLOG_CLUSTER_SEED`` replays one.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_checks import (  # noqa: F401 - the fixture's self-tests, and the one messy scenario they share
+    messy,
+    test_messy_dead_broker_left_every_isr_and_the_rest_agree,
+    test_messy_divergent_replica_disagrees_with_the_new_leader,
+    test_messy_isolation_levels_differ_where_aborted,
+    test_messy_killed_leader_gave_a_new_leader_with_a_higher_epoch,
+    test_messy_leaders_checkpoints_end_at_the_admin_leader_epoch,
+    test_one_cluster_id_and_node_ids_over_every_dir,
+    test_rf3_topic_has_three_equal_replicas_on_three_dirs,
+    test_snapshot_copies_every_dir_live_and_stopped,
+)
 from kafka_corpus import assert_same_rows, rows_of
 
 import storage_core
@@ -228,49 +241,52 @@ class MessyCopies:
 
 
 @pytest.fixture(scope="module")
-def messy(cluster, tmp_path_factory: pytest.TempPathFactory) -> MessyCopies:  # type: ignore[no-untyped-def]
-    from cluster_fixture import messy_scenario
-
-    cluster.start()
-    seed = _seed("messy")
-    m = messy_scenario(cluster, seed, f"m{seed % 100000}", records=1800)
-    time.sleep(2.5)  # the high-watermark checkpoints of the live brokers
-    live = cluster.snapshot(tmp_path_factory.mktemp("messy-copies") / "live")
-    return MessyCopies(m, live)
+def messy_copies(cluster, messy, tmp_path_factory: pytest.TempPathFactory) -> MessyCopies:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The messy scenario's cluster (``cluster_checks.messy``: one run per process) copied live, once
+    the high-watermark checkpoints of the live brokers caught up."""
+    time.sleep(2.5)
+    return MessyCopies(messy, cluster.snapshot(tmp_path_factory.mktemp("messy-copies") / "live"))
 
 
 @pytest.mark.parametrize("iso", ISOLATION)
-def test_messy_cluster_reads_as_its_consumer(messy: MessyCopies, iso: str) -> None:
+def test_messy_cluster_reads_as_its_consumer(messy_copies: MessyCopies, iso: str) -> None:
     """Every dir (the dead broker's stale copy among them), and the live brokers' alone."""
-    m = messy.m
+    m = messy_copies.m
     truth = m.committed if iso == "read_committed" else m.uncommitted
-    every = list(messy.live.values())
+    every = list(messy_copies.live.values())
     got = storage_core.read_arrow(_joined(every), topics=m.topics, isolationLevel=iso, includeHeaders=True)
     assert_same_rows(rows_of(got.read_all()), truth, f"seed={m.seed} messy all dirs {iso} events={m.events}")
-    alive = [d for n, d in messy.live.items() if n != m.dead]
+    alive = [d for n, d in messy_copies.live.items() if n != m.dead]
     got = storage_core.read_arrow(_joined(alive), topics=m.topics, isolationLevel=iso, includeHeaders=True)
     assert_same_rows(rows_of(got.read_all()), truth, f"seed={m.seed} messy live brokers {iso}")
 
 
-def test_messy_dead_brokers_dir_alone_is_refused(messy: MessyCopies, caplog: pytest.LogCaptureFixture) -> None:
-    """The broker left dead is out of every ISR: its dir alone holds no in-sync replica."""
-    m = messy.m
-    dead = messy.live[m.dead]
+def test_messy_dead_brokers_dir_is_refused_beside_newer_metadata(messy_copies: MessyCopies,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """The broker left dead is out of every ISR. Its own dir's ``__cluster_metadata`` stopped when it
+    died and still counts it in, so alone it reads as what it was; beside the controller's dir, whose
+    metadata is newer, it holds no in-sync replica and is refused, naming it (with failOnDataLoss=false
+    read, with a warning)."""
+    from cluster_fixture import CONTROLLER_ID
+
+    m = messy_copies.m
+    dirs = _joined([messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]])
     with pytest.raises(ReplicaMissingError) as err:
-        storage_core.read_arrow(str(dead), topics=m.topics[0])
-    assert "none of its in-sync replicas" in str(err.value) and f"broker {m.dead}" in str(err.value)
+        storage_core.read_arrow(dirs, topics=m.topics[0])
+    assert "none of its in-sync replicas" in str(err.value) and f"broker {m.dead} holds" in str(err.value), \
+        (m.seed, str(err.value))
     with caplog.at_level(logging.WARNING, logger="klog"):
-        storage_core.read_arrow(str(dead), topics=m.topics[0], failOnDataLoss=False).read_all()
+        storage_core.read_arrow(dirs, topics=m.topics[0], failOnDataLoss=False).read_all()
     assert "none of its in-sync replicas" in caplog.text
 
 
 @pytest.mark.parametrize("iso", ISOLATION)
-def test_divergent_replica_is_reported_and_never_read(messy: MessyCopies, iso: str,
+def test_divergent_replica_is_reported_and_never_read(messy_copies: MessyCopies, iso: str,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """The copy taken after the unclean election, its old leader stopped: that broker's replica holds
     records Kafka truncated; klog reads the new leader's, names the old one's divergence at the offset
     Kafka truncated it to, and ``verify`` warns of it."""
-    m = messy.m
+    m = messy_copies.m
     div = m.divergence
     dirs = [p for p in sorted(div.snapshot.glob("*/data"))]
     truth = m.committed if iso == "read_committed" else m.uncommitted

@@ -1,4 +1,6 @@
-"""Self-tests of the multi-broker cluster fixture (``tests/cluster_fixture.py``): that the cluster is
+"""Self-tests of the multi-broker cluster fixture (``tests/cluster_fixture.py``), collected by
+``tests/test_cluster.py`` (so that one test process runs one cluster and one messy scenario for
+both): that the cluster is
 the one the whole-cluster tests of issue 57 assume: one cluster id over every node's dir, RF-3
 replicas on three brokers' dirs, leader epochs bumped by a killed leader, a divergent replica after
 an unclean election, and aborted transactions that the two isolation levels see differently.
