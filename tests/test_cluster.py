@@ -269,9 +269,16 @@ def test_messy_dead_brokers_dir_is_refused_beside_newer_metadata(messy_copies: M
     read, with a warning)."""
     from cluster_fixture import CONTROLLER_ID
 
+    from storage_core.log.manager import find_partitions
+
     m = messy_copies.m
     dirs = _joined([messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]])
+    seen = [(pd.topic_partition, pd.replicas and pd.replicas.registration)
+            for pd in find_partitions([messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]],
+                                      only=lambda tp: tp.topic == m.topics[0]) if pd.topic_partition.topic == m.topics[0]]
     with pytest.raises(ReplicaMissingError) as err:
+        print(f"seed={m.seed} dead={m.dead} klog's registrations: {seen}; Admin: "
+              f"{ {tp: d for tp, d in m.describe.items() if tp.startswith(m.topics[0])} }")
         storage_core.read_arrow(dirs, topics=m.topics[0])
     assert "none of its in-sync replicas" in str(err.value) and f"broker {m.dead} holds" in str(err.value), \
         (m.seed, str(err.value))

@@ -128,3 +128,28 @@ def test_delete_log(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["gone-1"]
     rp = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()
     assert rp == {TopicPartition("gone", 1): 3}
+
+
+@pytest.mark.parametrize("epoch", [None, 0, 7, 2**40])
+def test_the_broker_epoch_of_the_clean_shutdown_marker_is_kept(tmp_path: Path, epoch: int | None) -> None:
+    """klog's writers mark a dir clean again with the broker epoch the broker recorded: rewritten
+    without it, the broker would register as after an unclean shutdown and the controller drop it
+    from every partition's eligible leader replicas (KIP-966): the cluster tests' restart after a klog
+    write found partitions with no leader that way. Both the manager (recovery, retention,
+    compaction) and a job's commit keep it."""
+    from storage_core.log.staged import StagingWriter, commit_job
+    from storage_core.record.compression import CompressionType
+
+    with LogManager([tmp_path], writable=True) as lm:
+        lm.create_log(TopicPartition("t", 0)).append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")]))
+    CleanShutdownFile.in_dir(tmp_path).write(epoch)
+    with LogManager([tmp_path], writable=True) as lm:
+        assert not CleanShutdownFile.in_dir(tmp_path).exists()  # open: a crash now must lead to recovery
+        lm.retention()
+    assert CleanShutdownFile.in_dir(tmp_path).read() == epoch
+    import pyarrow as pa
+
+    w = StagingWriter(tmp_path / "t-0", ".klog-staging-job1-00000-0", LogConfig(), CompressionType.NONE, 1 << 20)
+    w.append(pa.table({"key": [b"a"], "value": [b"b"]}), 1_700_000_000_000)
+    commit_job("job1", [w.finish()])
+    assert CleanShutdownFile.in_dir(tmp_path).read() == epoch

@@ -539,6 +539,19 @@ class CleanShutdownFile(_TextFile):
         """Remove the marker if it is there (``Files.deleteIfExists``)."""
         self.path.unlink(missing_ok=True)
 
+    def kept_epoch(self) -> int | None:
+        """The broker epoch to write back when klog marks the dir clean again after working on it
+        (a commit, a recovery, retention, compaction): the one the broker recorded, or None (no
+        marker, an empty or unreadable one). A marker rewritten without it reads to the broker as an
+        unclean shutdown: the broker registers with no previous broker epoch, and the controller
+        then drops it from the eligible leader replicas of every partition (KIP-966,
+        ``ReplicationControlManager``), which after a clean shutdown of every broker leaves
+        partitions with no leader to elect."""
+        try:
+            return self.read()
+        except CorruptCheckpointError:
+            return None
+
 
 # --- meta.properties (java.util.Properties) ---------------------------------------------------
 

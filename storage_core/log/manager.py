@@ -357,6 +357,8 @@ class LogManager:
         # the KRaft metadata of the dirs (cluster_metadata.py): in one of them, if any
         self.kraft = find_cluster_metadata(self.log_dirs)
         deleted_markers: list[CleanShutdownFile] = []
+        #: each dir's broker epoch in its clean-shutdown marker, written back with the marker on close
+        self._broker_epochs: dict[Path, int | None] = {}
         loaded: list[Log] = []  # every log a worker opened, handed over or not: all closed if the open fails
         try:
             if writable:
@@ -368,6 +370,7 @@ class LogManager:
                 recovery = OffsetCheckpointFile(d / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
                 starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
                 marker = CleanShutdownFile.in_dir(d)
+                self._broker_epochs[d] = marker.kept_epoch()
                 clean = marker.exists() and not full_recovery
                 if full_recovery:
                     recovery = {}
@@ -406,7 +409,7 @@ class LogManager:
                     undone = False
             if undone:
                 for m in deleted_markers:  # every loaded log was closed cleanly: as found
-                    m.write(None)
+                    m.write(self._broker_epochs.get(m.path.parent))
             for lock in self._locks:  # a failed open holds nothing
                 lock.release()
             self._locks = []
@@ -528,7 +531,7 @@ class LogManager:
             if self.writable and self.logs is not None:
                 self.checkpoint()
                 for d in self.log_dirs:
-                    CleanShutdownFile.in_dir(d).write(None)
+                    CleanShutdownFile.in_dir(d).write(self._broker_epochs.get(d))
         finally:
             for lock in self._locks:
                 lock.release()

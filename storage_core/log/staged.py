@@ -312,6 +312,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                            {str(p) for p in log_dir.iterdir() if p.is_dir() and _topic_of(p) in overwrite_set})
             recovery = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
             clean = CleanShutdownFile.in_dir(log_dir).exists()
+            broker_epoch = CleanShutdownFile.in_dir(log_dir).kept_epoch()
             for pdir in pdirs:
                 tp0 = TopicPartition.parse_dir_name(Path(pdir).name)
                 with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
@@ -351,7 +352,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
             jpath.unlink()
             fsync_dir(log_dir)
             advance_high_watermarks(log_dir, ends)
-            CleanShutdownFile.in_dir(log_dir).write(None)
+            CleanShutdownFile.in_dir(log_dir).write(broker_epoch)
         finally:
             lock.release()
     return result

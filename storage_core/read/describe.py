@@ -363,7 +363,7 @@ def _warn_absent(opts: Any) -> None:
 
     from storage_core.log.manager import scan_log_dirs
 
-    for tp, brokers in sorted(scan_log_dirs(opts.log_dirs).absent.items()):
+    for tp, brokers in sorted(scan_log_dirs(opts.log_dirs, only=lambda _tp: False).absent.items()):
         logging.getLogger("klog").warning("describe: %s: no replica is among the log dirs; it is on brokers %s", tp,
                                           ", ".join(map(str, brokers)))
 

@@ -332,7 +332,8 @@ def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from storage_core.read.planner import choose_partitions
 
     dirs = _log_dirs(args.dir)
-    view = scan_log_dirs(_dirs(args), required=True)
+    wanted = set(args.topic) if args.topic else None
+    view = scan_log_dirs(_dirs(args), required=True, only=None if wanted is None else lambda tp: tp.topic in wanted)
     parts = view.partitions
     for tp, brokers in sorted(view.absent.items()):
         if not args.topic or tp.topic in args.topic:
