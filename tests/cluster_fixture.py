@@ -592,7 +592,16 @@ class LeaderKill:
 
 @dataclass
 class Messy:
-    """What :func:`messy_scenario` did and what the cluster says afterwards (see there)."""
+    """What :func:`messy_scenario` did and what the cluster says afterwards: ``seed``; ``topics``
+    (``<prefix>-idem``, ``-txn``, ``-plain``, ``-unclean``); ``dead``, the broker left SIGKILLed;
+    ``divergence``, the replica the unclean election left divergent (:class:`Divergence`);
+    ``leader_kill``, the leader SIGKILLed while the producers wrote (:class:`LeaderKill`);
+    ``events``, every kill, stop, start and election in order, with seconds since the start;
+    ``produced``, per producer run: records acked and failed, transactions committed, aborted and
+    failed; then the truth at the end, with ``dead`` down: ``describe`` and ``offsets`` (Admin, as
+    :meth:`Cluster.describe` and :meth:`Cluster.list_offsets`) and ``committed`` and
+    ``uncommitted``, every record of the four topics as Kafka's consumer returns it at
+    read_committed and read_uncommitted."""
 
     seed: int
     topics: list[str]
@@ -636,11 +645,16 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
        under-replicated;
     3. the unclean election: on ``-unclean-0`` with leader A, stops followers B and C (one SIGKILL,
        one clean, by seed), waits for ISR = {A}, produces to A alone, stops A cleanly, starts B and
-       elects it UNCLEAN (B is not in the ISR), produces more (and more records than A had alone) to
-       B, starts C and waits for ISR = {B, C}; takes ``divergence.snapshot``, a volume snapshot of
-       every node's dir with A stopped (A's copy holds the divergent records); then starts A, reads
-       from A's log the offset its fetcher truncated it to, and waits until nothing is
-       under-replicated;
+       elects it UNCLEAN (B is not in the ISR; Kafka 4.4's controller usually does it first, on B's
+       unfencing), produces more to B (more records than A had alone, so that B's log passes A's
+       end), starts C and waits for ISR = {B, C}; takes ``divergence.snapshot``, a volume snapshot of
+       every node's dir with A stopped (A's copy holds the divergent records), and the Admin truth
+       of that moment (``divergence.describe``/``offsets``): the other topics' partitions may then
+       have no leader (KIP-966: a follower stopped while the ISR still met ``min.insync.replicas``
+       is in neither ISR nor ELR, and one SIGKILLed leaves the ELR on restart, so only A may lead
+       them), though every replica of theirs holds every record (none was written to them in
+       this step); then starts A, reads from A's log the offset its fetcher truncated it to
+       (``divergence.truncate_to``), and waits until nothing is under-replicated;
     4. SIGKILLs one random broker (``dead``), left dead, and waits until every partition's ISR has
        dropped it;
     5. records the truth with the cluster in that state: ``describe`` and ``offsets`` (Admin) of every

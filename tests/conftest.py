@@ -74,3 +74,18 @@ def cluster(tmp_path_factory):  # type: ignore[no-untyped-def]
         c.stop()
     finally:
         c.kill()
+
+
+@pytest.fixture(scope="session")
+def messy(cluster):  # type: ignore[no-untyped-def]
+    """One run of ``cluster_fixture.messy_scenario`` per test process on the ``cluster`` fixture
+    (every broker started first; about 100 s), with a random seed it prints (``KLOG_CLUSTER_SEED``
+    sets it; Kafka's own choices of leaders still vary), topics ``messy-*``; it leaves
+    ``messy.dead`` down: tests needing all brokers call ``cluster.start()``."""
+    import random
+
+    import cluster_fixture
+
+    cluster.start()
+    seed = int(os.environ.get("KLOG_CLUSTER_SEED") or random.randrange(2**31))
+    return cluster_fixture.messy_scenario(cluster, seed, "messy")
