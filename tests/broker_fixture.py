@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,8 +186,9 @@ def libs(version: str | None = None) -> list[Path]:
     return _libs[v]
 
 
-def compiled_classpath(pom: Path, cache: Path, jars: list[Path], source: Path, what: str | None = None) -> str:
-    """``pom``'s jars (fetched into ``cache``) and ``source`` compiled against them there, under the
+def compiled_classpath(pom: Path, cache: Path, jars: list[Path], source: Path | Sequence[Path],
+                       what: str | None = None) -> str:
+    """``pom``'s jars (fetched into ``cache``) and ``source`` (one Java file or several) compiled against them there, under the
     cache's file lock; a failure is a :class:`BrokerError` (``what`` names the oracle in it)."""
     try:
         with _locked(cache / ".lock"):

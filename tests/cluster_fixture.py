@@ -7,20 +7,29 @@ Layout under ``root`` (what klog is pointed at)::
     root/b1/data ... bN/data  broker n's log.dirs (node.id n)
     root/<node>/server.properties, server.log (log4j), stdout.log
 
-Usage::
+Usage (in tests: the session fixture ``cluster`` of ``tests/conftest.py``, already started)::
 
-    c = Cluster(tmp / "cluster")              # formats every node with one cluster id
-    c.start()                                 # controller first, then the brokers (about 20 s)
-    c.create_topic("orders", partitions=3)    # RF 3 (default.replication.factor), min.insync.replicas 2
-    c.produce(seed, [("orders", "idempotent", 2000)])   # Kafka's producers, acks=all, every codec
-    c.describe(["orders"])    # {"orders-0": {"leader", "leaderEpoch", "replicas", "isr", "elr", ...}}
+    c = Cluster(tmp / "cluster")              # formats every node with one cluster id (about 10 s)
+    c.start()                                 # controller first, then the brokers (15-25 s); also
+                                              # starts any broker left down
+    c.create_topic("orders", partitions=3)    # RF 3, min.insync.replicas 2; waits for the leaders
+    c.produce(seed, [("orders", "idempotent", 2000), ("orders", "txn", 500)])
+                                              # Kafka's producers, acks=all, every codec; kinds:
+                                              # plain (not idempotent), idempotent, txn (a third aborted)
+    job = c.produce_async(seed, specs, pause_ms=50); ...; job.wait()   # while brokers are killed
+    c.describe(["orders"])      # {"orders-0": {"leader", "leaderEpoch", "replicas", "isr", "elr",
+                                #               "lastKnownElr", "topicId"}}  (Admin describeTopics)
     c.list_offsets(["orders"])  # {"orders-0": {"earliest", "latest" (= high watermark), "lso", "leaderEpoch"}}
-    c.consume("read_committed", ["orders"])   # every record, as broker_fixture.consumer_row
-    c.broker(2).kill(); c.broker(2).start()   # SIGKILL, restart on the same dirs
-    c.snapshot(tmp / "copy")                  # a "volume snapshot": copytree of every node's data dir
-    c.stop()                                  # clean shutdown of every JVM
+    c.consume("read_committed", ["orders"])   # every record, each a broker_fixture.consumer_row
+    c.consume_both(["orders"])                # (read_committed rows, read_uncommitted rows), one JVM
+    c.broker(2).kill(); c.broker(2).stop(); c.broker(2).start()   # SIGKILL, SIGTERM, restart
+    c.wait_for_isr("orders", 0, 2); c.wait_replicated(["orders"]); c.wait_leader("orders", 0, not_in=[2])
+    c.unclean_election("orders", 0)           # sets unclean.leader.election.enable, electLeaders UNCLEAN
+    c.snapshot(tmp / "live")                  # a volume snapshot: copytree of every node's data dir
+    c.stopped_snapshot(tmp / "clean")         # stop (clean shutdown), copy, start again
+    c.stop()                                  # clean shutdown of every JVM (c.kill(): SIGKILL all)
 
-    m = messy_scenario(c, seed=1234, prefix="m")   # see :func:`messy_scenario` and :class:`Messy`
+    m = messy_scenario(c, seed, "m")          # a seeded random history; see there and :class:`Messy`
 
 Settings (:data:`CLUSTER_CONFIG`, overridable with ``Cluster(**config)``, applied to every node):
 RF 3 everywhere (``default.replication.factor``, ``offsets.topic.replication.factor``,
@@ -30,7 +39,16 @@ RF 3 everywhere (``default.replication.factor``, ``offsets.topic.replication.fac
 broker whose heartbeats (every 1000 ms) stop for ``broker.session.timeout.ms`` 6000, and
 ``replica.high.watermark.checkpoint.interval.ms`` 1000 (Kafka's default 5000): the
 ``replication-offset-checkpoint`` of a live broker lags its high watermark by at most about a second.
-Each JVM gets ``-Xmx384m`` with the serial collector and C1 only (4 JVMs on 2 cores).
+Each JVM gets ``-Xmx384m`` with the serial collector and C1 only (4 JVMs on 2 cores). The same
+settings go to the controller (Kafka 4.4 warns that ``num.partitions`` and
+``default.replication.factor`` belong to the controller role and will be ignored by brokers in 5.0).
+
+What Kafka 4.4.0 does here that a reader of older docs may not expect: a freshly formatted 4.4
+cluster has ``eligible.leader.replicas.version=1`` (KIP-966 ELR on: a replica leaving an ISR below
+``min.insync.replicas`` goes into the ELR and may be elected cleanly); with
+``unclean.leader.election.enable=true`` on a topic the controller elects an out-of-ISR replica by
+itself as soon as that broker is unfenced, so Admin ``electLeaders(UNCLEAN)`` then answers
+``ElectionNotNeededException`` (:meth:`Cluster.elect` returns that name; the scenario accepts both).
 
 Jars: Kafka's from Maven Central through ``tests/cluster/pom.xml`` (``tests/broker/pom.xml`` without
 kafka-storage's test jar, which Maven Central lacks for 4.4.0), cached like the single broker's in
@@ -49,9 +67,7 @@ TruncationState(offset=X, ...)``: :func:`messy_scenario` reads X from that line.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import random
 import re
 import select
@@ -67,8 +83,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import broker_fixture
-from broker_fixture import BrokerError, cache_dir, consumer_row, free_port, java_env, maven_jars, random_kafka_uuid
-from kafka_oracle import _locked
+from broker_fixture import (
+    BrokerError,
+    cache_dir,
+    compiled_classpath,
+    consumer_row,
+    free_port,
+    java_env,
+    maven_jars,
+    random_kafka_uuid,
+)
 
 HERE = Path(__file__).resolve().parent
 CLUSTER_POM = HERE / "cluster" / "pom.xml"
@@ -138,28 +162,9 @@ def libs(version: str = CLUSTER_VERSION) -> list[Path]:
 
 def classpath(version: str = CLUSTER_VERSION) -> str:
     """Kafka ``version``'s jars and ``ClusterClient`` with ``BrokerClient`` (whose record generator and
-    consumer it uses) compiled together against them, into ``classes-<digest of both sources>`` of
-    the release's cache, under the cache's lock."""
-    jars = libs(version)
-    cache = cache_dir(version)
-    sources = [broker_fixture.CLIENT_SOURCE, CLUSTER_SOURCE]
-    key = hashlib.sha256(b"".join(s.read_bytes() for s in sources)).hexdigest()[:16]
-    classes = cache / f"cluster-classes-{key}"
-    try:
-        with _locked(cache / ".lock"):
-            if not classes.is_dir():
-                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".cluster-classes-"))
-                try:
-                    cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), *map(str, sources)]
-                    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                    if proc.returncode != 0:
-                        raise BrokerError(f"Kafka cluster unavailable: javac failed: {proc.stderr.strip()}")
-                    tmp.rename(classes)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
-    except OSError as e:
-        raise BrokerError(f"Kafka cluster unavailable: {e}") from e
-    return os.pathsep.join([str(broker_fixture.libs_dir(CLUSTER_POM, cache) / "*"), str(classes)])
+    consumer it uses) compiled together against them into the release's cache."""
+    return compiled_classpath(CLUSTER_POM, cache_dir(version), libs(version),
+                              [broker_fixture.CLIENT_SOURCE, CLUSTER_SOURCE], "Kafka cluster unavailable")
 
 
 def unavailable(version: str = CLUSTER_VERSION) -> str | None:
@@ -215,6 +220,15 @@ class Producing:
     def __init__(self, proc: subprocess.Popen[str], what: str) -> None:
         self.proc = proc
         self.what = what
+
+    def __enter__(self) -> Producing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Leaving the block (a test failed before :meth:`wait`) kills the producers."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
 
     def wait(self, timeout: float = 600) -> list[dict[str, Any]]:
         try:
@@ -547,8 +561,9 @@ class Divergence:
     after an unclean election made ``leader`` the leader. Its log ran to ``log_end`` (exclusive; the
     high watermark while it alone was the ISR); Kafka truncated it to ``truncate_to`` when it came back
     as a follower (read from its own ``server.log``), so offsets ``[truncate_to, log_end)`` of its copy
-    in ``snapshot`` are not the cluster's. ``epochs``: its last leader epoch, and the leader's epoch
-    after the election (Admin)."""
+    in ``snapshot`` are not the cluster's. ``old_epoch``: its last leader epoch; ``new_epoch``: the
+    leader's after the election (Admin). ``describe`` and ``offsets``: the Admin truth of every topic
+    just before ``snapshot`` was copied (nothing was produced meanwhile)."""
 
     broker: int
     topic: str
@@ -559,6 +574,8 @@ class Divergence:
     old_epoch: int
     new_epoch: int
     snapshot: Path
+    describe: dict[str, dict[str, Any]] = field(default_factory=dict)
+    offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -575,7 +592,16 @@ class LeaderKill:
 
 @dataclass
 class Messy:
-    """What :func:`messy_scenario` did and what the cluster says afterwards (see there)."""
+    """What :func:`messy_scenario` did and what the cluster says afterwards: ``seed``; ``topics``
+    (``<prefix>-idem``, ``-txn``, ``-plain``, ``-unclean``); ``dead``, the broker left SIGKILLed;
+    ``divergence``, the replica the unclean election left divergent (:class:`Divergence`);
+    ``leader_kill``, the leader SIGKILLed while the producers wrote (:class:`LeaderKill`);
+    ``events``, every kill, stop, start and election in order, with seconds since the start;
+    ``produced``, per producer run: records acked and failed, transactions committed, aborted and
+    failed; then the truth at the end, with ``dead`` down: ``describe`` and ``offsets`` (Admin, as
+    :meth:`Cluster.describe` and :meth:`Cluster.list_offsets`) and ``committed`` and
+    ``uncommitted``, every record of the four topics as Kafka's consumer returns it at
+    read_committed and read_uncommitted."""
 
     seed: int
     topics: list[str]
@@ -619,11 +645,16 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
        under-replicated;
     3. the unclean election: on ``-unclean-0`` with leader A, stops followers B and C (one SIGKILL,
        one clean, by seed), waits for ISR = {A}, produces to A alone, stops A cleanly, starts B and
-       elects it UNCLEAN (B is not in the ISR), produces more (and more records than A had alone) to
-       B, starts C and waits for ISR = {B, C}; takes ``divergence.snapshot``, a volume snapshot of
-       every node's dir with A stopped (A's copy holds the divergent records); then starts A, reads
-       from A's log the offset its fetcher truncated it to, and waits until nothing is
-       under-replicated;
+       elects it UNCLEAN (B is not in the ISR; Kafka 4.4's controller usually does it first, on B's
+       unfencing), produces more to B (more records than A had alone, so that B's log passes A's
+       end), starts C and waits for ISR = {B, C}; takes ``divergence.snapshot``, a volume snapshot of
+       every node's dir with A stopped (A's copy holds the divergent records), and the Admin truth
+       of that moment (``divergence.describe``/``offsets``): the other topics' partitions may then
+       have no leader (KIP-966: a follower stopped while the ISR still met ``min.insync.replicas``
+       is in neither ISR nor ELR, and one SIGKILLed leaves the ELR on restart, so only A may lead
+       them), though every replica of theirs holds every record (none was written to them in
+       this step); then starts A, reads from A's log the offset its fetcher truncated it to
+       (``divergence.truncate_to``), and waits until nothing is under-replicated;
     4. SIGKILLs one random broker (``dead``), left dead, and waits until every partition's ISR has
        dropped it;
     5. records the truth with the cluster in that state: ``describe`` and ``offsets`` (Admin) of every
@@ -655,37 +686,37 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     # 2. kills and restarts while Kafka's producers write (for about PRODUCE_S seconds)
     share = records // 3
     pause = int(PRODUCE_S * 1000 * 20 / max(share, 1))
-    job = cluster.produce_async(rng.randrange(2**31), [(idem, "idempotent", share), (txn, "txn", share),
-                                                       (plain, "plain", share), (unclean, "idempotent", 200)],
-                                pause_ms=pause)
+    with cluster.produce_async(rng.randrange(2**31), [(idem, "idempotent", share), (txn, "txn", share),
+                                                      (plain, "plain", share), (unclean, "idempotent", 200)],
+                               pause_ms=pause) as job:
 
-    def producing() -> str:
-        return "while producing" if job.proc.poll() is None else "after the producers ended"
+        def producing() -> str:
+            return "while producing" if job.proc.poll() is None else "after the producers ended"
 
-    time.sleep(rng.uniform(1.5, 3.0))
-    desc = cluster.describe(topics[:3])
-    tp = rng.choice(sorted(desc))
-    follower = rng.choice([r for r in desc[tp]["replicas"] if r != desc[tp]["leader"]])
-    cluster.broker(follower).kill()
-    ev(f"SIGKILL follower {follower} of {tp} {producing()}")
-    time.sleep(rng.uniform(0.5, 2.0))
-    cluster.broker(follower).start()
-    ev(f"start {follower}")
-    cluster.wait_replicated(topics)
-    desc = cluster.describe(topics[:3])
-    tp = rng.choice(sorted(desc))
-    leader, epoch = desc[tp]["leader"], desc[tp]["leaderEpoch"]
-    cluster.broker(leader).kill()
-    how = producing()
-    topic_of, part_of = broker_fixture.split_tp(tp)
-    new_leader = cluster.wait_leader(topic_of, part_of, not_in=[leader])
-    new_epoch = cluster.describe([topic_of])[tp]["leaderEpoch"]
-    m.leader_kill = LeaderKill(tp, leader, epoch, new_leader, new_epoch)
-    ev(f"SIGKILL leader {leader} of {tp} (epoch {epoch}) {how}; new leader {new_leader} (epoch {new_epoch})")
-    time.sleep(rng.uniform(0.5, 1.5))
-    cluster.broker(leader).start()
-    ev(f"start {leader} {producing()}")
-    m.produced = job.wait()
+        time.sleep(rng.uniform(1.5, 3.0))
+        desc = cluster.describe(topics[:3])
+        tp = rng.choice(sorted(desc))
+        follower = rng.choice([r for r in desc[tp]["replicas"] if r != desc[tp]["leader"]])
+        cluster.broker(follower).kill()
+        ev(f"SIGKILL follower {follower} of {tp} {producing()}")
+        time.sleep(rng.uniform(0.5, 2.0))
+        cluster.broker(follower).start()
+        ev(f"start {follower}")
+        cluster.wait_replicated(topics)
+        desc = cluster.describe(topics[:3])
+        tp = rng.choice(sorted(desc))
+        leader, epoch = desc[tp]["leader"], desc[tp]["leaderEpoch"]
+        cluster.broker(leader).kill()
+        how = producing()
+        topic_of, part_of = broker_fixture.split_tp(tp)
+        new_leader = cluster.wait_leader(topic_of, part_of, not_in=[leader])
+        new_epoch = cluster.describe([topic_of])[tp]["leaderEpoch"]
+        m.leader_kill = LeaderKill(tp, leader, epoch, new_leader, new_epoch)
+        ev(f"SIGKILL leader {leader} of {tp} (epoch {epoch}) {how}; new leader {new_leader} (epoch {new_epoch})")
+        time.sleep(rng.uniform(0.5, 1.5))
+        cluster.broker(leader).start()
+        ev(f"start {leader} {producing()}")
+        m.produced = job.wait()
     cluster.wait_replicated(topics)
 
     # 3. the unclean election
@@ -708,7 +739,7 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     ev(f"stop leader {a} of {utp} (alone in its ISR, log end {solo['latest']}, epoch {old_epoch})")
     cluster.start_brokers([b])
     ev(f"start {b}")
-    error = cluster.elect(unclean, 0, "UNCLEAN")
+    error = cluster.unclean_election(unclean, 0)
     if error not in (None, "ElectionNotNeededException"):
         raise BrokerError(f"the unclean election of {utp} failed: {error}")
     cluster.wait_leader(unclean, 0, not_in=[a])
@@ -717,14 +748,17 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
     if after["leader"] != b:
         raise BrokerError(f"the unclean election of {utp} chose {after['leader']}, not {b}: {after}")
     # more records than A had alone: B's log passes A's end, so every divergent offset has B's other batch
-    more = cluster.produce_async(rng.randrange(2**31), [(unclean, "idempotent", alone + rng.randrange(50, 150))])
+    # (not while C starts: a producer that meets a starting broker can stall for a request timeout)
+    m.produced += cluster.produce(rng.randrange(2**31), [(unclean, "idempotent", alone + rng.randrange(50, 150))])
+    ev(f"produced to {b}")
     cluster.start_brokers([c])
     ev(f"start {c}")
-    m.produced += more.wait()
     cluster.wait_for_isr(unclean, 0, 2)
     snap = cluster.root / f"{prefix}-divergent"
+    snap_describe, snap_offsets = cluster.describe(topics), cluster.list_offsets(topics)
     cluster.snapshot(snap)
-    ev(f"snapshot {snap} with {a} stopped")
+    offline = sorted(tp for tp, d in snap_describe.items() if d["leader"] < 0)
+    ev(f"snapshot {snap} with {a} stopped; partitions without a leader: {offline or 'none'}")
     mark = cluster.broker(a).log_mark()
     cluster.start_brokers([a])
     ev(f"start {a}")
@@ -734,7 +768,7 @@ def messy_scenario(cluster: Cluster, seed: int, prefix: str, records: int = 3000
         raise BrokerError(f"broker {a} logged no truncation of {utp} after the unclean election")
     m.divergence = Divergence(broker=a, topic=unclean, partition=0, leader=b, truncate_to=cuts[0],
                               log_end=solo["latest"], old_epoch=old_epoch, new_epoch=after["leaderEpoch"],
-                              snapshot=snap)
+                              snapshot=snap, describe=snap_describe, offsets=snap_offsets)
 
     # 4. one broker left dead
     m.dead = rng.choice(sorted(cluster.brokers))

@@ -34,6 +34,16 @@ def spark():  # type: ignore[no-untyped-def]
     session.stop()
 
 
+def skip_unless_runs(reason: str | None) -> None:
+    """Skip with ``reason`` (why Kafka cannot run here), or fail under ``KLOG_REQUIRE_BROKER=1`` (CI)."""
+    import broker_fixture
+
+    if reason is not None:
+        if broker_fixture.required():
+            pytest.fail(f"{broker_fixture.REQUIRE_ENV}=1 but {reason}")
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):  # type: ignore[no-untyped-def]
     """One Apache Kafka broker per test process (``tests/broker_fixture.py``), a few seconds to
@@ -41,11 +51,7 @@ def broker(tmp_path_factory):  # type: ignore[no-untyped-def]
     instead under ``KLOG_REQUIRE_BROKER=1`` (CI)."""
     import broker_fixture
 
-    reason = broker_fixture.unavailable()
-    if reason is not None:
-        if broker_fixture.required():
-            pytest.fail(f"{broker_fixture.REQUIRE_ENV}=1 but {reason}")
-        pytest.skip(reason)
+    skip_unless_runs(broker_fixture.unavailable())
     b = broker_fixture.Broker(tmp_path_factory.mktemp("kafka-broker"))
     b.start()
     yield b
@@ -58,14 +64,9 @@ def cluster(tmp_path_factory):  # type: ignore[no-untyped-def]
     three brokers, each its own JVM, about 20 s to start. Tests make fresh topics; a test that leaves
     a broker down (the messy scenario does) leaves it so for the next: call ``cluster.start()`` (it
     starts every broker not running) where all three are needed. Skips or fails as ``broker`` does."""
-    import broker_fixture
     import cluster_fixture
 
-    reason = cluster_fixture.unavailable()
-    if reason is not None:
-        if broker_fixture.required():
-            pytest.fail(f"{broker_fixture.REQUIRE_ENV}=1 but {reason}")
-        pytest.skip(reason)
+    skip_unless_runs(cluster_fixture.unavailable())
     c = cluster_fixture.Cluster(tmp_path_factory.mktemp("kafka-cluster"))
     try:
         c.start()
@@ -73,3 +74,18 @@ def cluster(tmp_path_factory):  # type: ignore[no-untyped-def]
         c.stop()
     finally:
         c.kill()
+
+
+@pytest.fixture(scope="session")
+def messy(cluster):  # type: ignore[no-untyped-def]
+    """One run of ``cluster_fixture.messy_scenario`` per test process on the ``cluster`` fixture
+    (every broker started first; about 100 s), with a random seed it prints (``KLOG_CLUSTER_SEED``
+    sets it; Kafka's own choices of leaders still vary), topics ``messy-*``; it leaves
+    ``messy.dead`` down: tests needing all brokers call ``cluster.start()``."""
+    import random
+
+    import cluster_fixture
+
+    cluster.start()
+    seed = int(os.environ.get("KLOG_CLUSTER_SEED") or random.randrange(2**31))
+    return cluster_fixture.messy_scenario(cluster, seed, "messy")

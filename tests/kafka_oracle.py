@@ -235,14 +235,16 @@ def _wheel(download: Path) -> Path:
     return wheels[0]
 
 
-def _classes(cache: Path, jars: list[Path], source: Path = SOURCE) -> Path:
-    """The classes of ``source`` compiled into the cache (the caller holds the lock)."""
-    key = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+def _classes(cache: Path, jars: list[Path], source: Path | Sequence[Path] = SOURCE) -> Path:
+    """The classes of ``source`` (one Java file, or several compiled together) compiled into the
+    cache, keyed by their bytes (the caller holds the lock)."""
+    sources = [source] if isinstance(source, Path) else list(source)
+    key = hashlib.sha256(b"".join(s.read_bytes() for s in sources)).hexdigest()[:16]
     classes = cache / f"classes-{key}"
     if not classes.is_dir():
         tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".classes-"))
         try:
-            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), str(source)]
+            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), *map(str, sources)]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise OracleError(f"Kafka oracle unavailable: javac failed: {proc.stderr.strip()}")

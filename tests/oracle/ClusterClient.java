@@ -11,7 +11,11 @@ import java.util.Properties;
 import java.util.Random;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -90,26 +94,22 @@ public class ClusterClient {
 
     /** BrokerClient.consume at both isolation levels at once, in two threads of one JVM. */
     static void consumeBoth(String bootstrap, String committedOut, String uncommittedOut, List<String> topics) throws Exception {
-        List<Throwable> errors = new ArrayList<>();
-        List<Thread> threads = new ArrayList<>();
-        for (String[] job : new String[][] {{"read_committed", committedOut}, {"read_uncommitted", uncommittedOut}}) {
-            Thread t = new Thread(() -> {
-                try {
-                    BrokerClient.consume(bootstrap, job[0], job[1], topics);
-                } catch (Throwable e) {
-                    synchronized (errors) {
-                        errors.add(e);
-                    }
-                }
-            });
-            t.start();
-            threads.add(t);
-        }
-        for (Thread t : threads) {
-            t.join();
-        }
-        if (!errors.isEmpty()) {
-            throw new RuntimeException(errors.get(0));
+        inThreads(List.<Callable<String>>of(
+                () -> { BrokerClient.consume(bootstrap, "read_committed", committedOut, topics); return ""; },
+                () -> { BrokerClient.consume(bootstrap, "read_uncommitted", uncommittedOut, topics); return ""; }));
+    }
+
+    /** Each job in a thread of its own, all at once; their results in order, or the first failure. */
+    static List<String> inThreads(List<Callable<String>> jobs) throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(jobs.size());
+        try {
+            List<String> out = new ArrayList<>();
+            for (Future<String> f : pool.invokeAll(jobs)) {
+                out.add(f.get());
+            }
+            return out;
+        } finally {
+            pool.shutdownNow();
         }
     }
 
@@ -195,15 +195,34 @@ public class ClusterClient {
         return tps;
     }
 
-    /** ListOffsets for each partition on its own: a partition without a leader answers null, not the whole call. */
+    /** The partitions describeTopics gave a leader: the only ones ListOffsets is asked about. */
+    static List<TopicPartition> led(Map<String, TopicDescription> desc) {
+        List<TopicPartition> out = new ArrayList<>();
+        for (TopicDescription d : desc.values()) {
+            for (TopicPartitionInfo info : d.partitions()) {
+                if (info.leader() != null && !info.leader().isEmpty()) {
+                    out.add(new TopicPartition(d.name(), info.partition()));
+                }
+            }
+        }
+        return out;
+    }
+
+    /**
+     * ListOffsets for each partition on its own: a partition without a leader (not asked, or one
+     * that lost it meanwhile) answers null, not the whole call.
+     */
     static Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> listOffsets(
             Admin admin, Iterable<TopicPartition> tps, OffsetSpec spec, IsolationLevel level) {
         Map<TopicPartition, OffsetSpec> req = new HashMap<>();
         for (TopicPartition tp : tps) {
             req.put(tp, spec);
         }
-        ListOffsetsResult result = admin.listOffsets(req, new ListOffsetsOptions(level).timeoutMs(8000));
         Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> out = new HashMap<>();
+        if (req.isEmpty()) {
+            return out;
+        }
+        ListOffsetsResult result = admin.listOffsets(req, new ListOffsetsOptions(level).timeoutMs(8000));
         for (TopicPartition tp : req.keySet()) {
             KafkaFuture<ListOffsetsResult.ListOffsetsResultInfo> f = result.partitionResult(tp);
             try {
@@ -225,8 +244,7 @@ public class ClusterClient {
 
     static String describe(Admin admin, List<String> topics) throws Exception {
         Map<String, TopicDescription> desc = admin.describeTopics(topics).allTopicNames().get();
-        Map<String, TopicPartition> tps = partitions(desc, topics);
-        var latest = listOffsets(admin, tps.values(), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+        var latest = listOffsets(admin, led(desc), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
         StringBuilder sb = new StringBuilder("{");
         for (String t : topics) {
             for (TopicPartitionInfo info : desc.get(t).partitions()) {
@@ -247,9 +265,10 @@ public class ClusterClient {
     static String offsets(Admin admin, List<String> topics) throws Exception {
         Map<String, TopicDescription> desc = admin.describeTopics(topics).allTopicNames().get();
         Map<String, TopicPartition> tps = partitions(desc, topics);
-        var earliest = listOffsets(admin, tps.values(), OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED);
-        var latest = listOffsets(admin, tps.values(), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
-        var lso = listOffsets(admin, tps.values(), OffsetSpec.latest(), IsolationLevel.READ_COMMITTED);
+        List<TopicPartition> led = led(desc);
+        var earliest = listOffsets(admin, led, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED);
+        var latest = listOffsets(admin, led, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED);
+        var lso = listOffsets(admin, led, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED);
         StringBuilder sb = new StringBuilder("{");
         for (Map.Entry<String, TopicPartition> e : tps.entrySet()) {
             TopicPartition tp = e.getValue();
@@ -286,35 +305,14 @@ public class ClusterClient {
     }
 
     static void produce(String bootstrap, long seed, long pauseMs, List<String> specs) throws Exception {
-        List<Thread> threads = new ArrayList<>();
-        List<String> results = new ArrayList<>();
-        List<Throwable> errors = new ArrayList<>();
+        List<Callable<String>> jobs = new ArrayList<>();
         for (int i = 0; i < specs.size(); i++) {
             String[] s = specs.get(i).split(":");
             long threadSeed = seed * 31 + i;
-            Thread t = new Thread(() -> {
-                try {
-                    String r = produceOne(bootstrap, new Random(threadSeed), pauseMs, s[0], s[1], Integer.parseInt(s[2]));
-                    synchronized (results) {
-                        results.add(r);
-                    }
-                } catch (Throwable e) {
-                    synchronized (errors) {
-                        errors.add(e);
-                    }
-                }
-            });
-            t.start();
-            threads.add(t);
+            jobs.add(() -> produceOne(bootstrap, new Random(threadSeed), pauseMs, s[0], s[1], Integer.parseInt(s[2])));
         }
-        for (Thread t : threads) {
-            t.join();
-        }
-        for (String r : results) {
+        for (String r : inThreads(jobs)) {
             System.out.println(r);
-        }
-        if (!errors.isEmpty()) {
-            throw new RuntimeException(errors.get(0));
         }
     }
 
