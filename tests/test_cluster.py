@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_checks import (  # noqa: F401 - the fixture's self-tests, and the one messy scenario they share
-    messy,
+from cluster_checks import (  # noqa: F401 - the fixture's self-tests, run with these on the same cluster
     test_messy_dead_broker_left_every_isr_and_the_rest_agree,
     test_messy_divergent_replica_disagrees_with_the_new_leader,
     test_messy_isolation_levels_differ_where_aborted,
@@ -241,8 +240,8 @@ class MessyCopies:
 
 
 @pytest.fixture(scope="module")
-def messy_copies(cluster, messy, tmp_path_factory: pytest.TempPathFactory) -> MessyCopies:  # type: ignore[no-untyped-def]  # noqa: F811
-    """The messy scenario's cluster (``cluster_checks.messy``: one run per process) copied live, once
+def messy_copies(cluster, messy, tmp_path_factory: pytest.TempPathFactory) -> MessyCopies:  # type: ignore[no-untyped-def]
+    """The messy scenario's cluster (the ``messy`` fixture of ``conftest.py``: one run per process) copied live, once
     the high-watermark checkpoints of the live brokers caught up."""
     time.sleep(2.5)
     return MessyCopies(messy, cluster.snapshot(tmp_path_factory.mktemp("messy-copies") / "live"))
