@@ -159,3 +159,13 @@ def test_every_command_takes_debug_and_says_its_exit_codes() -> None:
         assert res.returncode == 0, name
         assert "--debug" in res.stdout, f"klog {name} has no --debug"
         assert "exit codes:" in res.stdout, f"klog {name} --help does not say its exit codes"
+
+
+def test_usage_errors_are_redacted_like_every_other_message(tmp_path: Path) -> None:
+    """argparse echoes what it did not take ("unrecognized arguments", "invalid choice"): a URI's
+    credentials there are redacted as in every other message klog prints."""
+    for args in (["describe", str(tmp_path), "--bogus", "s3://KEY:SECRET@h/b"],
+                 ["sync", str(tmp_path), "--to", "t", "--format", "s3://KEY:SECRET@h/b"]):
+        r = klog(*args)
+        assert r.returncode == 2, r.stderr
+        assert "SECRET" not in r.stderr + r.stdout and "s3://***@h/b" in r.stderr, r.stderr
