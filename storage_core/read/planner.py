@@ -425,7 +425,8 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
                                         f"{', its last stable offset' if opts.read_committed else ''}); expected "
                                         f"an offset in [{lg.log_start_offset}, {latest}]")
         start = latest
-    check_order(tp, named, end)  # (a start past the end with failOnDataLoss=true was refused above, as such)
+    if end >= lg.log_start_offset:  # (an end below the log start: deleted or lost offsets, the loss rules' to say)
+        check_order(tp, named, end)  # (a start past the end with failOnDataLoss=true was refused above, as such)
     if end > latest:
         # Spark's Kafka source waits for records that are not there and fails (failOnDataLoss=true)
         # or reads what there is

@@ -205,7 +205,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             dump_snapshot(path, out)
             continue
         size = path.stat().st_size
-        if size > 0 and args.max_bytes is None and not _starts_with_a_batch(path, size):
+        if size > 0 and args.max_bytes is None and not _segment_named(path) and not _starts_with_a_batch(path, size):
             # not one batch: these bytes are not Kafka's (--max-bytes may end the read inside the first
             # batch, which Kafka prints nothing for); said before any dump output, on stderr only
             status = EXIT_DATA
@@ -227,6 +227,15 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
     return status
+
+
+def _segment_named(path: Path) -> bool:
+    """A ``.log`` named as a segment is (``<20-digit base offset>.log``): dumped whatever its first
+    bytes hold, its damage reported at its position as ``DumpLogSegments`` reports it (a record size
+    below the minimum overhead, invalid bytes at the end); only a file that is a segment neither by
+    name nor by content is "not a Kafka file"."""
+    stem, _, suffix = path.name.partition(".")
+    return "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit()
 
 
 def _starts_with_a_batch(path: Path, size: int) -> bool:
