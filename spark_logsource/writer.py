@@ -35,6 +35,7 @@ from storage_core.limits import INT32_MAX, INT64_MAX
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import CONFIG_KEYS, LogConfig
 from storage_core.log.journal import SinkBatch
+from storage_core.log.lock import check_free_to_stage
 from storage_core.log.manager import find_partitions
 from storage_core.log.replicas import write_targets
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
@@ -220,6 +221,7 @@ def ensure_topic(opts: WriteOptions, topics: dict[str, dict[int, str]], topic: s
     check_appendable(topic)
     check_new_topic(find_cluster_metadata([p for p in opts.paths if Path(p).is_dir()]), topic)
     root = Path(opts.log_dir)
+    check_free_to_stage(root, None)  # a task making a topic's dirs: not in a broker's dir (the driver waited)
     root.mkdir(parents=True, exist_ok=True)
     dirs = {}
     for p in range(opts.num_partitions):
@@ -241,6 +243,11 @@ class KlogWriter(DataSourceArrowWriter):
     """Pickled to every task; ``commit``/``abort`` run on an unpickled copy on the driver side."""
 
     def __init__(self, opts: WriteOptions, overwrite: bool) -> None:
+        # on the driver, before any task runs: a dir a broker holds is refused now, not after its tasks
+        # staged into the broker's partition dirs and the commit waited lockTimeoutMs; the tasks ask again
+        # (StagingWriter, ensure_topic) before they create anything
+        for p in opts.paths:
+            check_free_to_stage(p, opts.lock_timeout_s)
         self.opts = opts
         self.overwrite = overwrite
         self.job_id = uuid.uuid4().hex[:16]

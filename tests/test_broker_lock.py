@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +67,51 @@ def test_writable_open_and_spark_append_refuse_a_live_brokers_dir(broker: Broker
             .save(str(broker.log_dir))
     assert _hashes(pdir) == before
     assert not list(pdir.glob(".klog-staging-*"))
+
+
+@pytest.mark.parametrize("new_topic", [False, True], ids=["existing-topic", "new-topic"])
+def test_a_refused_spark_append_makes_no_file_in_a_live_brokers_dir(broker: Broker, topic: str, spark,  # type: ignore[no-untyped-def]
+                                                                    new_topic: bool) -> None:
+    """The writer asks on the driver before any task runs (and the tasks again before they create
+    anything): with the default lockTimeoutMs (10 minutes, what a commit would wait) the append is
+    refused at once, and a watcher polling the broker's dirs all along sees no file or dir appear
+    (no ``.klog-staging-*``, no partition dir of a new topic)."""
+    broker.start()
+    assert broker.proc is not None
+    root = broker.log_dir
+    name = f"{topic}new" if new_topic else topic
+
+    def ours() -> set[str]:
+        """The topic's partition dirs and what they hold, and anything klog names ``.klog-*``."""
+        return ({str(p.relative_to(root)) for d in root.glob(f"{name}-*") for p in [d, *d.rglob("*")]}
+                | {str(p.relative_to(root)) for p in root.rglob(".klog-*")})
+
+    before = ours()
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.update(ours() - before)
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    df = spark.range(0, 20_000, 1, 4).selectExpr("CAST(id AS STRING) AS value")  # 4 write tasks, no stage before
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Exception, match=re.escape(f"LogDirLockedError: log dir {root} is locked by process "
+                                                      f"{broker.proc.pid} (a Kafka broker or another klog writer); "
+                                                      "nothing was written")):
+            df.write.format("klog").option("topic", name).mode("append").save(str(root))
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        watcher.join()
+    seen.update(ours() - before)
+    print(f"refused in {took:.2f} s")
+    assert took < 10, took  # not the 600 s of lockTimeoutMs; about a second, what Spark takes to plan the write
+    assert seen == set()
 
 
 def test_broker_cannot_start_on_a_dir_klog_writes(broker: Broker, topic: str) -> None:

@@ -339,6 +339,38 @@ def test_dump_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path, 
     assert ours[0] == 1, f"{CTX}: klog dump found nothing wrong in damaged indexes"
 
 
+def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(written: Written, tmp_path: Path) -> None:
+    """A broker's segment whose first batch's length field is damaged (below the minimum record
+    overhead, or past the end of the file, drawn at random): klog dump reports it at position 0 as
+    kafka-dump-log does (its "Found record size N smaller than minimum record overhead (14)"
+    exception, klog's one "Error:" line of the same message; or both "Found N invalid bytes at the
+    end"), not that the file is no Kafka file; the same bytes under a name that is no segment's are."""
+    rnd = random.Random(SEED)
+    src = next(f for f in _files(written.dump_dir, "*.log") if f.stat().st_size > 100)
+    data = src.read_bytes()
+    for kind in ("below-overhead", "past-the-end"):
+        size = rnd.randrange(0, 14) if kind == "below-overhead" else rnd.randrange(len(data), 1 << 31)
+        d = tmp_path / kind / src.parent.name
+        d.mkdir(parents=True)
+        f = d / src.name
+        f.write_bytes(data[:8] + struct.pack(">i", size) + data[12:])
+        kafka_out, kafka_err = _kafka_dump([f])
+        rc, out, err = _klog_dump([f])
+        if kind == "below-overhead":
+            want = f"Found record size {size} smaller than minimum record overhead (14)"
+            assert f"CorruptRecordException: {want}" in kafka_err, kafka_err
+            assert out.split("\n")[:-1] == kafka_out.split("\n")[:-1] + [f"Error: {want} [file {f}, position 0]"], \
+                f"{CTX}: {out}"
+            assert rc == 1, err
+        else:
+            assert f"Found {len(data)} invalid bytes at the end of {f.name}" in kafka_out, kafka_out
+            assert out == kafka_out and rc == 0, f"{CTX}: {out}{err}"
+        other = tmp_path / kind / "notes.log"
+        other.write_bytes(f.read_bytes())
+        rc, out, err = _klog_dump([other])
+        assert rc == 1 and "holds no Kafka record batch" in err, err
+
+
 def test_sanity_check_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path) -> None:
     """``--index-sanity-check`` sees an untrimmed index's zero-filled tail, as a broker does: the
     time index fails (its last timestamp, 0, is below its first). Kafka dies with a stack trace

@@ -159,3 +159,39 @@ def test_every_command_takes_debug_and_says_its_exit_codes() -> None:
         assert res.returncode == 0, name
         assert "--debug" in res.stdout, f"klog {name} has no --debug"
         assert "exit codes:" in res.stdout, f"klog {name} --help does not say its exit codes"
+
+
+def test_usage_errors_are_redacted_like_every_other_message(tmp_path: Path) -> None:
+    """argparse echoes what it did not take ("unrecognized arguments", "invalid choice"): a URI's
+    credentials there are redacted as in every other message klog prints."""
+    for args in (["describe", str(tmp_path), "--bogus", "s3://KEY:SECRET@h/b"],
+                 ["sync", str(tmp_path), "--to", "t", "--format", "s3://KEY:SECRET@h/b"]):
+        r = klog(*args)
+        assert r.returncode == 2, r.stderr
+        assert "SECRET" not in r.stderr + r.stdout and "s3://***@h/b" in r.stderr, r.stderr
+
+
+def test_verify_and_the_readers_agree_on_a_zero_filled_active_segment(tmp_path: Path) -> None:
+    """A preallocated active segment (file.preallocate: a sparse file of segment.bytes, zeros past its
+    last batch) reads clean and verifies ok with a warning; a non-zero byte in that tail is corrupt."""
+    import os
+
+    import storage_core
+    from storage_core.log.log import Log
+
+    (tmp_path / "t-0").mkdir()
+    with Log(tmp_path / "t-0", writable=True) as lg:
+        for i in range(20):
+            lg.append(build_batch([Record(0, 1_700_000_000_000 + i, None, b"v%d" % i, ())]), now_ms=1_700_000_000_000)
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    end = log.stat().st_size
+    os.truncate(log, 256 << 20)  # sparse: nothing written past the batches
+    assert storage_core.read_arrow(tmp_path).read_all().num_rows == 20
+    r = klog("verify", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"zero-filled from position {end} to its size {256 << 20}" in r.stdout + r.stderr
+    with open(log, "r+b") as f:
+        f.seek(100 << 20)
+        f.write(b"\x01")
+    r = klog("verify", str(tmp_path))
+    assert r.returncode == 1 and "CORRUPT" in r.stdout + r.stderr, r.stdout + r.stderr

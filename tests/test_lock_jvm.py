@@ -172,6 +172,24 @@ def test_a_commit_refuses_a_dir_a_broker_holds(tmp_path: Path) -> None:
     assert commit_job("j1", [staged], lock_timeout_s=0.3) == {TopicPartition("clicks", 0): (60, 62)}
 
 
+def test_staging_refuses_a_dir_a_broker_holds_before_it_creates_anything(tmp_path: Path) -> None:
+    """A write's tasks ask before they make a staging dir: a broker's dir gets none (not even for the
+    commit to refuse later); a dir a klog writer holds (a commit) is staged into, the commit waits."""
+    d = log_dir(tmp_path / "data")
+    with broker_holds(d) as pid:
+        before = files_of(d)
+        t0 = time.monotonic()
+        with pytest.raises(LogDirLockedError, match=re.escape(f"log dir {d} {locked_by(pid)}; nothing was written")):
+            StagingWriter(d / "clicks-0", ".klog-staging-j1-00000-0", LogConfig(), CompressionType.NONE, 512)
+        assert time.monotonic() - t0 < 1
+        assert files_of(d) == before
+    with LogDirLock(d):  # klog's own lock: another writer's commit, which ends
+        sw = StagingWriter(d / "clicks-0", ".klog-staging-j1-00000-0", LogConfig(), CompressionType.NONE, 512)
+        sw.append(pa.table({"value": [b"a"]}), T0)
+        staged = sw.finish()
+    assert commit_job("j1", [staged]) == {TopicPartition("clicks", 0): (60, 61)}
+
+
 @pytest.mark.parametrize("pause_ms", [0, 300])
 def test_a_waiting_writer_locks_the_file_a_restarted_broker_would_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        pause_ms: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -130,3 +131,26 @@ def test_read_arrow_ranges_follow_the_spark_source() -> None:
         storage_core.read_arrow(d, topics="test0", endingOffsets={"test0": {"0": 5, "1": 5, "2": 5, "7": 5}})
     with pytest.raises(InvalidOptionError, match=r"does not list test0-2"):
         storage_core.read_arrow(d, topics="test0", startingOffsets={"test0": {"0": 1, "1": 1}})
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_start_from_a_timestamp_past_the_ending_offset_fails_as_sparks_source(tmp_path: Path,
+                                                                               fail_on_data_loss: str) -> None:
+    """Spark's Kafka source asserts each partition's start at or before its end (KafkaSourceRDD.compute),
+    whatever failOnDataLoss says: a startingTimestamp whose offset lies past one partition's
+    endingOffsets fails the read rather than return the other partitions' records."""
+    from storage_core.log.log import Log
+    from storage_core.record.records import Record, build_batch
+
+    t0 = 1_700_000_000_000
+    for p in (0, 1):
+        (tmp_path / f"t-{p}").mkdir()
+        with Log(tmp_path / f"t-{p}", writable=True) as lg:
+            for i in range(60):
+                lg.append(build_batch([Record(0, t0 + i * 10, None, b"v%d" % i)]), now_ms=t0)
+    opts = {"topics": "t", "startingTimestamp": t0 + 500, "startingOffsetsByTimestampStrategy": "error",
+            "failOnDataLoss": fail_on_data_loss}
+    ok = storage_core.read_arrow(tmp_path, endingOffsets={"t": {"0": 55, "1": -1}}, **opts).read_all()
+    assert ok.num_rows == 5 + 10  # 50..54 and 50..59
+    with pytest.raises(InvalidOptionError, match=re.escape("t-0: beginning offset 50 is after the ending offset 20")):
+        storage_core.read_arrow(tmp_path, endingOffsets={"t": {"0": 20, "1": -1}}, **opts)

@@ -58,7 +58,7 @@ from pathlib import Path
 from storage_core.errors import LogDirLockedError
 from storage_core.files import LOCK_FILE
 
-__all__ = ["LogDirLock", "is_held"]
+__all__ = ["LogDirLock", "check_free_to_stage", "is_held"]
 
 #: Linux's open-file-description lock commands; None where the system has none (classic locks then).
 F_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
@@ -144,32 +144,8 @@ class LogDirLock:
             _held_here.add(mine)
         return True
 
-    def _holder(self) -> int | None:
-        """The PID holding ``.lock`` where the system tells it, else None."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        asked = _posix_lock_of(self.path)
-        if asked is None:
-            return None
-        l_type, pid = asked
-        if l_type != fcntl.F_UNLCK and pid > 0:
-            return pid  # a classic lock's owner: a broker (or any fcntl locker), or this process's own
-        return _flock_holder(st)
-
     def _held(self, timeout_s: float) -> LogDirLockedError:
-        pid = self._holder()
-        if pid is None:
-            who = "another process (a Kafka broker or another klog writer)"
-        elif pid == os.getpid():
-            who = f"process {pid} (this process: another of its writers holds the dir)"
-        else:
-            who = f"process {pid} (a Kafka broker or another klog writer)"
-        if timeout_s <= 0:
-            return LogDirLockedError(f"log dir {self.log_dir} is locked by {who}; wait for it to finish or open "
-                                     "the dir read-only")
-        return LogDirLockedError(f"log dir {self.log_dir} stayed locked by {who} for {timeout_s:g} s")
+        return _held_error(self.log_dir, timeout_s)
 
     def release(self) -> None:
         with _here:
@@ -189,6 +165,76 @@ class LogDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _holder(path: Path) -> int | None:
+    """The PID holding the lock file ``path`` where the system tells it, else None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    asked = _posix_lock_of(path)
+    if asked is None:
+        return None
+    l_type, pid = asked
+    if l_type != fcntl.F_UNLCK and pid > 0:
+        return pid  # a classic lock's owner: a broker (or any fcntl locker), or this process's own
+    return _flock_holder(st)
+
+
+def _who(log_dir: Path) -> str:
+    """The holder of ``log_dir``'s lock, as the refusals name it."""
+    pid = _holder(log_dir / LOCK_FILE)
+    if pid is None:
+        return "another process (a Kafka broker or another klog writer)"
+    if pid == os.getpid():
+        return f"process {pid} (this process: another of its writers holds the dir)"
+    return f"process {pid} (a Kafka broker or another klog writer)"
+
+
+def _held_error(log_dir: Path, timeout_s: float) -> LogDirLockedError:
+    if timeout_s <= 0:
+        return LogDirLockedError(f"log dir {log_dir} is locked by {_who(log_dir)}; wait for it to finish or open "
+                                 "the dir read-only")
+    return LogDirLockedError(f"log dir {log_dir} stayed locked by {_who(log_dir)} for {timeout_s:g} s")
+
+
+def check_free_to_stage(log_dir: str | os.PathLike[str], timeout_s: float | None) -> None:
+    """Refuse, before a staged write (:mod:`storage_core.log.staged`) creates anything in
+    ``log_dir`` (a partition dir, a staging dir), a dir whose commit would be refused: raises
+    :class:`LogDirLockedError`, naming the holder, that nothing was written.
+
+    Staging takes no lock (many tasks stage into one dir at once; only the commit locks), so
+    without this a write into a running broker's dir would fill the broker's partition dirs with
+    ``.klog-staging-*`` dirs until its commit gave up ``lockTimeoutMs`` later.
+
+    - A **classic** POSIX lock of another process is what a broker holds (``FileChannel.tryLock``,
+      see the module's doc) and holds for as long as it runs: refused at once.
+    - klog's own lock (an open-file-description lock, PID -1 to ``F_OFD_GETLK``; or one this
+      process holds) is another klog writer's: a commit, a ``klog recover``, which end. The
+      driver of a write (``timeout_s`` a number) waits up to ``timeout_s`` for it, as its commit
+      would; a task (``timeout_s`` None) goes on staging, which that writer neither sees nor
+      touches, and the commit waits for the lock.
+
+    Where the system has no OFD locks, klog writers take classic locks too, and another process's
+    klog writer is refused at once like a broker. A dir without ``.lock`` is free."""
+    d = Path(log_dir)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        asked = _posix_lock_of(d / LOCK_FILE)
+        if asked is None or asked[0] == fcntl.F_UNLCK:
+            return
+        pid = asked[1]
+        if pid > 0 and pid != os.getpid():  # a broker's lock
+            raise LogDirLockedError(f"log dir {d} is locked by {_who(d)}; nothing was written (a running broker's "
+                                    "dir is written by the broker alone: produce to it, or write to a copy of the "
+                                    "dir)")
+        if deadline is None:
+            return
+        if time.monotonic() >= deadline:
+            raise LogDirLockedError(f"log dir {d} stayed locked by {_who(d)} for {timeout_s:g} s; nothing was "
+                                    "written")
+        time.sleep(0.05)
 
 
 def is_held(log_dir: str | os.PathLike[str]) -> bool:

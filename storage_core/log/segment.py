@@ -107,6 +107,40 @@ class SegmentScan:
 SCAN_CHUNK_BYTES = 1 << 20
 
 
+#: Bytes read at a time when a file's tail is checked for zeros (its holes, if sparse, are not read).
+_ZERO_CHECK_BLOCK = 1 << 20
+
+
+def zero_filled(path: str | os.PathLike[str], start: int = 0) -> bool:
+    """Whether every byte of the file from ``start`` on is zero: a segment preallocated by
+    ``file.preallocate=true`` (Kafka's ``FileRecords.openChannel`` sets the file's length to
+    ``segment.bytes`` up front, a sparse file of zeros, trimmed on roll or clean shutdown), past its
+    last batch. Kafka's recovery reads its first zero header as a record of size 0
+    (``FileLogInputStream``: "smaller than minimum record overhead") and truncates there; every klog
+    reader cuts it the same way, and ``klog verify`` (:mod:`storage_core.tools.report`) calls it so.
+    The holes of a sparse file are skipped (``SEEK_DATA``): a 4 GiB preallocation reads only the
+    pages written."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        pos = start
+        while pos < size:
+            try:
+                pos = os.lseek(fd, pos, getattr(os, "SEEK_DATA", os.SEEK_SET))
+            except OSError:  # ENXIO: nothing but a hole up to the end
+                return True
+            hole = os.lseek(fd, pos, getattr(os, "SEEK_HOLE", os.SEEK_END)) if hasattr(os, "SEEK_HOLE") else size
+            f.seek(pos)
+            while pos < hole:
+                block = f.read(min(_ZERO_CHECK_BLOCK, hole - pos))
+                if not block:
+                    return True
+                if block.count(0) != len(block):
+                    return False
+                pos += len(block)
+    return True
+
+
 def scan_segment(log_path: str | os.PathLike[str], *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
                  base_offset: int | None = None) -> SegmentScan:
     """Validate every batch of a ``.log`` and compute its index entries; reads only."""

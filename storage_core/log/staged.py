@@ -52,7 +52,7 @@ from storage_core.log.journal import (
     recover_commits,
     write_json,
 )
-from storage_core.log.lock import LogDirLock
+from storage_core.log.lock import LogDirLock, check_free_to_stage
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, RollParams
 from storage_core.log.topic_partition import TopicPartition
@@ -121,6 +121,7 @@ class StagingWriter:
         self.partition_dir = Path(partition_dir)
         self.topic_partition = TopicPartition.parse_dir_name(self.partition_dir.name)
         self.staging = self.partition_dir / staging_name
+        check_free_to_stage(self.partition_dir.parent, None)  # never a file in a running broker's dir
         if self.staging.exists():
             shutil.rmtree(self.staging)  # a previous try of the same attempt id
         self.staging.mkdir()  # not parents: see above
@@ -270,6 +271,7 @@ def _replicate_staging(staged: Sequence[StagedPartition], replicas: Mapping[str,
         last.add(Path(sp.partition_dir).parent)
         source = Path(sp.partition_dir) / sp.staging_dir
         for target in targets:
+            check_free_to_stage(Path(target).parent, None)  # never a file in a running broker's dir
             copy = Path(target) / sp.staging_dir
             if copy.exists():
                 shutil.rmtree(copy)

@@ -433,6 +433,20 @@ def _listed(spec: OffsetSpec, tp: TopicPartition, starting: bool) -> int:
     return parts[tp.partition]
 
 
+def check_order(tp: TopicPartition, start: int, end: int) -> None:
+    """A range whose start, as its options name it (an offset, a timestamp's offset, a group's, -2 and
+    -1 bound to the log's earliest and latest), lies after its end is refused, whatever
+    failOnDataLoss says: Spark's Kafka source asserts it before it reads the partition
+    (``KafkaSourceRDD.compute``: "Beginning offset ... is after the ending offset ... You either
+    provided an invalid fromOffset, or the Kafka topic has been damaged"), so a query whose start
+    resolved from ``startingTimestamp`` falls past an ``endingOffsets`` fails, not reads the other
+    partitions alone. Checked before either end is clamped to the log's bounds."""
+    if start > end:
+        raise InvalidOptionError(f"{tp}: beginning offset {start} is after the ending offset {end} (as Spark's Kafka "
+                                 "source refuses it: an invalid starting offset, or a damaged topic); expected a "
+                                 "starting offset at or before the ending offset of every partition read")
+
+
 def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
             committed: tuple[Mapping[TopicPartition, int] | None, Mapping[TopicPartition, int] | None] = (None, None),
             ) -> PartitionRange:
@@ -449,6 +463,7 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
                        spelling=opts)
     end = offset_for(opts.ending, tp, lg, latest, starting=False, strategy=strategy, committed=committed[1],
                      spelling=opts)
+    named = start  # as the options name it, before it is moved into the log's bounds
     if start < lg.log_start_offset:
         if opts.fail_on_data_loss:
             hint = opts.setting("failOnDataLoss", "false")
@@ -466,6 +481,8 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
                                         f"{', its last stable offset' if opts.read_committed else ''}); expected "
                                         f"an offset in [{lg.log_start_offset}, {latest}]")
         start = latest
+    if end >= lg.log_start_offset:  # (an end below the log start: deleted or lost offsets, the loss rules' to say)
+        check_order(tp, named, end)  # (a start past the end with failOnDataLoss=true was refused above, as such)
     if end > latest:
         # Spark's Kafka source waits for records that are not there and fails (failOnDataLoss=true)
         # or reads what there is

@@ -30,8 +30,17 @@ __all__ = ["DeltaTarget"]
 
 #: The data files' Parquet codec: zstd, as pyiceberg's default and klog export's (delta-rs's own is snappy).
 PARQUET_CODEC: Final = "ZSTD"
-#: How far back in the commit history the topics a foreign table's offsets name are looked for (a message only).
-_HISTORY = 20
+#: The commit info key of a klog commit saying the table version its sync read (a commit of another
+#: writer made between that read and the commit is checked too: see :meth:`DeltaTarget.held`).
+READ_PROPERTY = "klog.readVersion"
+#: Commits that change no record (Delta's operation names, as delta-rs and Delta Lake write them).
+_NO_RECORD_CHANGE = frozenset({
+    "OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "ADD COLUMNS",
+    "CHANGE COLUMN", "ADD CONSTRAINT", "DROP CONSTRAINT", "UPDATE SCHEMA", "ADD FEATURE", "DROP FEATURE",
+    "UPDATE FIELD METADATA", "UPDATE TABLE METADATA", "CREATE TABLE", "FSCK", "UPGRADE PROTOCOL", "SET COLUMN METADATA",
+    "CHECKPOINT", "COMPUTE STATS"})
+#: Commits read from the history at first: grown eightfold until klog's last commit is among them.
+_HISTORY_PAGE = 32
 #: The merge source's column saying a key's last record is a tombstone (not a table column).
 _TOMBSTONE = "__klog_tombstone"
 
@@ -55,6 +64,9 @@ class DeltaTarget:
         self._merge = False  # the next commit adds columns (prepare)
         #: the mode of the sync that committed the offsets held() found (None: none found)
         self.mode: str | None = None
+        #: what held() found changed since klog's last commit, and that commit
+        self.changes: list[str] = []
+        self.last_sync = "no sync"
         try:
             self.table: DeltaTable | None = DeltaTable(self.where, storage_options=self.storage_options or None)
         except TableNotFoundError:
@@ -66,9 +78,21 @@ class DeltaTarget:
 
     def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]:
         """The next offsets of ``partitions`` the table's transactions record, whether it holds
-        records, and (for a message only) the topics its latest klog commit names."""
+        records, and (for a message only) the topics its latest klog commit names.
+
+        Also what changed since klog's last commit (:attr:`changes`, for
+        :func:`~storage_core.tables.offsets.check_history`): the history is read back, however far,
+        to the newest commit carrying :data:`~storage_core.tables.offsets.OFFSETS_PROPERTY` (the
+        mode is that commit's), and every commit after it, and after the version that commit's
+        sync read, is a change if another writer made it and it touches records. Application
+        transactions outlive a ``restore()`` (Delta keeps the newest per app id), so a restore
+        leaves the offsets where klog's last commit put them and the records where the version
+        restored to had them: only the history says so. Transactions with no klog commit left in
+        the history (its log was cleaned up behind commits since) cannot be checked: a change too."""
         self._partitions = list(partitions)
         self.mode = None
+        self.changes = []
+        self.last_sync = "no sync"
         if self.table is None:
             return {}, False, []
         offsets: TableOffsets = {}
@@ -79,14 +103,54 @@ class DeltaTarget:
         has_records = len(self.table.file_uris()) > 0
         named: list[str] = []
         if has_records or offsets:
-            for commit in self.table.history(_HISTORY):
-                text = commit.get(OFFSETS_PROPERTY)
-                if isinstance(text, str):
-                    named = sorted(decode(text, f"{self.description}, version {commit.get('version')}"))
-                    mode = commit.get(MODE_PROPERTY)
-                    self.mode = mode if isinstance(mode, str) else "append"
-                    break
+            since, last, oldest = self._since_last_sync()
+            if last is not None:
+                named = sorted(decode(str(last[OFFSETS_PROPERTY]), f"{self.description}, version {last.get('version')}"))
+                mode = last.get(MODE_PROPERTY)
+                self.mode = mode if isinstance(mode, str) else "append"
+                self.last_sync = f"version {last.get('version')}"
+            elif offsets:
+                self.changes.append(f"klog's last commit is older than the history the table keeps (from version "
+                                    f"{oldest}), so the {len(since)} commits since cannot be checked")
+            self.changes += [d for c in since if (d := _change(c)) is not None]
         return offsets, has_records, named
+
+    def _since_last_sync(self) -> tuple[list[dict[str, object]], dict[str, object] | None, object]:
+        """The commits another writer made since klog's last one, newest first, that commit (None:
+        none in the history), and the oldest version the history holds."""
+        assert self.table is not None
+        limit = _HISTORY_PAGE
+        while True:
+            commits = self.table.history(limit)
+            since: list[dict[str, object]] = []
+            last: dict[str, object] | None = None
+            read: int | None = None
+            done = False
+            for c in commits:
+                if last is None:
+                    if not isinstance(c.get(OFFSETS_PROPERTY), str):
+                        since.append(c)
+                        continue
+                    last = c
+                    r = str(c.get(READ_PROPERTY))
+                    read = int(r) if r.isdigit() else None
+                version = c.get("version")
+                if read is None or not isinstance(version, int) or version <= read:
+                    done = True
+                    break
+                if c is not last and not isinstance(c.get(OFFSETS_PROPERTY), str):
+                    since.append(c)  # made while klog's last sync ran, after the version it read
+            if done or len(commits) < limit:
+                return since, last, commits[-1].get("version") if commits else None
+            limit *= 8
+
+    def records(self, topics: Iterable[str]) -> pa.Table:
+        """The table's ``topic``, ``partition`` and ``offset`` of ``topics`` (a re-based sync's)."""
+        assert self.table is not None
+        import pyarrow.compute as pc
+
+        rows = self.table.to_pyarrow_dataset().to_table(columns=["topic", "partition", "offset"])
+        return rows.filter(pc.is_in(rows.column("topic"), pa.array(sorted(set(topics)), pa.string())))
 
     def prepare(self, schema: pa.Schema, source: str, partition_by: str | None = None) -> pa.Schema:
         """Fit an existing table's columns to ``schema`` (:func:`~storage_core.tables.schema.evolve`;
@@ -138,10 +202,10 @@ class DeltaTarget:
             raise self._conflict(exc) from None
         self._committed(offsets, partitions)
 
-    @staticmethod
-    def _properties(offsets: TableOffsets, partitions: Iterable[TopicPartition], mode: str) -> CommitProperties:
+    def _properties(self, offsets: TableOffsets, partitions: Iterable[TopicPartition], mode: str) -> CommitProperties:
         txns = [Transaction(app_id(tp), offsets[tp.topic][tp.partition]) for tp in partitions]
-        return CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets), MODE_PROPERTY: mode},
+        return CommitProperties(custom_metadata={OFFSETS_PROPERTY: encode(offsets), MODE_PROPERTY: mode,
+                                                 READ_PROPERTY: str(self.version)},
                                 app_transactions=txns)
 
     def _committed(self, offsets: TableOffsets, partitions: Iterable[TopicPartition]) -> None:
@@ -194,3 +258,30 @@ class DeltaTarget:
             f"{self.description} moved since this sync read its offsets (version {self.version}): another sync "
             f"committed the same partitions first ({exc}); nothing of this commit is in the table; rerun to continue "
             "from the offsets that sync recorded")
+
+
+def _change(commit: Mapping[str, object]) -> str | None:
+    """What a commit of another writer did to the records, as its history entry says (None: nothing:
+    a compaction, a property or schema change, an append of no rows)."""
+    op = str(commit.get("operation"))
+    params = commit.get("operationParameters")
+    params = params if isinstance(params, dict) else {}
+    metrics = commit.get("operationMetrics")
+    metrics = metrics if isinstance(metrics, dict) else {}
+    if op in _NO_RECORD_CHANGE:
+        return None
+    version = commit.get("version")
+    mode = str(params.get("mode", ""))
+    added = metrics.get("num_added_rows", metrics.get("numOutputRows"))
+    if op in ("WRITE", "STREAMING UPDATE") and mode.lower() == "append":
+        if added == 0:
+            return None
+        return f"version {version} appended {added if added is not None else 'some'} rows"
+    if op == "RESTORE":
+        return f"version {version} restored the table to version {params.get('version', params.get('timestamp'))}"
+    if op == "DELETE":
+        return (f"version {version} deleted {metrics.get('num_deleted_rows', 'some')} rows"
+                + (f" ({params['predicate']})" if params.get("predicate") else ""))
+    if op == "WRITE":
+        return f"version {version} wrote in {mode or 'an unknown'} mode"
+    return f"version {version} made a {op}"

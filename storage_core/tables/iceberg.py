@@ -30,6 +30,7 @@ from pyiceberg.exceptions import (
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import AssertRefSnapshotId, ValidatableTableRequirement
 from pyiceberg.transforms import DayTransform, HourTransform
 from pyiceberg.utils.config import Config
@@ -172,6 +173,9 @@ class IcebergTarget:
         self._snapshot_id: int | None = snap.snapshot_id if snap is not None else None
         #: the mode of the sync that committed the offsets held() found (None: none)
         self.mode: str | None = None
+        #: what held() found changed since klog's last commit, and that commit
+        self.changes: list[str] = []
+        self.last_sync = "no sync"
 
     @property
     def version(self) -> int | None:
@@ -180,22 +184,53 @@ class IcebergTarget:
 
     def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]:
         """The offsets the table records (the newest snapshot in ``main``'s history carrying them),
-        whether it holds records, and the topics its offsets name."""
+        whether it holds records, and the topics its offsets name.
+
+        Also what changed since klog's last commit (:attr:`changes`, for
+        :func:`~storage_core.tables.offsets.check_history`): each snapshot of ``main`` after that
+        one (another writer's: klog's all carry the offsets) that adds or removes records, and a
+        ``main`` moved back (``rollback_to_snapshot``, ``set_current_snapshot``) past a later klog
+        snapshot, which the table still lists but ``main`` no longer descends from."""
         self.mode = None
+        self.changes = []
+        self.last_sync = "no sync"
         if self.table is None:
             return {}, False, []
         snap = self.table.current_snapshot()
         has_records = snap is not None and snap.summary is not None and \
             int(snap.summary.get("total-records") or 0) > 0
+        since: list[Snapshot] = []
+        ancestors: set[int] = set()
+        found: tuple[Snapshot, TableOffsets] | None = None
         while snap is not None:
+            ancestors.add(snap.snapshot_id)
             summary = snap.summary
             text = summary.get(OFFSETS_PROPERTY) if summary is not None else None
             if summary is not None and text is not None:
-                offsets = decode(text, f"{self.description}, snapshot {snap.snapshot_id}")
+                found = snap, decode(text, f"{self.description}, snapshot {snap.snapshot_id}")
                 self.mode = summary.get(MODE_PROPERTY) or "append"  # none: a sync from before modes
-                return offsets, has_records, sorted(offsets)
+                break
+            since.append(snap)
             snap = self.table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
-        return {}, has_records, []
+        if found is None:
+            return {}, has_records, []
+        last, offsets = found
+        self.last_sync = f"snapshot {last.snapshot_id}"
+        later = [s for s in self.table.snapshots() if _order(s) > _order(last)
+                 and s.snapshot_id not in ancestors and s.summary is not None and OFFSETS_PROPERTY in s.summary]
+        if later:
+            newest = max(later, key=_order)
+            current = self.table.current_snapshot()
+            self.changes.append(f"main was moved back from klog's snapshot {newest.snapshot_id} to snapshot "
+                                f"{current.snapshot_id if current is not None else None} (a rollback)")
+        self.changes += [d for s in reversed(since) if (d := _change(s)) is not None]
+        return offsets, has_records, sorted(offsets)
+
+    def records(self, topics: Iterable[str]) -> pa.Table:
+        """The table's ``topic``, ``partition`` and ``offset`` of ``topics`` (a re-based sync's)."""
+        assert self.table is not None
+        return self.table.scan(row_filter=In("topic", set(topics)),  # type: ignore[call-arg, arg-type]
+                               selected_fields=("topic", "partition", "offset")).to_arrow()
 
     def prepare(self, schema: pa.Schema, source: str, partition_by: str | None = None) -> pa.Schema:
         """Create the table (and its namespace) with ``schema``, partitioned by ``partition_by``'s
@@ -278,3 +313,25 @@ class IcebergTarget:
                 "offsets that sync recorded") from None
         snap = self.table.current_snapshot()
         self._snapshot_id = snap.snapshot_id if snap is not None else None
+
+
+def _order(snap: Snapshot) -> tuple[int, int]:
+    """When a snapshot was made: its sequence number (a v1 table has none), then its time."""
+    return snap.sequence_number or 0, snap.timestamp_ms
+
+
+def _change(snap: Snapshot) -> str | None:
+    """What a snapshot of another writer did to the records, as its summary says (None: nothing: a
+    ``replace``, Iceberg's rewrite of the same records, or a commit adding and removing none)."""
+    summary = snap.summary
+    if summary is None:
+        return f"snapshot {snap.snapshot_id} (no summary)"
+    op = summary.operation.value if hasattr(summary.operation, "value") else str(summary.operation)
+    added = int(summary.get("added-records") or 0)
+    deleted = int(summary.get("deleted-records") or 0) + int(summary.get("added-position-deletes") or 0) + \
+        int(summary.get("added-equality-deletes") or 0)
+    if op == "replace" or (added == 0 and deleted == 0 and not int(summary.get("deleted-data-files") or 0)):
+        return None
+    what = ", ".join(x for x in (f"{added} records added" if added else "",
+                                  f"{deleted} deleted" if deleted else "") if x) or "data files removed"
+    return f"snapshot {snap.snapshot_id} {op} ({what})"

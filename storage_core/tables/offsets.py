@@ -18,13 +18,16 @@ table has not moved since: a record can be committed once, never twice, never lo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from storage_core.errors import SyncError
 from storage_core.log.topic_partition import TopicPartition
 
-__all__ = ["EARLIEST", "MODE_PROPERTY", "OFFSETS_PROPERTY", "TableOffsets", "app_id", "check_holds",
-           "check_mode", "decode", "encode", "starting_offsets"]
+__all__ = ["EARLIEST", "MODE_PROPERTY", "OFFSETS_PROPERTY", "TableOffsets", "app_id", "check_history",
+           "check_holds", "check_mode", "decode", "encode", "offsets_held", "starting_offsets"]
 
 #: The Iceberg snapshot summary property (and Delta commit info key) holding the offsets' JSON.
 OFFSETS_PROPERTY = "klog.offsets"
@@ -102,3 +105,43 @@ def check_mode(table: str, held: str | None, mode: str) -> None:
     if held is not None and held != mode:
         raise SyncError(f"{table} was synced in {held} mode; this sync runs in {mode} mode; expected mode {held} "
                         "(a table keeps the mode it was made with)")
+
+
+#: The changes a refusal lists before it says how many more there are.
+_LISTED = 4
+
+
+def check_history(table: str, last_sync: str, changes: Sequence[str], *, rebase: bool) -> bool:
+    """The one rule of a table changed behind klog's back: ``changes`` are the commits since klog's
+    last sync (``last_sync`` names it: the Delta version or Iceberg snapshot) that klog did not make
+    and that change the records (a restore or rollback, a foreign append, delete, overwrite; not a
+    compaction or a property set), each named by its version or snapshot and what it did, as the
+    format's own history says (:meth:`~storage_core.tables.delta.DeltaTarget.held`,
+    :meth:`~storage_core.tables.iceberg.IcebergTarget.held`). Then the offsets the table records no
+    longer say which records it holds: a sync would lose records for good (a restore) or hold some
+    twice (an append), silently. Refused in one line before anything is written, unless ``rebase``
+    (``klog sync --rebase``, ``sync(rebase=True)``): a user who changed the table on purpose has
+    the offsets re-based on the records it holds (:func:`offsets_held`). Returns whether to."""
+    if not changes:
+        return False
+    if rebase:
+        return True
+    listed = "; ".join(changes[:_LISTED]) + (f"; and {len(changes) - _LISTED} more" if len(changes) > _LISTED else "")
+    raise SyncError(f"{table} changed since klog's last sync ({last_sync}) by commits klog did not make: {listed}; "
+                    "its offsets no longer say which records it holds, so nothing was written; expected a table only "
+                    "klog sync writes, or --rebase (rebase=True) to re-base the offsets on the records the table holds")
+
+
+def offsets_held(rows: pa.Table) -> TableOffsets:
+    """The offsets a re-based sync resumes from: one past the highest offset the table holds of each
+    partition (``rows``: its ``topic``, ``partition`` and ``offset`` columns). A partition it holds no
+    record of is left out: read from its earliest offset."""
+    if not rows.num_rows:
+        return {}
+    grouped = rows.group_by(["topic", "partition"], use_threads=False).aggregate([("offset", "max")])
+    out: TableOffsets = {}
+    nxt = pc.add(grouped.column("offset_max"), 1)
+    for t, p, o in zip(grouped.column("topic").to_pylist(), grouped.column("partition").to_pylist(),
+                       nxt.to_pylist(), strict=True):
+        out.setdefault(t, {})[int(p)] = int(o)
+    return out

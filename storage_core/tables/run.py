@@ -11,15 +11,18 @@ commit, and a rerun continues from there: every record once.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import pyarrow as pa
 
-from storage_core.errors import InvalidOptionError, SyncError
+from storage_core.errors import InvalidOptionError, SyncError, storage_error
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.read import values
 from storage_core.read.api import read_options
@@ -27,7 +30,14 @@ from storage_core.read.options import OffsetSpec, ReadOptions, option_name
 from storage_core.read.piece_reader import read_pieces
 from storage_core.read.planner import PartitionRange, ReadPlan, plan_read, select_partitions
 from storage_core.record.columnar import kafka_schema
-from storage_core.tables.offsets import TableOffsets, check_holds, check_mode, starting_offsets
+from storage_core.tables.offsets import (
+    TableOffsets,
+    check_history,
+    check_holds,
+    check_mode,
+    offsets_held,
+    starting_offsets,
+)
 from storage_core.tables.schema import PARTITIONINGS, table_schema, to_table
 from storage_core.tables.upsert import Latest, latest
 
@@ -54,11 +64,16 @@ class Target(Protocol):
     description: str
     #: the mode of the sync whose offsets held() found (None: no sync committed)
     mode: str | None
+    #: what held() found changed since klog's last commit by another writer, and that commit
+    changes: list[str]
+    last_sync: str
 
     @property
     def version(self) -> int | None: ...
 
     def held(self, partitions: Iterable[TopicPartition]) -> tuple[TableOffsets, bool, list[str]]: ...
+
+    def records(self, topics: Iterable[str]) -> pa.Table: ...
 
     def prepare(self, schema: pa.Schema, source: str, partition_by: str | None = None) -> pa.Schema: ...
 
@@ -143,7 +158,8 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
          catalog: str | None = None, catalog_properties: Mapping[str, str] | None = None,
          warehouse: str | os.PathLike[str] | None = None, storage_options: Mapping[str, str] | None = None,
          commit_records: int = DEFAULT_COMMIT_RECORDS, commit_bytes: int = DEFAULT_COMMIT_BYTES,
-         mode: str = "append", partition_by: str | None = None, **options: object) -> SyncSummary:
+         mode: str = "append", partition_by: str | None = None, rebase: bool = False,
+         **options: object) -> SyncSummary:
     """Append to the table ``to`` the records of ``source`` it does not hold yet, exactly once.
 
     ``format``: ``iceberg`` (``to`` is ``namespace.table`` in ``catalog``, one ``pyiceberg`` is
@@ -156,6 +172,9 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
     column); an existing table keeps its own.
     ``mode``: ``append`` (every record a row) or ``upsert`` (the table holds each key's latest
     record, tombstones delete, as Kafka's log cleaner leaves a compacted topic).
+    ``rebase``: a table another writer changed since klog's last sync (a restore or rollback, an
+    append, delete or overwrite; refused without it, :func:`~storage_core.tables.offsets.check_history`)
+    has its offsets re-based on the records it holds, every partition of the topics read.
     Raises before anything is written when an option, the table or the range does not fit."""
     if mode not in MODES:
         raise InvalidOptionError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
@@ -190,13 +209,54 @@ def sync(source: str | os.PathLike[str], to: str | os.PathLike[str], *, format: 
                                  "of the valueFormat/keyFormat; expected the topics to sync named (topics=..., "
                                  "subscribe or subscribePattern) without it")
     held, has_records, named = target.held(everything)
+    rebased = check_history(target.description, target.last_sync, target.changes, rebase=rebase)
+    if rebased:
+        if set(selected) != set(everything):
+            raise InvalidOptionError(f"rebase of {target.description}: the offsets of every partition of "
+                                     f"{', '.join(topics)} are re-based at once; expected a sync of them all (no "
+                                     "assign or partition selection)")
+        held = offsets_held(target.records(topics))
+        log.warning("%s changed since klog's last sync (%s): %s; offsets re-based on the records it holds: %s",
+                    target.description, target.last_sync, "; ".join(target.changes), held)
     check_holds(target.description, held, topics, has_records=has_records, named=named)
     check_mode(target.description, target.mode, mode)
     the_plan = plan_read(replace(opts, starting=OffsetSpec("offsets", offsets=starting_offsets(held, selected))))
     decoding = values.prepare(opts, topics) if opts.formats.decoded else None
     read_schema = values.decoded_schema(kafka_schema(opts.include_headers, opts.include_metadata), decoding)
-    schema = target.prepare(table_schema(read_schema), _value_source(opts, topics), partition_by)
-    return _append(target, the_plan, held, read_schema, schema, decoding, opts, commit_records, commit_bytes, mode)
+    with _table_io(target):
+        schema = target.prepare(table_schema(read_schema), _value_source(opts, topics), partition_by)
+        return _append(target, the_plan, held, read_schema, schema, decoding, opts, commit_records, commit_bytes,
+                       mode, rebased)
+
+
+#: The file system's refusals of a write (as opposed to a bug, or a read that failed).
+_FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+#: How delta-rs (Rust's std::io::Error) and SQLite name them in their messages.
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_SQLITE_FULL = "database or disk is full"
+
+
+@contextmanager
+def _table_io(target: Target) -> Iterator[None]:
+    """A full or read-only file system under the table (or the catalog's database) is a
+    :class:`~storage_core.errors.StorageError` (exit 2), not an internal error: pyiceberg raises
+    the ``OSError``, delta-rs a ``DeltaError`` naming the OS error in its text, SQLite an
+    ``OperationalError``. The table stays as of its last commit (every commit is atomic); what
+    this sync committed before stays, with its offsets, and a rerun continues from there."""
+    doing = f"writing {target.description}"
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _FULL_OR_READ_ONLY:
+            raise storage_error(exc, doing) from exc
+        raise
+    except Exception as exc:
+        text = str(exc)
+        found = _RUST_OS_ERROR.search(text)
+        code = int(found.group(1)) if found else errno.ENOSPC if _SQLITE_FULL in text else None
+        if code in _FULL_OR_READ_ONLY and type(exc).__name__ in ("DeltaError", "CommitFailedError", "OperationalError"):
+            raise storage_error(OSError(code, os.strerror(code)), doing) from exc
+        raise
 
 
 def _check_upsert(opts: ReadOptions) -> None:
@@ -223,7 +283,7 @@ def _value_source(opts: ReadOptions, topics: list[str]) -> str:
 
 def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, read_schema: pa.Schema, schema: pa.Schema,
             decoding: values.Decoding | None, opts: ReadOptions, commit_records: int, commit_bytes: int,
-            mode: str) -> SyncSummary:
+            mode: str, rebased: bool = False) -> SyncSummary:
     summary = SyncSummary(target.description, target.format, ranges=the_plan.ranges, mode=mode)
     position: TableOffsets = {t: dict(ps) for t, ps in held.items()}
     for r in the_plan.ranges:
@@ -232,7 +292,9 @@ def _append(target: Target, the_plan: ReadPlan, held: TableOffsets, read_schema:
     pending: list[pa.RecordBatch] = []
     tombstones: list[pa.Array] = []  # upsert: which pending rows are tombstones
     rows = nbytes = 0
-    touched: set[TopicPartition] = set()
+    # a re-based sync commits every partition's offsets (its commit is then klog's last, the changes
+    # before it accepted), even when nothing is new
+    touched: set[TopicPartition] = {r.topic_partition for r in the_plan.ranges} if rebased else set()
 
     def commit() -> None:
         nonlocal pending, tombstones, rows, nbytes

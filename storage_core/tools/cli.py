@@ -205,7 +205,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             dump_snapshot(path, out)
             continue
         size = path.stat().st_size
-        if size > 0 and args.max_bytes is None and not _starts_with_a_batch(path, size):
+        if size > 0 and args.max_bytes is None and not _segment_named(path) and not _starts_with_a_batch(path, size):
             # not one batch: these bytes are not Kafka's (--max-bytes may end the read inside the first
             # batch, which Kafka prints nothing for); said before any dump output, on stderr only
             status = EXIT_DATA
@@ -227,6 +227,15 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             if args.jsonl and not args.quiet:  # the error is in the output already; say it on stderr too
                 print(f"klog: {summary.error}", file=sys.stderr)
     return status
+
+
+def _segment_named(path: Path) -> bool:
+    """A ``.log`` named as a segment is (``<20-digit base offset>.log``): dumped whatever its first
+    bytes hold, its damage reported at its position as ``DumpLogSegments`` reports it (a record size
+    below the minimum overhead, invalid bytes at the end); only a file that is a segment neither by
+    name nor by content is "not a Kafka file"."""
+    stem, _, suffix = path.name.partition(".")
+    return "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit()
 
 
 def _starts_with_a_batch(path: Path, size: int) -> bool:
@@ -943,7 +952,8 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     summary = sync(args.dir, args.to, format=args.format, catalog=args.catalog,
                    catalog_properties=_pairs(args.catalog_property, "--catalog-property") or None,
                    warehouse=args.warehouse, storage_options=_pairs(args.storage_option, "--storage-option") or None,
-                   commit_records=args.commit_records, mode=args.mode, partition_by=args.partition_by, **options)
+                   commit_records=args.commit_records, mode=args.mode, partition_by=args.partition_by,
+                   rebase=args.rebase, **options)
     if args.json:
         print(json.dumps({"table": summary.table, "format": summary.format, "mode": summary.mode,
                           "records": summary.records, "dropped": summary.dropped,
@@ -971,8 +981,17 @@ def _version() -> str:
         return "(not installed: running from a checkout)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its messages redacted like every other klog prints: a mistyped flag beside
+    ``s3://KEY:SECRET@bucket`` is echoed in "unrecognized arguments" (and a bad value in "invalid
+    choice"), which would print the secret. The sub-commands' parsers are of the same class."""
+
+    def _print_message(self, message: str, file: Any = None) -> None:  # typeshed: SupportsWrite[str] | None
+        super()._print_message(redact_uris(message) if message else message, file)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="klog", description="Kafka log directories without a broker.",
+    parser: argparse.ArgumentParser = _Parser(prog="klog", description="Kafka log directories without a broker.",
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action="version", version=f"klog {_version()}")
@@ -1182,6 +1201,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a new table partitioned by the day or hour (UTC) of the record timestamp")
     p.add_argument("--commit-records", type=_bounded_int("--commit-records", 1, 2**31 - 1), default=1_000_000,
                    metavar="N", help="records per commit (default 1000000): each commit is held in memory")
+    p.add_argument("--rebase", action="store_true",
+                   help="a table another writer changed on purpose (a restore, rollback, append, delete): re-base "
+                   "the offsets on the records it holds (one past each partition's highest offset) and sync from "
+                   "there; without it such a table is refused")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=_cmd_sync)

@@ -4,7 +4,8 @@ summaries are :mod:`storage_core.read.describe`'s, shared with :func:`storage_co
 ``verify`` reads every batch: CRCs and structure, index entries against the log. A problem is
 an *error* when data is lost or corrupt (a bad CRC, an index entry that points to the wrong
 place, a torn batch in a segment that is not the last) and a *warning* when Kafka would simply
-rebuild (a missing or untrimmed index, a torn tail of the active segment). Lost data — what the
+rebuild (a missing or untrimmed index, a torn tail of the active segment, the zero-filled tail of a
+preallocated one: :func:`~storage_core.log.segment.zero_filled`). Lost data — what the
 dir's own evidence says should be there and cannot be read, by the rule every reader applies
 (:mod:`storage_core.log.lost`) — is an error naming the offsets, the file and the bytes.
 
@@ -34,7 +35,7 @@ from storage_core.log.lost import LostData, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, open_log_read_only
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.replicas import first_disagreement
-from storage_core.log.segment import scan_segment
+from storage_core.log.segment import scan_segment, zero_filled
 from storage_core.log.time_index import TimeIndex
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.file_records import FileRecords
@@ -65,7 +66,12 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
         scan = scan_segment(log_path, index_interval_bytes=index_interval_bytes)
         rep.batches += scan.batches
         intact = [(0, scan.valid_bytes)]
-        if scan.error is not None:
+        if scan.error is not None and last and not any(x.path == str(log_path) for x in lost) and \
+                zero_filled(log_path, scan.valid_bytes):
+            # the readers' rule: nothing of it is lost (storage_core.log.lost), Kafka's recovery truncates it
+            rep.warnings.append(f"{log_path}: zero-filled from position {scan.valid_bytes} to its size "
+                                f"{scan.size_in_bytes} (a preallocated active segment; Kafka's recovery truncates it)")
+        elif scan.error is not None:
             rep.errors.append(str(scan.error))
             # the intact batches after the damage are checked too: where every reader resumes
             intact = _intact_spans(log_path, scan.valid_bytes, scan.size_in_bytes, lost)
@@ -236,9 +242,5 @@ def _verify_indexes(log_path: Path, intact: list[tuple[int, int]], active: bool,
 
 
 def _all_zero(path: Path) -> bool:
-    """A file of zero bytes only (a preallocated index no entry was written to), read in blocks."""
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            if block.count(0) != len(block):
-                return False
-    return True
+    """A file of zero bytes only (a preallocated index no entry was written to)."""
+    return zero_filled(path)
