@@ -59,6 +59,14 @@ def test_scale_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ratio plan 10/1" in out and "ratio idle trigger 10/1" in out and "| 10 |" in out
 
 
+def test_cluster_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import cluster
+
+    cluster.main(["--partitions", "20", "--read-partitions", "2", "--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "describe, 20 partitions: one broker's dir" in out and "three brokers'" in out and "(target <= 1.1x)" in out
+
+
 def test_fuzz_entry_point_runs() -> None:
     import importlib.util
     from pathlib import Path

@@ -195,3 +195,30 @@ def test_verify_and_the_readers_agree_on_a_zero_filled_active_segment(tmp_path: 
         f.write(b"\x01")
     r = klog("verify", str(tmp_path))
     assert r.returncode == 1 and "CORRUPT" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_verify_takes_the_indexes_recovery_rebuilds_as_warnings(tmp_path: Path) -> None:
+    """A copy of a running broker's dir (no clean-shutdown marker): its active segment's ``.index`` is
+    the preallocated file, holding what the broker's mmap holds (here an entry left past a truncation).
+    Kafka's recovery rebuilds the indexes from the recovery point on, so that is a warning; the same
+    index in a dir shut down cleanly is corrupt (the cluster tests' live copies met this)."""
+    import os
+    import struct
+
+    from storage_core.log.log import Log
+
+    (tmp_path / "t-0").mkdir()
+    with Log(tmp_path / "t-0", writable=True) as lg:
+        for i in range(3):
+            lg.append(build_batch([Record(0, 1_700_000_000_000 + i, None, b"v%d" % i, ())]), now_ms=1_700_000_000_000)
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    with open(index, "r+b") as f:
+        f.write(struct.pack(">ii", 0, 0) + struct.pack(">ii", 2, 9999))  # garbage past the broker's position
+    os.truncate(index, 10 << 20)  # preallocated (segment.index.bytes)
+    (tmp_path / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":5}')
+    r = klog("verify", str(tmp_path))
+    assert r.returncode == 1 and "CORRUPT" in r.stdout, r.stdout + r.stderr
+    (tmp_path / ".kafka_cleanshutdown").unlink()  # a live broker's dir
+    r = klog("verify", str(tmp_path))
+    assert r.returncode == 0 and "t-0: ok" in r.stdout, r.stdout + r.stderr
+    assert "Kafka's recovery rebuilds it" in r.stdout + r.stderr, r.stdout + r.stderr
