@@ -61,9 +61,7 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
         if not orphan.with_suffix(LOG_SUFFIX).exists():
             rep.warnings.append(f"{orphan}: index without its .log (Kafka deletes it)")
     lost = _find_lost(pd, rep, state)
-    dir_state = state if state is not None else LogDirState(pd.log_dir)
-    unclean = not dir_state.clean_shutdown
-    recovery_point = dir_state.recovery_points.get(pd.topic_partition, 0)
+    unclean = not (state if state is not None else LogDirState(pd.log_dir)).clean_shutdown
     for i, log_path in enumerate(logs):
         last = i == len(logs) - 1
         scan = scan_segment(log_path, index_interval_bytes=index_interval_bytes)
@@ -84,14 +82,16 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
                    f"{scan.partial_tail.position} (Kafka's recovery truncates them)")
             (rep.warnings if last else rep.errors).append(msg)
         _verify_record_counts(log_path, intact, rep)
-        if unclean and (last or base_offset_of(logs[i + 1]) > recovery_point):
-            # Kafka's recovery of a dir not shut down cleanly rebuilds the indexes of every segment
-            # from the recovery point on (LogLoader.recoverLog): a live broker's copy has those
-            # mid-write (a preallocated index, entries past its truncation), which is nothing lost
+        if unclean and last:
+            # the active segment of a dir not shut down cleanly (a running broker's, or a copy of
+            # it): its .index is the broker's preallocated mmap, whose entries past the in-memory
+            # position (none yet, or left by a truncation) are not the broker's; Kafka's recovery
+            # rebuilds it (LogLoader.recoverLog from the recovery point), so nothing is lost. A
+            # closed segment's index was trimmed to its entries at the roll: checked as ever
             found = VerifyReport(rep.path)
             _verify_indexes(log_path, intact, last, found)
             rep.warnings.extend(found.warnings)
-            rep.warnings.extend(f"{e} (above the recovery point of a dir not shut down cleanly: Kafka's recovery "
+            rep.warnings.extend(f"{e} (the active segment of a dir not shut down cleanly: Kafka's recovery "
                                 "rebuilds it)" for e in found.errors)
         else:
             _verify_indexes(log_path, intact, last, rep)
