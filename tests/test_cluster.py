@@ -347,8 +347,15 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     assert not _staging(dirs)
     rows.write.format("klog").option("topic", topic).mode("append").save(_joined(dirs))
     assert not _staging(dirs)
+    mark = {b: cluster.broker(b).log_mark() for b in cluster.brokers}
     cluster.start()
-    cluster.wait_replicated([topic])
+    try:
+        cluster.wait_replicated([topic], timeout=180)
+    except AssertionError as e:  # what the brokers said of the topic since they restarted on klog's write
+        said = "\n".join(f"broker {b}: {line}" for b in cluster.brokers
+                          for line in cluster.broker(b).log_since(mark[b]).splitlines()
+                          if topic in line and ("WARN" in line or "ERROR" in line))
+        raise AssertionError(f"seed={seed}: {e}\n{said[-6000:]}") from None
     got = cluster.consume("read_uncommitted", [topic])
     klogs = sorted(bytes(r["value"]).decode() for r in got if r["value"] and bytes(r["value"]).startswith(b"klog-"))
     assert klogs == sorted(f"klog-{i}" for i in range(n)), f"seed={seed}"
