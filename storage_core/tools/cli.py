@@ -307,7 +307,15 @@ def _remote(args: argparse.Namespace) -> Any:
     """``--remote-storage``/``--remote-storage-layout`` as the read options name them (None: not given)."""
     from storage_core.log.tiered import RemoteStorage
 
-    return RemoteStorage.of(args.remote_storage, args.remote_storage_layout, _storage(args))
+    rsm = {}
+    for item in getattr(args, "rsm_config", None) or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(f"--rsm-config {item!r}: expected KEY=VALUE (an rsm.config.* setting)")
+        key = key.strip()
+        rsm[key if key.startswith("rsm.config.") else "rsm.config." + key] = value
+    return RemoteStorage.of(args.remote_storage, args.remote_storage_layout, _storage(args),
+                            config=getattr(args, "remote_storage_config", None), rsm=rsm)
 
 
 def _remote_args(p: argparse.ArgumentParser) -> None:
@@ -315,7 +323,14 @@ def _remote_args(p: argparse.ArgumentParser) -> None:
                    help="a tiered topic's remote storage (KIP-405): its remote segments are read before the local "
                    "ones (the read option remoteStorage)")
     p.add_argument("--remote-storage-layout", metavar="LAYOUT", default=None,
-                   help="the remote storage's layout: local-tiered (Kafka's LocalTieredStorage, the default)")
+                   help="the remote storage's layout: local-tiered (Kafka's LocalTieredStorage, the default) or "
+                   "aiven (Aiven's tiered-storage RemoteStorageManager: chunked, zstd, AES-GCM objects)")
+    p.add_argument("--remote-storage-config", metavar="PATH", default=None,
+                   help="--remote-storage-layout aiven: a properties file with the plugin's rsm.config.* settings "
+                   "(a broker's server.properties as it is; the read option remoteStorageConfig)")
+    p.add_argument("--rsm-config", metavar="KEY=VALUE", action="append", default=None,
+                   help="an rsm.config.* setting over --remote-storage-config's (repeatable; the prefix may be "
+                   "left out), e.g. encryption.key.pairs.k1.private.key.file=/keys/k1.pem")
 
 
 def _dirs(args: argparse.Namespace) -> list[Path]:
