@@ -320,3 +320,29 @@ def test_the_objects_read_from_s3() -> None:
     with pytest.raises(RemoteSegmentMissingError) as info:
         read("C", remote=uri + "-elsewhere", **s3.options)
     assert SECRET_KEY not in str(info.value)
+
+
+# --- describe, snapshot ----------------------------------------------------------------------------
+
+
+def test_describe_and_snapshot_include_remote(tmp_path: Path) -> None:
+    """describe gives the remote range from __remote_log_metadata alone (no object is fetched);
+    snapshot --include-remote copies the decrypted, decompressed segments in as ordinary ones, and
+    the snapshot alone reads the broker's history."""
+    from storage_core.log.tiered import RemoteStorage
+
+    offsets = json.loads((FIXTURE / "C" / "offsets.json").read_text())
+    FETCHED.reset()
+    described = storage_core.describe(FIXTURE / "C" / "logdir", topics="tiered-c").to_pylist()
+    assert FETCHED.requests == 0
+    assert {r["partition"]: (r["remote_start_offset"], r["remote_end_offset"]) for r in described} == {
+        int(p): (v["earliest"], v["earliest_local"]) for p, v in offsets["list_offsets_read_uncommitted"].items()}
+    remote = RemoteStorage.of(str(FIXTURE / "C" / "remote"), "aiven", config=str(FIXTURE / "C" / "rsm.properties"),
+                              rsm=key_options(FIXTURE / "C" / "keys"))
+    summary = storage_core.snapshot(FIXTURE / "C" / "logdir", tmp_path / "snap", remote=remote, include_remote=True)
+    assert all(pc.remote_included for pc in summary.partitions if pc.remote_segments)
+    for isolation in ISOLATION:
+        got = rows_of(storage_core.read_arrow(tmp_path / "snap", topics="tiered-c", includeHeaders=True,
+                                              isolationLevel=isolation).read_all())
+        assert_same_rows(got, truth("C", isolation), f"aiven C snapshot {isolation}")
+
