@@ -346,3 +346,28 @@ def test_describe_and_snapshot_include_remote(tmp_path: Path) -> None:
                                               isolationLevel=isolation).read_all())
         assert_same_rows(got, truth("C", isolation), f"aiven C snapshot {isolation}")
 
+
+
+def test_dump_decodes_the_objects(capsys: pytest.CaptureFixture[str]) -> None:
+    """``klog dump`` of an encrypted segment's ``.log`` object prints its batches decoded: every
+    data record the broker served from it, plus its transaction markers; of ``.indexes``, the
+    indexes inside (offsets within the segment)."""
+    config = AivenConfig.load(FIXTURE / "C" / "rsm.properties")
+    part = load_remote_metadata([FIXTURE / "C" / "logdir"]).get(TopicPartition("tiered-c", 0))
+    assert part is not None
+    seg = max(remote_history(part, FIXTURE / "C" / "logdir" / "tiered-c-0"), key=lambda s: s.end_offset)
+    keys = object_keys(config, seg)
+    flags = ["--remote-storage-config", str(FIXTURE / "C" / "rsm.properties"),
+             *(f"--rsm-config={k}={v}" for k, v in key_options(FIXTURE / "C" / "keys").items())]
+    capsys.readouterr()
+    assert klog(["dump", "--deep-iteration", "--quiet", str(FIXTURE / "C" / "remote" / keys.log), *flags]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    data = {int(line.split()[2]) for line in lines if line.startswith("| offset:") and "endTxnMarker" not in line}
+    markers = [line for line in lines if "endTxnMarker" in line]
+    want = {r["offset"] for r in truth("C", "read_uncommitted")
+            if r["partition"] == 0 and seg.start_offset <= r["offset"] <= seg.end_offset}
+    assert data == want and len(markers) == 5, (len(data), len(want), len(markers))
+    assert klog(["dump", "--quiet", str(FIXTURE / "C" / "remote" / keys.indexes), *flags]) == 0
+    out = capsys.readouterr().out
+    offsets = [int(line.split()[1]) for line in out.splitlines() if line.startswith("offset:")]
+    assert offsets and all(seg.start_offset <= o <= seg.end_offset for o in offsets)

@@ -557,3 +557,63 @@ def aiven_log_segment(segment: AivenSegment, *, index_interval_bytes: int) -> Lo
     directory = _aiven_path(segment, dir_name)
     stem = directory._stem()
     return AivenLogSegment(directory, segment.seg.start_offset, index_interval_bytes=index_interval_bytes, stem=stem)
+
+
+# -- one segment's objects by name (klog dump) -----------------------------------------------------
+
+#: the suffixes of a segment's objects (``ObjectKeyFactory.Suffix``: ``log``, ``indexes``, ``rsm-manifest``)
+OBJECT_SUFFIXES = (MANIFEST_SUFFIX, LOG_OBJECT_SUFFIX, INDEXES_SUFFIX)
+
+
+def is_aiven_object(path: Path) -> bool:
+    """Whether ``path`` is one of a segment's objects in the plugin's layout: a manifest, or a
+    ``.log``/``.indexes`` with its manifest beside it."""
+    name = path.name
+    if name.endswith(MANIFEST_SUFFIX):
+        return True
+    for suffix in (LOG_OBJECT_SUFFIX, INDEXES_SUFFIX):
+        if name.endswith(suffix):
+            return path.with_name(name[:-len(suffix)] + MANIFEST_SUFFIX).is_file()
+    return False
+
+
+def object_files(path: Path, config: AivenConfig, storage: StorageOptions | None = None) -> list[Path]:
+    """The segment files one object of the plugin holds, as :class:`AivenPath` s: a ``.log`` or
+    manifest gives the original ``.log``; ``.indexes`` its ``.index``, ``.timeindex``,
+    ``.txnindex`` and ``.snapshot`` (those it has). The segment is the one the manifest's
+    ``remoteLogSegmentMetadata`` names (the plugin writes it, :mod:`.manifest`); the manifest is
+    checked against the ``.log`` object's size, and an encrypted segment's key unwrapped."""
+    from storage_core.record.messages.remote import RemoteLogSegmentState
+
+    name = path.name
+    suffix = next(s for s in OBJECT_SUFFIXES if name.endswith(s))
+    stem = name[:-len(suffix)]
+    manifest_path = path.with_name(stem + MANIFEST_SUFFIX)
+    data = manifest_path.read_bytes()
+    try:
+        import json
+
+        meta = json.loads(data)["remoteLogSegmentMetadata"]
+        rid = meta["remoteLogSegmentId"]
+        tip = rid["topicIdPartition"]
+        manifest = SegmentManifest.parse(data)
+        seg = RemoteSegment(tip["topicPartition"]["topic"], tip["topicId"], tip["topicPartition"]["partition"],
+                            rid["id"], meta["startOffset"], meta["endOffset"], meta["maxTimestampMs"],
+                            meta["eventTimestampMs"], meta["brokerId"], manifest.chunk_index.original_file_size,
+                            tuple(sorted((int(e), o) for e, o in meta["segmentLeaderEpochs"].items())),
+                            RemoteLogSegmentState.COPY_SEGMENT_FINISHED, None, bool(meta.get("txnIdxEmpty")))
+    except (KeyError, TypeError, ValueError, ManifestError) as exc:
+        raise RemoteManifestError(f"{manifest_path} is not a segment manifest of the plugin (SegmentManifestV1 with "
+                                  f"remoteLogSegmentMetadata): {exc}", path=str(manifest_path)) from None
+    main = f"{seg.topic}-{seg.topic_id}/{seg.partition}/{seg.start_offset:020d}-{seg.segment_id}"
+    whole = str(manifest_path)
+    if not whole.endswith(main + MANIFEST_SUFFIX):
+        raise RemoteManifestError(f"{manifest_path} names segment {main}: its objects are not under that key",
+                                  path=whole)
+    root = whole[:-len(main + MANIFEST_SUFFIX)].rstrip("/") or "/"
+    local = AivenConfig({**config.settings, "key.prefix": ""}, config.source)  # the root holds the prefix
+    segment = AivenSegment(root, storage or StorageOptions(), local, seg, data)
+    log_seg = aiven_log_segment(segment, index_interval_bytes=4096)
+    if suffix != INDEXES_SUFFIX:
+        return [log_seg.log_path]
+    return [f for f in (log_seg.dir / (log_seg.stem + s) for s in _INDEX_FILES) if f.exists()]
