@@ -371,3 +371,21 @@ def test_dump_decodes_the_objects(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     offsets = [int(line.split()[1]) for line in out.splitlines() if line.startswith("offset:")]
     assert offsets and all(seg.start_offset <= o <= seg.end_offset for o in offsets)
+
+
+def test_sync_appends_the_whole_history(tmp_path: Path) -> None:
+    """``klog sync`` into a Delta table reads the remote history through the same options; a rerun
+    appends nothing."""
+    from deltalake import DeltaTable
+
+    opts = options("C", isolationLevel="read_committed")
+    del opts["includeHeaders"]
+    summary = storage_core.sync(FIXTURE / "C" / "logdir", str(tmp_path / "t"), format="delta", **opts)
+    table = DeltaTable(str(tmp_path / "t")).to_pyarrow_table()
+    want = truth("C", "read_committed")
+    assert table.num_rows == len(want), summary
+    got = sorted(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
+                     table.column("value").to_pylist(), strict=True))
+    assert got == sorted((r["partition"], r["offset"], r["value"]) for r in want)
+    again = storage_core.sync(FIXTURE / "C" / "logdir", str(tmp_path / "t"), format="delta", **opts)
+    assert DeltaTable(str(tmp_path / "t")).to_pyarrow_table().num_rows == len(want), again
