@@ -90,6 +90,10 @@ class DataKey:
 
 _PRIVATE_KEYS: dict[str, Any] = {}
 _PRIVATE_KEYS_LOCK = threading.Lock()
+#: unwrapped data keys by (private key file, wrapped key, AAD): a segment's key is unwrapped once per
+#: process, not once per plan (each unwrap is an RSA private-key operation)
+_DATA_KEYS: dict[tuple[str, bytes, bytes], DataKey] = {}
+_DATA_KEYS_KEPT = 4096
 
 
 def _private_key(path: str) -> Any:
@@ -124,6 +128,11 @@ def unwrap_data_key(config: AivenConfig, enc: EncryptionMetadata) -> DataKey:
     if not pair.private_key_file:
         raise KeyRingError(f"key pair {enc.key_pair_id!r} has no private key: expected "
                            f"rsm.config.encryption.key.pairs.{enc.key_pair_id}.private.key.file")
+    cache_key = (pair.private_key_file, enc.wrapped_key, enc.aad)
+    with _PRIVATE_KEYS_LOCK:
+        known = _DATA_KEYS.get(cache_key)
+    if known is not None:
+        return known
     key = _private_key(pair.private_key_file)
     dek = oaep_decrypt(key, enc.wrapped_key)
     if dek is None:
@@ -133,7 +142,12 @@ def unwrap_data_key(config: AivenConfig, enc: EncryptionMetadata) -> DataKey:
     if len(dek) != DATA_KEY_BYTES:
         raise KeyRingError(f"the unwrapped data key of key pair {enc.key_pair_id!r} has {len(dek)} bytes: expected "
                            f"{DATA_KEY_BYTES} (AES-256)")
-    return DataKey(dek, enc.aad)
+    out = DataKey(dek, enc.aad)
+    with _PRIVATE_KEYS_LOCK:
+        if len(_DATA_KEYS) >= _DATA_KEYS_KEPT:
+            _DATA_KEYS.clear()
+        _DATA_KEYS[cache_key] = out
+    return out
 
 
 def _mgf1_sha3_512(seed: bytes, length: int) -> bytes:
@@ -152,7 +166,7 @@ def oaep_decrypt(key: Any, ciphertext: bytes) -> bytes | None:
     do not offer. None when the ciphertext does not decode under this key (another pair's key, or
     altered bytes); which check failed is not told (RFC 8017's advice)."""
     numbers = key.private_numbers()
-    n, d = numbers.public_numbers.n, numbers.d
+    n = numbers.public_numbers.n
     k = (n.bit_length() + 7) // 8
     h_len = hashlib.sha3_512().digest_size
     if len(ciphertext) != k or k < 2 * h_len + 2:
@@ -160,7 +174,10 @@ def oaep_decrypt(key: Any, ciphertext: bytes) -> bytes | None:
     c = int.from_bytes(ciphertext, "big")
     if c >= n:
         return None
-    em = pow(c, d, n).to_bytes(k, "big")
+    # RSADP by the CRT (RFC 8017 5.1.2, the second form): the same m as pow(c, d, n), about 3x faster
+    m1, m2 = pow(c, numbers.dmp1, numbers.p), pow(c, numbers.dmq1, numbers.q)
+    m = m2 + numbers.q * ((numbers.iqmp * (m1 - m2)) % numbers.p)
+    em = m.to_bytes(k, "big")
     masked_seed, masked_db = em[1:1 + h_len], em[1 + h_len:]
     seed = bytes(a ^ b for a, b in zip(masked_seed, _mgf1_sha3_512(masked_db, h_len), strict=True))
     db = bytes(a ^ b for a, b in zip(masked_db, _mgf1_sha3_512(seed, k - h_len - 1), strict=True))
