@@ -42,8 +42,6 @@ from typing import Any
 
 import zstandard
 
-from storage_core.errors import KlogError
-
 __all__ = ["Chunk", "ChunkIndex", "EncryptionMetadata", "SegmentIndex", "SegmentManifest", "decode_chunk_sizes"]
 
 #: ``SegmentManifestV1``'s type id
@@ -57,8 +55,9 @@ _BYTES_PER_VALUE_SIZE = 1
 _MAX_SIZES_BYTES = 64 << 20
 
 
-class ManifestError(KlogError):
-    """A manifest that is not the plugin's (raised as the caller's typed error, see objects)."""
+class ManifestError(ValueError):
+    """A manifest that is not the plugin's: internal, always raised on as the typed
+    :class:`~storage_core.errors.RemoteManifestError` naming the segment and the object (objects)."""
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,7 @@ class AivenSegment:
             self.manifest = SegmentManifest.parse(manifest_bytes)
         except ManifestError as exc:
             raise self._manifest_error(f"manifest {self._shown(manifest_object)} is not the plugin's "
-                                       f"(SegmentManifestV1): {exc.detail}", manifest_object) from None
+                                       f"(SegmentManifestV1): {exc}", manifest_object) from None
         self._check(manifest_object)
         self._key: DataKey | None = None
         self._key_lock = threading.Lock()
@@ -253,7 +253,7 @@ class AivenSegment:
                 try:
                     self._key = unwrap_data_key(self.config, enc)
                 except KeyRingError as exc:
-                    raise RemoteKeyError(f"{self.what}: {exc.detail}", offsets=self._offsets(),
+                    raise RemoteKeyError(f"{self.what}: {exc}", offsets=self._offsets(),
                                          path=self._shown(self.log_object)) from None
             return self._key
 
@@ -263,11 +263,11 @@ class AivenSegment:
         """The segment file's original size."""
         return self.manifest.chunk_index.original_file_size
 
-    def _chunk_error(self, chunk: Chunk, exc: KlogError) -> RemoteChunkError:
+    def _chunk_error(self, chunk: Chunk, exc: ChunkTransformError) -> RemoteChunkError:
         return RemoteChunkError(f"{self.what}: chunk {chunk.id} of {self.manifest.chunk_index.count} (bytes "
                                 f"{chunk.transformed_position}-{chunk.transformed_end - 1} of object "
                                 f"{self._shown(self.log_object)}, original bytes {chunk.original_position}-"
-                                f"{chunk.original_end - 1}) does not undo its transform: {exc.detail}",
+                                f"{chunk.original_end - 1}) does not undo its transform: {exc}",
                                 offsets=self._offsets(), path=self._shown(self.log_object),
                                 position=chunk.original_position)
 
@@ -349,7 +349,7 @@ class AivenSegment:
         except ChunkTransformError as exc:
             raise RemoteChunkError(f"{self.what}: the {name} index (bytes {entry.position}-"
                                    f"{entry.position + entry.size - 1} of object {self._shown(self.indexes_object)}) "
-                                   f"does not decrypt: {exc.detail}", offsets=self._offsets(),
+                                   f"does not decrypt: {exc}", offsets=self._offsets(),
                                    path=self._shown(self.indexes_object)) from None
         CHUNKS.put(cache_key, data)
         return data

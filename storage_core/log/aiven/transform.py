@@ -28,7 +28,6 @@ from typing import Any
 
 import zstandard
 
-from storage_core.errors import KlogError
 from storage_core.log.aiven.config import AivenConfig
 from storage_core.log.aiven.manifest import EncryptionMetadata
 
@@ -42,13 +41,14 @@ GCM_TAG_BYTES = 16
 DATA_KEY_BYTES = 32
 
 
-class KeyRingError(KlogError):
-    """The key ring cannot unwrap a data key (the caller raises its typed error from it)."""
+class KeyRingError(ValueError):
+    """The key ring cannot unwrap a data key: internal, always raised on as the typed
+    :class:`~storage_core.errors.RemoteKeyError` naming the segment (objects)."""
 
 
-class ChunkTransformError(KlogError):
-    """A chunk that does not undo: a failing tag, a frame that does not decompress (the caller
-    raises its typed error from it)."""
+class ChunkTransformError(ValueError):
+    """A chunk that does not undo, a failing tag, a frame that does not decompress: internal, always
+    raised on as the typed :class:`~storage_core.errors.RemoteChunkError` naming the chunk (objects)."""
 
 
 def _crypto() -> Any:
