@@ -389,3 +389,24 @@ def test_sync_appends_the_whole_history(tmp_path: Path) -> None:
     assert got == sorted((r["partition"], r["offset"], r["value"]) for r in want)
     again = storage_core.sync(FIXTURE / "C" / "logdir", str(tmp_path / "t"), format="delta", **opts)
     assert DeltaTable(str(tmp_path / "t")).to_pyarrow_table().num_rows == len(want), again
+
+
+def test_the_data_key_is_unwrapped_by_the_pair_it_names(copy_c: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Every segment of C names pair k2; a manifest made to name k1 (whose key does not unwrap k2's
+    wrapping) or a pair the ring lacks fails with RemoteKeyError naming that pair; with
+    failOnDataLoss=false that segment alone is skipped."""
+    remote = copy_c / "C" / "remote"
+    seg, keys = _segments(copy_c)[1]
+    manifest = remote / keys.manifest
+    original = manifest.read_text()
+    assert '"dataKey":"k2:' in original
+    manifest.write_text(original.replace('"dataKey":"k2:', '"dataKey":"k1:'))
+    with pytest.raises(RemoteKeyError, match=f"{seg.segment_id}.*key pair 'k1' .* does not unwrap"):
+        read("C", copy_c / "C" / "logdir", remote=remote)
+    manifest.write_text(original.replace('"dataKey":"k2:', '"dataKey":"k9:'))
+    with pytest.raises(RemoteKeyError, match="key pair 'k9', which the key ring does not name"):
+        read("C", copy_c / "C" / "logdir", remote=remote)
+    with caplog.at_level(logging.WARNING, logger="klog"):
+        got = read("C", copy_c / "C" / "logdir", remote=remote, failOnDataLoss="false")
+    assert_same_rows(got, _without(truth("C", "read_uncommitted"), seg), "a segment whose key is not in the ring")
+    assert any(f"offsets {seg.start_offset}-{seg.end_offset} skipped" in m for m in caplog.messages)
