@@ -10,6 +10,7 @@ transform alone costs on the same bytes.
 Queries (count and sum of value lengths, ``format("klog")``, 2 cores):
 
 * the fixture's log dir with ``remoteStorageLayout=aiven`` naming its objects (local disk);
+* the same with the objects in S3 (SeaweedFS on 127.0.0.1, where ``weed`` is installed);
 * the plain log dir: ``klog snapshot --include-remote`` of the same (the segments decoded once and
   copied in as ordinary segments), the peer;
 * both again through ``read_arrow`` on one thread, where no engine's overhead hides the transform
@@ -86,6 +87,7 @@ def floor(repeat: int) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tiered_aiven", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-s3", action="store_true", help="leave out the read from S3 (SeaweedFS)")
     args = ap.parse_args(argv)
     if not (FIXTURE / "rsm.properties").is_file():
         print(f"benchmarks.tiered_aiven: skipped, no fixture at {FIXTURE} (set KLOG_SHARED)")
@@ -111,6 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return go
 
         queries: dict[str, Callable[[], list[Any]]] = {"aiven": scan(FIXTURE / "logdir", **opts), "plain": scan(plain)}
+        if not args.no_s3:
+            from benchmarks._s3_server import S3Server
+
+            try:
+                s3 = S3Server.shared()
+            except RuntimeError as exc:
+                print(f"benchmarks.tiered_aiven: the S3 read is left out: {exc}")
+            else:
+                uri = s3.bucket() + "/aiven-bench"
+                s3.upload(FIXTURE / "remote", uri)
+                queries["aiven-s3"] = scan(FIXTURE / "logdir", **dict(opts, remoteStorage=uri, **s3.options))
         answers = {k: q() for k, q in queries.items()}  # the untimed round
         if len({(a[0].n, a[0].bytes) for a in answers.values()}) != 1:
             raise SystemExit(f"the reads disagree: {answers}")
@@ -128,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         best = {k: float("inf") for k in queries}
         for _ in range(args.repeat):
             for k, q in queries.items():
-                if k == "aiven":
+                if k in ("aiven", "aiven-s3"):
                     CHUNKS.clear()
                 t = time.perf_counter()
                 q()
@@ -144,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratio = best["plain"] / best["aiven"]
     print(f"ratio aiven/plain-dir throughput: {ratio:.2f}x (target >= {TARGET}); the transform alone: "
           f"{cost['both']:.3f} s of the aiven scan's {best['aiven']:.3f} s")
+    if "aiven-s3" in best:
+        print(f"ratio aiven(S3)/plain-dir throughput: {best['plain'] / best['aiven-s3']:.2f}x (target >= {TARGET})")
     print(f"ratio aiven/plain-dir read_arrow throughput: {best['plain-arrow'] / best['aiven-arrow']:.2f}x "
           f"({best['aiven-arrow']:.3f} s against {best['plain-arrow']:.3f} s)")
     summary.add(summary.Row("Spark full scan of an Aiven-tiered topic (zstd + AES-GCM, the 4 MB fixture, local disk)",

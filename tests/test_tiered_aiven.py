@@ -410,3 +410,14 @@ def test_the_data_key_is_unwrapped_by_the_pair_it_names(copy_c: Path, caplog: py
         got = read("C", copy_c / "C" / "logdir", remote=remote, failOnDataLoss="false")
     assert_same_rows(got, _without(truth("C", "read_uncommitted"), seg), "a segment whose key is not in the ring")
     assert any(f"offsets {seg.start_offset}-{seg.end_offset} skipped" in m for m in caplog.messages)
+
+
+def test_key_prefix_mask_hides_the_prefix_in_messages(copy_c: Path) -> None:
+    """``key.prefix.mask=true``: the plugin keeps ``key.prefix`` out of its logs; klog's messages
+    name the objects with ``<prefix>/`` in its place."""
+    seg, keys = _segments(copy_c)[0]
+    (copy_c / "C" / "remote" / keys.manifest).unlink()
+    with pytest.raises(RemoteSegmentMissingError) as info:
+        read("C", copy_c / "C" / "logdir", remote=copy_c / "C" / "remote", **{"rsm.config.key.prefix.mask": "true"})
+    text = str(info.value)
+    assert "fixture-prefix" not in text and "<prefix>/" in text and seg.segment_id in text, text
