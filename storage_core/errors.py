@@ -21,6 +21,10 @@ __all__ = [
     "DataLossError",
     "RemoteSegmentMissingError",
     "ReplicaMissingError",
+    "RemoteSegmentUnreadableError",
+    "RemoteManifestError",
+    "RemoteKeyError",
+    "RemoteChunkError",
     "InvalidRecordError",
     "CompressionError",
     "UnsupportedCodecError",
@@ -140,6 +144,29 @@ class RemoteSegmentMissingError(DataLossError):
     """A segment ``__remote_log_metadata`` lists as copied is not in the remote storage a read
     names (tiered storage, :mod:`storage_core.log.tiered`): the message names the object key and the
     offsets it held (``offsets``). With ``failOnDataLoss=false`` the same is a warning and a gap."""
+
+
+class RemoteSegmentUnreadableError(RemoteSegmentMissingError):
+    """A remote segment's objects are there but cannot be read as the layout says (Aiven's
+    ``RemoteStorageManager``, :mod:`storage_core.log.aiven`): the message names the segment, the object
+    and what was expected. Raised before any row of the segment; with ``failOnDataLoss=false`` the
+    segment is skipped with a warning naming it. Keys never appear in the message."""
+
+
+class RemoteManifestError(RemoteSegmentUnreadableError):
+    """A segment manifest that is not the plugin's, or does not match its segment or its objects
+    (another segment's manifest, a ``.log`` object of another size, a chunk count that is not
+    ``ceil(originalFileSize / originalChunkSize)``)."""
+
+
+class RemoteKeyError(RemoteSegmentUnreadableError):
+    """An encrypted segment whose data key the configured key ring cannot unwrap: the pair it names is
+    not in the ring, its private key file is missing, or the key is another pair's."""
+
+
+class RemoteChunkError(RemoteSegmentUnreadableError):
+    """A chunk of a remote segment that does not undo its transform: an AES-GCM authentication tag
+    that fails, a zstd frame that does not decompress to the chunk's size."""
 
 
 class ReplicaMissingError(DataLossError):

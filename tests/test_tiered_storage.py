@@ -413,8 +413,13 @@ def test_dump_of_remote_copies_equals_kafka(tiered: Tiered, tmp_path: Path) -> N
 def test_remote_storage_options_are_checked_first(tmp_path: Path) -> None:
     (tmp_path / "t-0").mkdir()
     (tmp_path / "t-0" / "00000000000000000000.log").write_bytes(b"")
-    with pytest.raises(InvalidOptionError, match="remoteStorageLayout=aiven .*not supported yet"):
-        storage_core.read_arrow(tmp_path, remoteStorage=str(tmp_path), remoteStorageLayout="aiven")
+    with pytest.raises(InvalidOptionError, match="remoteStorageConfig=.* is not a file"):
+        storage_core.read_arrow(tmp_path, remoteStorage=str(tmp_path), remoteStorageLayout="aiven",
+                                remoteStorageConfig=str(tmp_path / "none.properties"))
+    with pytest.raises(InvalidOptionError, match="need remoteStorageLayout=aiven"):
+        storage_core.read_arrow(tmp_path, remoteStorage=str(tmp_path), remoteStorageConfig=str(tmp_path))
+    with pytest.raises(InvalidOptionError, match="needs option remoteStorage .*rsm.config.storage.root"):
+        storage_core.read_arrow(tmp_path, remoteStorageLayout="aiven")
     with pytest.raises(InvalidOptionError, match="expected one of local-tiered, aiven"):
         storage_core.read_arrow(tmp_path, remoteStorage=str(tmp_path), remoteStorageLayout="s3")
     with pytest.raises(InvalidOptionError, match="needs option remoteStorage"):

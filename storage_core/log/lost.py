@@ -186,7 +186,7 @@ def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int]:
     """Walk ``seg`` from its last index entry before ``size`` to the end (CRC checked): whether it
     ends with a whole intact batch, and the offset after its last batch."""
     start = 0
-    index = segment_file(seg.dir, seg.base_offset, INDEX_SUFFIX)
+    index = seg.dir / (seg.stem + INDEX_SUFFIX)  # a remote copy's files carry its stem (<base>-<segment id>)
     if index.is_file():
         try:
             with OffsetIndex(index, seg.base_offset) as oi:
@@ -211,7 +211,7 @@ def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int]:
 def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
     """``(largest offset, largest position)`` of the on-disk offset index's entries at or past
     ``size`` (the ``.log``'s length), or None."""
-    index = segment_file(seg.dir, seg.base_offset, INDEX_SUFFIX)
+    index = seg.dir / (seg.stem + INDEX_SUFFIX)
     if not index.is_file():
         return None
     try:
@@ -271,7 +271,7 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool, g
 def _time_index_past(seg: LogSegment, after: int) -> int | None:
     """The largest offset of the on-disk time index's entries at or after ``after`` (a closed
     segment's time index ends with the offset of its largest timestamp), or None."""
-    path = segment_file(seg.dir, seg.base_offset, TIME_INDEX_SUFFIX)
+    path = seg.dir / (seg.stem + TIME_INDEX_SUFFIX)
     if not path.is_file():
         return None
     try:

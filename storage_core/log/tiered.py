@@ -34,7 +34,7 @@ import enum
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from typing import Any
 from storage_core.errors import InvalidOptionError, KlogError, RemoteSegmentMissingError, SegmentGoneError
 from storage_core.files import LOG_SUFFIX, filename_prefix, has_log_files
 from storage_core.fs import StorageOptions, as_path, refuse_credentials
+from storage_core.log.aiven.config import AivenConfig
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.remote_metadata import RemotePartition, RemoteSegment, replay
@@ -213,27 +214,39 @@ class RemoteStorage:
     layout: RemoteLayout = LOCAL_TIERED
     storage: StorageOptions = StorageOptions()
 
+    #: ``remoteStorageLayout=aiven``: the plugin's ``rsm.config.*`` settings (:mod:`storage_core.log.aiven`)
+    aiven: AivenConfig | None = None
+
     @classmethod
-    def of(cls, location: str | None, layout: str | None, storage: StorageOptions | None = None) -> RemoteStorage | None:
+    def of(cls, location: str | None, layout: str | None, storage: StorageOptions | None = None, *,
+           config: str | None = None, rsm: Mapping[str, str] | None = None) -> RemoteStorage | None:
         """The remote storage the ``remoteStorage``/``remoteStorageLayout`` options name (None: not
-        given); an :class:`InvalidOptionError` for an unknown layout or a layout without a location."""
-        if location is None or not location.strip():
-            if layout is not None:
-                raise InvalidOptionError(f"option remoteStorageLayout={layout!r} needs option remoteStorage (where the "
-                                         "remote segments are: a path or an s3:// URI)")
-            return None
+        given); an :class:`InvalidOptionError` for an unknown layout or a layout without a location.
+        ``config`` (``remoteStorageConfig``: a properties file) and ``rsm`` (the read's
+        ``rsm.config.*`` options, over the file's) configure the ``aiven`` layout; without
+        ``remoteStorage`` its location is the plugin's own (``storage.root``, ``s3.bucket.name``)."""
         name = (layout or LOCAL_TIERED.value).strip().lower()
         try:
             kind = RemoteLayout(name)
         except ValueError:
             raise InvalidOptionError(f"remoteStorageLayout={layout!r}; expected one of "
                                      f"{', '.join(x.value for x in RemoteLayout)}") from None
+        aiven = None
         if kind is RemoteLayout.AIVEN:
-            raise InvalidOptionError("remoteStorageLayout=aiven (Aiven's tiered-storage plugin: chunked objects and "
-                                     "manifests) is not supported yet; klog reads Kafka's LocalTieredStorage layout "
-                                     "(remoteStorageLayout=local-tiered)")
+            aiven = AivenConfig.load(config, rsm)
+            if location is None or not location.strip():
+                location = aiven.location()
+        elif config is not None or rsm:
+            raise InvalidOptionError("options remoteStorageConfig and rsm.config.* configure Aiven's tiered-storage "
+                                     "plugin: they need remoteStorageLayout=aiven")
+        if location is None or not location.strip():
+            if layout is not None:
+                raise InvalidOptionError(f"option remoteStorageLayout={layout!r} needs option remoteStorage (where the "
+                                         "remote segments are: a path or an s3:// URI"
+                                         + (", or rsm.config.storage.root in remoteStorageConfig)" if aiven else ")"))
+            return None
         refuse_credentials(location.strip())  # before any message or plan could show a secret
-        return cls(location.strip(), kind, storage or StorageOptions())
+        return cls(location.strip(), kind, storage or StorageOptions(), aiven)
 
     @functools.cached_property
     def root(self) -> Path:
@@ -250,6 +263,12 @@ class RemoteStorage:
     def segment(self, seg: RemoteSegment, *, index_interval_bytes: int) -> LogSegment:
         """The remote copy of ``seg`` as a read-only segment; :class:`RemoteSegmentMissingError`
         naming the object key when the storage does not hold it."""
+        if self.layout is RemoteLayout.AIVEN:
+            from storage_core.log.aiven.objects import AivenSegment, aiven_log_segment
+
+            assert self.aiven is not None
+            return aiven_log_segment(AivenSegment(self.location, self.storage, self.aiven, seg),
+                                     index_interval_bytes=index_interval_bytes)
         pdir = self.partition_dir(seg)
         stem = f"{filename_prefix(seg.start_offset)}-{seg.segment_id}"
         key = pdir / (stem + LOG_SUFFIX)

@@ -51,7 +51,13 @@ option                                 default                     meaning
                                                                    ``s3://`` URI): its remote segments are read
                                                                    before the local ones (earlier offsets)
 ``remoteStorageLayout``                ``local-tiered``            Kafka's ``LocalTieredStorage`` layout (plain
-                                                                   segment copies)
+                                                                   segment copies), or ``aiven``: Aiven's
+                                                                   ``RemoteStorageManager`` (chunks, zstd,
+                                                                   AES-GCM)
+``remoteStorageConfig``                                            ``aiven``: a properties file with the plugin's
+                                                                   ``rsm.config.*`` settings (a broker's
+                                                                   ``server.properties`` as it is);
+                                                                   ``rsm.config.*`` options override it
 ``maxThreads``                         CPUs, at most 8             Python API only: at most this many threads
                                                                    open partitions and decode pieces at
                                                                    once (1: no thread);
@@ -78,6 +84,7 @@ from typing import Any
 
 from storage_core.errors import InvalidOptionError, InvalidTopicError
 from storage_core.fs import OPTION_PREFIX, StorageOptions, as_path, refuse_credentials
+from storage_core.log.aiven.config import RSM_CONFIG_PREFIX
 from storage_core.log.tiered import RemoteStorage
 from storage_core.log.topic_partition import MAX_PARTITION, validate_topic_name
 from storage_core.read.kafka_compat import BROKER_ONLY_OPTIONS, split_kafka_options
@@ -98,6 +105,7 @@ READ_OPTIONS = {
     "keysubject", "valuesubject", "mode",
     "maxthreads",  # klog's Python API (read_arrow): accepted and ignored by Spark, whose tasks read in parallel
     "remotestorage", "remotestoragelayout",  # a tiered topic's remote segments (storage_core.log.tiered)
+    "remotestorageconfig",  # remoteStorageLayout=aiven: the plugin's rsm.config.* settings (storage_core.log.aiven)
 }
 #: Streaming-only options accepted (and ignored, as Spark's Kafka source does) by a batch read.
 STREAM_ONLY_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -116,6 +124,7 @@ _CANONICAL = {
     "schemastopic": "schemasTopic", "subjectnamestrategy": "subjectNameStrategy", "recordname": "recordName",
     "keysubject": "keySubject", "valuesubject": "valueSubject", "maxthreads": "maxThreads",
     "remotestorage": "remoteStorage", "remotestoragelayout": "remoteStorageLayout",
+    "remotestorageconfig": "remoteStorageConfig",
     # writes (spark_logsource.writer)
     "numpartitions": "numPartitions", "maxbatchbytes": "maxBatchBytes", "locktimeoutms": "lockTimeoutMs",
     "txnappid": "txnAppId", "txnversion": "txnVersion",
@@ -522,6 +531,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     opts, ignored = split_kafka_options({str(k).lower(): str(v) for k, v in options.items()}, write=False)
     storage = StorageOptions.from_options(opts)  # fs.*: the filesystem of URI paths (storage_core.fs)
     opts = {k: v for k, v in opts.items() if not k.startswith(OPTION_PREFIX)}
+    # rsm.config.*: the Aiven plugin's settings, spelled as given (key pair ids keep their case)
+    rsm = {spelled.get(k, k): v for k, v in opts.items() if k.startswith(RSM_CONFIG_PREFIX)}
+    opts = {k: v for k, v in opts.items() if not k.startswith(RSM_CONFIG_PREFIX)}
     known = READ_OPTIONS | STREAM_ONLY_OPTIONS
     unknown = sorted(k for k in opts if k not in known)
     if unknown:
@@ -594,7 +606,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         storage=storage,
         formats=value_formats(opts),
         max_threads=option_long(opts, "maxthreads", minimum=1),
-        remote=RemoteStorage.of(opts.get("remotestorage"), opts.get("remotestoragelayout"), storage),
+        remote=RemoteStorage.of(opts.get("remotestorage"), opts.get("remotestoragelayout"), storage,
+                                config=opts.get("remotestorageconfig"), rsm=rsm),
     )
 
 

@@ -19,7 +19,13 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from storage_core.errors import CorruptIndexError, CorruptRecordError, DataLossError, KlogError
+from storage_core.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    DataLossError,
+    KlogError,
+    RemoteSegmentMissingError,
+)
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, base_offset_of
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.read.pieces import Piece
@@ -64,6 +70,11 @@ def _damaged(piece: Piece, path: Path, bad: int, exc: KlogError, fail_on_data_lo
     where reading resumes (None: nowhere in this slice)."""
     if isinstance(exc, CorruptIndexError):
         raise exc  # an incomplete transaction index is never skipped: it would read aborted data
+    if isinstance(exc, RemoteSegmentMissingError):  # a remote segment that does not read (storage_core.log.aiven)
+        if fail_on_data_loss:
+            raise exc
+        log.warning("klog: %s (failOnDataLoss=false): the rest of this remote segment is skipped", exc)
+        return None
     first = _offset_before(piece, path, bad)
     limit = piece.next_base
     found = next_valid_batch(path, bad + 1, piece.end_position, min_offset=first,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.fs import ObjectPath, StorageOptions, as_path
+from storage_core.log.aiven.objects import AivenPath
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, resolve_segment_file
 from storage_core.log.topic_partition import TopicPartition
@@ -45,10 +46,15 @@ class Piece:
     #: the slice runs to the end of the log's last segment, whose tail the open did not check (a
     #: stream following a live log): a partial batch there is a write in progress, not damage
     open_tail: bool = False
+    #: the segment file as a path that reads itself (a remote segment of Aiven's layout,
+    #: :class:`~storage_core.log.aiven.objects.AivenPath`: picklable, it fetches and decrypts where read)
+    source: Path | None = None
 
     def log_file(self) -> Path:
         """The segment file this piece reads: the one it was planned on (:class:`SegmentGoneError`
         if a writer deleted or replaced it since), local or in object storage."""
+        if self.source is not None:
+            return self.source
         path = as_path(self.log_path, self.storage)
         return path if self.file_id is None else resolve_segment_file(path, self.file_id)
 
@@ -87,7 +93,8 @@ def slices(lg: Log, tp: TopicPartition, start: int, end: int) -> list[Piece]:
         out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, start, end, None,
                          max(0, est_last - est_first), seg.file_identity,
                          seg.log_path.options if isinstance(seg.log_path, ObjectPath) else None, nxt,
-                         nxt is None and end_pos == seg.size_in_bytes and not lg.tail_verified))
+                         nxt is None and end_pos == seg.size_in_bytes and not lg.tail_verified,
+                         seg.log_path if isinstance(seg.log_path, AivenPath) else None))
     return out
 
 

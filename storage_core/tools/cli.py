@@ -176,13 +176,28 @@ an index that disagrees with its log, or a file with no Kafka batch at all, 2 us
 """
 
 
+def _aiven_objects(files: list[Path], args: argparse.Namespace) -> list[Path]:
+    """``klog dump``'s files, each object of Aiven's tiered-storage layout (``.rsm-manifest``, and a
+    ``.log``/``.indexes`` beside one) replaced by the segment files it holds, decoded
+    (:func:`storage_core.log.aiven.objects.object_files`, with ``--remote-storage-config``/``--rsm-config``)."""
+    from storage_core.log.aiven.objects import is_aiven_object, object_files
+
+    if not any(is_aiven_object(f) for f in files):
+        return files
+    remote = _remote(argparse.Namespace(**{**vars(args), "remote_storage": ".", "remote_storage_layout": "aiven"}))
+    out: list[Path] = []
+    for f in files:
+        out += object_files(f, remote.aiven, _storage(args)) if is_aiven_object(f) else [f]
+    return out
+
+
 def _cmd_dump(args: argparse.Namespace) -> int:
     from storage_core.files import SNAPSHOT_SUFFIX
     from storage_core.tools.dump import dump_jsonl, dump_snapshot, dump_text, files_to_dump
 
     if args.max_bytes is not None and args.max_bytes < 0:
         raise InvalidOptionError(f"--max-bytes must be >= 0, got {args.max_bytes}")
-    files = files_to_dump(args.files, _storage(args))
+    files = _aiven_objects(files_to_dump(args.files, _storage(args)), args)
     out = sys.stdout
     status = EXIT_OK
     schemas_wanted = args.value_decoder is not None or args.key_decoder is not None
@@ -316,7 +331,15 @@ def _remote(args: argparse.Namespace) -> Any:
     """``--remote-storage``/``--remote-storage-layout`` as the read options name them (None: not given)."""
     from storage_core.log.tiered import RemoteStorage
 
-    return RemoteStorage.of(args.remote_storage, args.remote_storage_layout, _storage(args))
+    rsm = {}
+    for item in getattr(args, "rsm_config", None) or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(f"--rsm-config {item!r}: expected KEY=VALUE (an rsm.config.* setting)")
+        key = key.strip()
+        rsm[key if key.startswith("rsm.config.") else "rsm.config." + key] = value
+    return RemoteStorage.of(args.remote_storage, args.remote_storage_layout, _storage(args),
+                            config=getattr(args, "remote_storage_config", None), rsm=rsm)
 
 
 def _remote_args(p: argparse.ArgumentParser) -> None:
@@ -324,7 +347,19 @@ def _remote_args(p: argparse.ArgumentParser) -> None:
                    help="a tiered topic's remote storage (KIP-405): its remote segments are read before the local "
                    "ones (the read option remoteStorage)")
     p.add_argument("--remote-storage-layout", metavar="LAYOUT", default=None,
-                   help="the remote storage's layout: local-tiered (Kafka's LocalTieredStorage, the default)")
+                   help="the remote storage's layout: local-tiered (Kafka's LocalTieredStorage, the default) or "
+                   "aiven (Aiven's tiered-storage RemoteStorageManager: chunked, zstd, AES-GCM objects)")
+    _aiven_config_args(p)
+
+
+def _aiven_config_args(p: argparse.ArgumentParser) -> None:
+    """The Aiven plugin's settings: ``--remote-storage-config`` and ``--rsm-config``."""
+    p.add_argument("--remote-storage-config", metavar="PATH", default=None,
+                   help="--remote-storage-layout aiven: a properties file with the plugin's rsm.config.* settings "
+                   "(a broker's server.properties as it is; the read option remoteStorageConfig)")
+    p.add_argument("--rsm-config", metavar="KEY=VALUE", action="append", default=None,
+                   help="an rsm.config.* setting over --remote-storage-config's (repeatable; the prefix may be "
+                   "left out), e.g. encryption.key.pairs.k1.private.key.file=/keys/k1.pem")
 
 
 def _dirs(args: argparse.Namespace) -> list[Path]:
@@ -1007,6 +1042,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies --deep-iteration)")
     p.add_argument("--jsonl", action="store_true",
                    help="one JSON object per record, comparable with Kafka's own decoding")
+    _aiven_config_args(p)  # objects of Aiven's tiered-storage layout (.rsm-manifest, .log, .indexes), decoded
     p.add_argument("--max-bytes", type=int, default=None, help="read at most this many bytes of each file")
     p.add_argument("--verify-index-only", action="store_true",
                    help="for .index/.timeindex files: check every entry against the .log without printing the "

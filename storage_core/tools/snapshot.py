@@ -99,6 +99,7 @@ from storage_core.files import (
 )
 from storage_core.fs import ObjectPath, ObjectStoreError, StorageOptions, as_path
 from storage_core.limits import INT32_MAX
+from storage_core.log.aiven.objects import AivenPath
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile, fsync_dir
 from storage_core.log.dir_state import LogDirStates
 from storage_core.log.log import Log
@@ -414,16 +415,20 @@ def _identity(st: os.stat_result) -> list[Any]:
     return [st.st_ino, st.st_size, st.st_mtime]
 
 
+_SELF_OPENING = (ObjectPath, AivenPath)
+
+
 def _open_source(path: Path, identity: int | None) -> tuple[IO[bytes], os.stat_result]:
     """The file at ``path`` or ``path.deleted`` (retention renamed it), opened, and its stat; the
     file must be the one with inode ``identity`` if given. :class:`_Vanished` if neither is."""
     for p in (path, path.with_name(path.name + DELETED_SUFFIX)):
         try:
-            f: IO[bytes] = p.open("rb") if isinstance(p, ObjectPath) else open(p, "rb", buffering=0)  # noqa: SIM115
+            # object storage and Aiven's remote segments open themselves (no file descriptor)
+            f: IO[bytes] = p.open("rb") if isinstance(p, _SELF_OPENING) else open(p, "rb", buffering=0)  # noqa: SIM115
         except FileNotFoundError:
             continue
         try:
-            st = p.stat() if isinstance(p, ObjectPath) else os.fstat(f.fileno())
+            st = p.stat() if isinstance(p, _SELF_OPENING) else os.fstat(f.fileno())
         except FileNotFoundError:
             f.close()
             continue
