@@ -18,6 +18,8 @@ NEWEST = "4.4.0"
 RELEASE_DIFFERENCES = {
     "transaction-status-name": "4.4.0's --transaction-log-decoder prints transactionStatus as the state's name "
                                '("Empty", "Ongoing", ... as TransactionState.stateName()); 4.1.1 printed its id (0).',
+    "producer-snapshot-line": "a producer snapshot's entry without batch metadata ends after lastTimestamp in "
+                              "4.4.0; 4.1.1 printed a space after it.",
     "skip-record-metadata-payload": "with --skip-record-metadata, 4.4.0 prints a record without a key as "
                                     "'| payload: ...'; 4.1.1 printed ' payload: ...'.",
 }
@@ -33,6 +35,8 @@ def as_newest(text: str, release: str) -> str:
     lines = text.split("\n")
     out = []
     for line in lines:
+        if line.startswith("producerId: "):
+            line = line.rstrip(" ")
         if line.startswith(" payload: "):
             line = "|" + line
         if '"transactionStatus":' in line:

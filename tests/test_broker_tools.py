@@ -101,7 +101,7 @@ DUMP_EXCEPTIONS = {
                                "compared as a multiset of reports.",
     "non-consecutive-details": "kafka-dump-log 4.4.0 lists a file's non-consecutive offsets in file order, 4.1.1 "
                                "in reverse, and 4.4.0 also reports every segment not starting at offset 0 as "
-                               "'-1 is followed by <its base offset>' (its tracker starts at -1 for each file); "
+                               "'-1 is followed by <its first offset>' (its tracker starts at -1 for each file); "
                                "klog lists them as 4.1.1 does without that report. Compared as sorted sets, "
                                "without it.",
     "errors-are-one-line": "where kafka-dump-log dies with a Java stack trace (an index failing --index-sanity-check), "
@@ -224,8 +224,7 @@ NON_CONSECUTIVE = "Non-consecutive offsets in "
 def _reports(stderr: str) -> Counter[tuple[str, ...]]:
     """kafka-dump-log's reports on stderr, each a header line and its detail lines, as a multiset
     (:data:`DUMP_EXCEPTIONS` ``reports-after-each-file``); a non-consecutive-offsets report's details
-    as a sorted set, without 4.4.0's report of a segment's first offset
-    (``non-consecutive-details``)."""
+    as a sorted set, without 4.4.0's report of each file's first offset (``non-consecutive-details``)."""
     blocks: list[list[str]] = []
     for line in stderr.split("\n"):
         if not line:
@@ -237,8 +236,8 @@ def _reports(stderr: str) -> Counter[tuple[str, ...]]:
     out: Counter[tuple[str, ...]] = Counter()
     for head, *details in blocks:
         if head.startswith(NON_CONSECUTIVE):
-            first = f"  -1 is followed by {int(Path(head[len(NON_CONSECUTIVE):]).stem)}"
-            details = sorted(set(details) - {first}, key=lambda d: int(d.split()[0]))
+            details = sorted({d for d in details if not d.startswith("  -1 is followed by ")},
+                             key=lambda d: int(d.split()[0]))
             if not details:
                 continue
         out[(head, *details)] += 1

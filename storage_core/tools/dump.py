@@ -521,9 +521,9 @@ def dump_snapshot(path: str | os.PathLike[str], out: IO[str]) -> int:
     for e in state.producers.values():
         txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
         line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
-                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
-        if e.last_offset >= 0:
-            line += (f"firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
+                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp}")
+        if e.last_offset >= 0:  # (4.1.1's tool ended a line without batch metadata in a space; 4.4.0's does not)
+            line += (f" firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
                      f"{e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
                      f"timestamp: {e.timestamp}")
         out.write(line + "\n")
