@@ -208,7 +208,7 @@ def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
         proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
         out.append(proc.stdout.decode("utf-8"))
         err.append(proc.stderr.decode("utf-8"))
-    return as_newest("".join(out), kafka_version()), "".join(err)
+    return as_newest("".join(out), kafka_version(), options), "".join(err)
 
 
 def _klog_dump(files: list[Path], *options: str) -> tuple[int, str, str]:

@@ -122,7 +122,7 @@ def test_dump_with_decoder_equals_kafka(written: Written, decoder: str, skip: bo
     files = _files(written, decoder)
     assert files, f"{written.release}: no files for {decoder}"
     options = (decoder, "--skip-record-metadata") if skip else (decoder,)
-    want = as_newest(_kafka_dump(written.release, files, *options), written.release).split("\n")
+    want = as_newest(_kafka_dump(written.release, files, *options), written.release, options).split("\n")
     got = _klog_dump(files, *options).split("\n")
     ctx = f"KLOG_BROKER_SEED={SEED} {written.release} {' '.join(options)}"
     for i, (a, b) in enumerate(zip(want, got, strict=False)):
