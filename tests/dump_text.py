@@ -27,21 +27,32 @@ RELEASE_DIFFERENCES = {
 _STATUS = re.compile(r'"transactionStatus":(-?\d+)')
 
 
-def as_newest(text: str, release: str, options: tuple[str, ...] = ()) -> str:
-    """kafka-dump-log ``release``'s stdout (run with ``options``) as 4.4.0 prints the same records (the state names are
-    klog's table, which the 4.4.0 comparisons check against 4.4.0's own output)."""
+def as_newest(text: str, release: str) -> str:
+    """kafka-dump-log ``release``'s stdout with the differences that are safe to undo on Kafka's side
+    (a JSON field, a producer snapshot's line) as 4.4.0 prints them; the state names are klog's
+    table, which the 4.4.0 comparisons check against 4.4.0's own output."""
     if release == NEWEST:
         return text
-    lines = text.split("\n")
     out = []
-    for line in lines:
+    for line in text.split("\n"):
         if line.startswith("producerId: "):
             line = line.rstrip(" ")
-        # (only a keyless record's line under --skip-record-metadata: elsewhere such a line is the
-        # rest of a key holding a line break)
-        if "--skip-record-metadata" in options and line.startswith(" payload: "):
-            line = "|" + line
         if '"transactionStatus":' in line:
-            line = _STATUS.sub(lambda m: f'"transactionStatus":"{TRANSACTION_STATE_NAMES.get(int(m.group(1)), m.group(1))}"', line)
+            line = _STATUS.sub(lambda m: f'"transactionStatus":"{TRANSACTION_STATE_NAMES.get(int(m.group(1)), m.group(1))}"',
+                               line)
         out.append(line)
     return "\n".join(out)
+
+
+def klog_as(text: str, release: str, options: tuple[str, ...]) -> str:
+    """``klog dump``'s stdout as kafka-dump-log ``release`` would print it, for the difference that
+    cannot be undone on Kafka's side: under ``--skip-record-metadata`` a keyless record's line is
+    ``"| payload: "`` (4.4.0), ``" payload: "`` in 4.1.1, which is also how the rest of a key
+    holding a line break begins, so it is klog's unambiguous form that is rewritten."""
+    if release == NEWEST or "--skip-record-metadata" not in options:
+        return text
+    return "\n".join(" payload: " + line[len(PAYLOAD_4_4):] if line.startswith(PAYLOAD_4_4) else line
+                     for line in text.split("\n"))
+
+
+PAYLOAD_4_4 = "| payload: "

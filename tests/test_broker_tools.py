@@ -62,7 +62,7 @@ from broker_fixture import (
     kafka_version,
     settle,
 )
-from dump_text import as_newest
+from dump_text import as_newest, klog_as
 from kafka_corpus import assert_same_rows, env_int, rows_of
 
 import storage_core
@@ -208,14 +208,14 @@ def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
         proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
         out.append(proc.stdout.decode("utf-8"))
         err.append(proc.stderr.decode("utf-8"))
-    return as_newest("".join(out), kafka_version(), options), "".join(err)
+    return as_newest("".join(out), kafka_version()), "".join(err)
 
 
 def _klog_dump(files: list[Path], *options: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         rc = klog(["dump", "--quiet", *options, *(str(f) for f in files)])
-    return rc, out.getvalue(), err.getvalue()
+    return rc, klog_as(out.getvalue(), kafka_version(), options), err.getvalue()
 
 
 NON_CONSECUTIVE = "Non-consecutive offsets in "
