@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import storage_core  # noqa: F401 - its import points Spark's Python workers at this interpreter (python_env.py)
+
 
 def register(spark: Any, *, pushdown: bool = True) -> None:
     """Register ``klog`` on this session; with ``pushdown`` also turn on Python filter pushdown

@@ -248,6 +248,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.decoding = decoding_for(_with_start(opts), streaming=True)
         self._target: Offsets | None = None  # Trigger.AvailableNow: the ends at query start
         self._latest: Offsets | None = None  # for reportLatestOffset
+        self._noted_latest = False  # the startingOffsets=latest notice: once per stream, however often Spark asks
         # minOffsetsPerTrigger: when the last trigger was let through (Spark's lastTriggerMillis,
         # which starts at 0: the first trigger never waits)
         self._last_trigger = -math.inf
@@ -286,8 +287,9 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         raise OffsetOutOfRangeError(msg + f"; set failOnDataLoss=false to start at {st.end}")
                     log.warning("%s; starting at %d (failOnDataLoss=false)", msg, st.end)
                     out[tp] = st.end
-        if o.starting.kind == "latest":
+        if o.starting.kind == "latest" and not self._noted_latest:
             _log_latest_start(states)
+            self._noted_latest = True
         return offsets_to_json(out)
 
     @spark_entry

@@ -76,6 +76,9 @@ from storage_core.errors import (
     UnsupportedCodecError,
     ValueDecodeError,
 )
+from storage_core.python_env import use_this_python as _use_this_python
+
+_use_this_python()  # Spark's Python workers: this interpreter, where PATH's python3 is another (python_env.py)
 
 if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getattr__ imports them
     from storage_core.fs import ObjectStoreError, ObjectStoreReadOnlyError

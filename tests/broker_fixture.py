@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,35 @@ def classpath(source: Path = CLIENT_SOURCE, version: str | None = None) -> str:
     """Kafka ``version``'s jars and the compiled ``source`` (a Java program of ``oracle/``; default
     ``BrokerClient``) compiled against them."""
     return compiled_classpath(POM, cache_dir(version), libs(version), source)
+
+
+def _jars_hold(version: str | None, class_name: str) -> bool:
+    """Whether Kafka ``version``'s jars hold ``class_name`` (dotted)."""
+    entry = class_name.replace(".", "/") + ".class"
+    for jar in libs(version):
+        with zipfile.ZipFile(jar) as z:
+            if entry in z.namelist():
+                return True
+    return False
+
+
+def dump_log_segments_class(version: str | None = None) -> str:
+    """The main class of kafka-dump-log in Kafka ``version``'s jars: ``kafka.tools.DumpLogSegments``
+    (Scala, core) up to 4.1, ``org.apache.kafka.tools.DumpLogSegments`` (Java, kafka-tools) once it
+    moved there; looked up in the jars themselves."""
+    moved = "org.apache.kafka.tools.DumpLogSegments"
+    return moved if _jars_hold(version, moved) else "kafka.tools.DumpLogSegments"
+
+
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+
+
+def tiered_storage_unavailable(version: str | None = None) -> str | None:
+    """None if Kafka ``version``'s jars hold ``LocalTieredStorage`` (kafka-storage's test jar), else
+    why not: Maven Central serves no such jar for 4.4.0 (broker/pom.xml)."""
+    if _jars_hold(version, LOCAL_TIERED_STORAGE):
+        return None
+    return f"Kafka {kafka_version(version)}'s jars have no {LOCAL_TIERED_STORAGE} (no kafka-storage test jar)"
 
 
 def skip_reason(fetch: Callable[[], object]) -> str | None:

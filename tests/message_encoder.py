@@ -120,7 +120,7 @@ def _random_struct(fields: tuple[FieldSpec, ...], version: int, rng: random.Rand
 
 def _tag_default(f: FieldSpec, version: int) -> Any:
     if f.default is not None:
-        return f.default
+        return list(f.default) if isinstance(f.default, tuple) else f.default  # (): an empty array
     if f.fields and not f.type.startswith("[]"):
         return object()  # a struct's default is a new struct: a tagged null struct is written
     if f.nullable.contains(version):

@@ -38,8 +38,9 @@ def test_unknown_group_and_no_offsets_topic(tmp_path: Path) -> None:
     res = klog("groups", str(gen.root), "--group", "nope")
     assert res.returncode == 2
     assert "groups found:" in res.stderr and all(repr(g) in res.stderr for g in gen.truth)
+    assert "--group 'nope'" in res.stderr and "option group" not in res.stderr  # the flag the user typed
     res = klog("groups", str(gen.root / "orders-0"), "--group", "nope")
-    assert res.returncode == 2 and "there is no __consumer_offsets" in res.stderr
+    assert res.returncode == 2 and "there is no __consumer_offsets" in res.stderr and "--group 'nope'" in res.stderr
     res = klog("groups", str(gen.root / "orders-0"))
     assert res.returncode == 0 and "no committed offsets" in res.stdout
     res = klog("groups", str(tmp_path / "missing"))

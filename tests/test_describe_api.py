@@ -167,3 +167,21 @@ def test_real_broker_dir_agrees_with_the_cli_and_the_plan() -> None:
               for g in storage_core.plan(d, isolationLevel="read_committed", failOnDataLoss="false").ranges}
     assert ranges == {(r["topic"], r["partition"]): (r["start_offset"], r["last_stable_offset"]) for r in rows
                       if (r["topic"], r["partition"]) not in lost}
+
+
+def test_codecs_are_every_codec_of_the_batches(tmp_path: Path) -> None:
+    """One segment whose first batch is lz4 and whose others are zstd and gzip (a producer that changed
+    its compression.type): describe lists all three, from the batch headers (issue 56: it showed the
+    first batch's codec only)."""
+    d = tmp_path / "mixed-0"
+    d.mkdir()
+    codecs = [storage_core.CompressionType.LZ4] + [storage_core.CompressionType.ZSTD] * 30 + \
+             [storage_core.CompressionType.GZIP]
+    with Log(d, LogConfig.from_properties({}), writable=True) as log:
+        for i, codec in enumerate(codecs):
+            log.append(build_batch([Record(j, T0 + i, b"k", b"v" * 40) for j in range(3)], compression=codec))
+        assert len(log.segments) == 1
+    (row,) = storage_core.describe(tmp_path).to_pylist()
+    assert row["codecs"] == ["gzip", "lz4", "zstd"]
+    (cli,) = cli_json(str(tmp_path))
+    assert cli["codecs"] == ["gzip", "lz4", "zstd"]

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "storage_core"
 
 BASE = {"storage_core.errors", "storage_core.limits", "storage_core.fs", "storage_core.files", "storage_core.faults",
-        "storage_core.workers"}
+        "storage_core.workers", "storage_core.python_env"}
 #: inside the base: errors below everything, then fs (the paths every file is named by), then the rest
 BASE_BELOW = {"storage_core.errors": set(), "storage_core.fs": {"storage_core.errors"}}
 #: layer -> the layers it may import (a layer may always import its own modules).

@@ -241,7 +241,8 @@ def test_transaction_log_tagged_fields() -> None:
     key = struct.pack(">h", 0) + encode(coordinator.TRANSACTION_LOG_KEY, 0, {"transactionalId": "tx"})
     d = decode_coordinator_record(Decoder.TRANSACTION_LOG, key, raw, strict=True)
     assert d.key == {"type": "0", "data": {"transactionalId": "tx"}}
-    assert d.value == {"version": "1", "data": value}  # previousProducerId at its default -1: left out
+    # previousProducerId at its default -1: left out; the status named as Kafka 4.4's DumpLogSegments names it
+    assert d.value == {"version": "1", "data": {**value, "transactionStatus": "PrepareCommit"}}
 
 
 def test_unknown_tags_are_kept() -> None:

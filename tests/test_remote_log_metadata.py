@@ -40,7 +40,7 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[int, Path,
 
 def _kafka_dump(log: Path) -> str:
     cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
-           "-Dsun.stdout.encoding=UTF-8", "-cp", broker_fixture.classpath(), "kafka.tools.DumpLogSegments",
+           "-Dsun.stdout.encoding=UTF-8", "-cp", broker_fixture.classpath(), broker_fixture.dump_log_segments_class(),
            "--files", str(log), "--remote-log-metadata-decoder"]
     proc = subprocess.run(cmd, capture_output=True, env=broker_fixture.java_env(), check=True, timeout=300)
     return proc.stdout.decode("utf-8")

@@ -239,6 +239,17 @@ def test_retention_deleting_unread_offsets(spark, tmp_path: Path, fail: bool, ca
     assert [(p.min_offset, p.end_offset) for part in parts for p in part.pieces] == [(log_start, log_start + 5)]
 
 
+def test_latest_notice_once_per_stream(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Spark asks a stream's reader for its initial offset more than once (the quickstart printed the
+    startingOffsets=latest notice twice for one stream): the notice is said once."""
+    produce(str(tmp_path), "t", partitions=1, records=5, rate=0, per_append=5)
+    reader = KlogStreamReader(parse_stream_options({"path": str(tmp_path)}))
+    with caplog.at_level(logging.INFO, logger="klog"):
+        first, again = reader.initialOffset(), reader.initialOffset()
+    assert first == again == {"t": {"0": 5}}
+    assert caplog.text.count("startingOffsets=latest (the default)") == 1, caplog.text
+
+
 def test_min_offsets_per_trigger_waits_for_enough_records(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "in"
     src.mkdir()

@@ -117,7 +117,7 @@ def _produce(broker: Broker, topic: str, records: int, seed: int, kind: str, cod
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    reason = broker_fixture.unavailable()
+    reason = broker_fixture.unavailable() or broker_fixture.tiered_storage_unavailable()
     if reason is not None:
         if broker_fixture.required():
             pytest.fail(f"{broker_fixture.REQUIRE_ENV}=1 but {reason}")
@@ -398,7 +398,7 @@ def test_dump_of_remote_copies_equals_kafka(tiered: Tiered, tmp_path: Path) -> N
             kafka_files.append(shutil.copy(src, named / (stem.split("-", 1)[0] + suffix)))
     assert len(remote_files) == 5, remote_files
     cmd = ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8",
-           "-cp", broker_fixture.classpath(), "kafka.tools.DumpLogSegments", "--deep-iteration", "--print-data-log",
+           "-cp", broker_fixture.classpath(), broker_fixture.dump_log_segments_class(), "--deep-iteration", "--print-data-log",
            "--files", ",".join(map(str, kafka_files))]
     proc = subprocess.run(cmd, capture_output=True, env=broker_fixture.java_env(), check=True, timeout=300)
     out = io.StringIO()

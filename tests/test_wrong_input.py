@@ -129,7 +129,7 @@ def test_dump_of_producer_snapshots_agrees_with_the_log(tmp_path: Path) -> None:
     snapshots = sorted(p for p in sf.KAFKA_FIXTURES.rglob("*.snapshot") if p.stat().st_size > 10)
     assert snapshots, "no producer snapshots in the fixtures"
     line_rx = re.compile(r"producerId: (-?\d+) producerEpoch: (-?\d+) coordinatorEpoch: (-?\d+) currentTxnFirstOffset: "
-                         r"(OptionalLong\.empty|OptionalLong\[\d+\]) lastTimestamp: (-?\d+) (?:firstSequence: (-?\d+) "
+                         r"(OptionalLong\.empty|OptionalLong\[\d+\]) lastTimestamp: (-?\d+)(?: firstSequence: (-?\d+) "
                          r"lastSequence: (-?\d+) lastOffset: (-?\d+) offsetDelta: (-?\d+) timestamp: (-?\d+))?$")
     checked = 0
     for snap in snapshots[:60]:

@@ -408,6 +408,16 @@ class LeaderEpochCheckpointFile(_TextFile):
         _atomic_write(self.path, _checkpoint_bytes(self.VERSION, lines), sync)
 
 
+def current_leader_epoch(partition_dir: str | os.PathLike[str]) -> int:
+    """The partition's leader epoch as its ``leader-epoch-checkpoint`` ends: the epoch of the last
+    entry (``LeaderEpochFileCache.latestEpoch``), -1 (``RecordBatch.NO_PARTITION_LEADER_EPOCH``)
+    without one. A broker's leader stamps each batch it appends with its epoch
+    (``UnifiedLog.appendAsLeader`` -> ``LogValidator``'s ``partitionLeaderEpoch``); klog's writer
+    stamps this one, which the checkpoint already holds, so the checkpoint stays valid."""
+    entries = LeaderEpochCheckpointFile.in_dir(partition_dir).read()
+    return entries[-1].epoch if entries else -1
+
+
 class PartitionMetadataFile(_TextFile):
     """A partition's ``partition.metadata``: format version and topic id (``PartitionMetadataReadBuffer``)."""
 

@@ -536,12 +536,13 @@ class Log:
         return bases
 
     @_writes("removing *.deleted files")
-    def remove_deleted_files(self, now_ms: int | None = None) -> int:
-        """Remove ``*.deleted`` files renamed more than ``file.delete.delay.ms`` ago (the rename
-        sets the file's ctime; its mtime is the segment's last write, which may be long before);
-        returns how many. Until then a read-only open that was using them keeps reading them."""
+    def remove_deleted_files(self, now_ms: int | None = None, *, delay_ms: int | None = None) -> int:
+        """Remove ``*.deleted`` files renamed more than ``file.delete.delay.ms`` (or ``delay_ms``)
+        ago (the rename sets the file's ctime; its mtime is the segment's last write, which may be
+        long before); returns how many. Until then a read-only open that was using them keeps
+        reading them. ``delay_ms=0``: all of them now (``klog compact`` at its end)."""
         now = _now_ms() if now_ms is None else now_ms
-        delay = self.config.file_delete_delay_ms
+        delay = self.config.file_delete_delay_ms if delay_ms is None else delay_ms
         n = 0
         for p in self.dir.glob("*" + DELETED_SUFFIX):
             try:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from storage_core.errors import CommitError, KlogError, LogDirLockedError, storage_error
 from storage_core.faults import maybe_crash_at_step
 from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
-from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile, fsync_dir
+from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile, current_leader_epoch, fsync_dir
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import (
     STAGED_ORIGIN,
@@ -131,7 +131,9 @@ class StagingWriter:
         self.next_offset = STAGED_ORIGIN
         self.segment: LogSegment | None = None
         self.segments: list[StagedSegment] = []
-        self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes, buffer=buffer)
+        # each batch carries the partition's leader epoch, as a broker's appends do
+        self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes, buffer=buffer,
+                                   partition_leader_epoch=current_leader_epoch(self.partition_dir))
 
     def _new_segment(self) -> LogSegment:
         if self.segment is not None:

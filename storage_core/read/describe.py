@@ -28,7 +28,8 @@ checkpoints and the producer state; no record is decoded and nothing is written:
 * ``first_timestamp``: the timestamp of the first record (as a consumer sees it: LogAppendTime,
   and a cleaned batch's delete horizon, taken into account); ``max_timestamp``: the largest record
   timestamp the time indexes know; ``None`` for a partition without timestamps;
-* ``codecs``: the compression codecs of the segments' first batches;
+* ``codecs``: every compression codec of the partition's batches (the attributes of each batch
+  header: a walk of the headers, no record decompressed);
 * ``topic_id``: the topic id the partition's ``partition.metadata`` holds (None without one);
   ``kraft_topic_id``: the id the KRaft metadata gives the topic (None without it, or when it does
   not know the topic); ``topic_id_matches``: whether the two are equal (None when either is
@@ -239,12 +240,11 @@ def describe_partition(pd: PartitionDir, context: ConfigContext | None = None,
         max_ts = -1
         for seg in log.segments:
             try:
-                for batch in seg.batches():
+                for i, batch in enumerate(seg.batches()):  # headers only: no record is decompressed
                     codecs.add(batch.compression.label)
-                    if first_ts is None and batch.max_timestamp >= 0:
+                    if i == 0 and first_ts is None and batch.max_timestamp >= 0:
                         first_ts = (batch.first_timestamp if isinstance(batch, DefaultRecordBatch)
                                     else batch.max_timestamp)
-                    break
                 max_ts = max(max_ts, seg.max_timestamp_so_far.timestamp)
             except KlogError as exc:
                 damaged.append(str(exc))

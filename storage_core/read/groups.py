@@ -134,16 +134,16 @@ def group_offsets(paths: Iterable[str | os.PathLike[str]]) -> GroupOffsets:
 
 
 def offsets_of_group(paths: Sequence[str | os.PathLike[str]], group: str, option: str) -> dict[TopicPartition, int]:
-    """One group's committed offsets, for the read option ``option``; an unknown group is an
-    :class:`InvalidOptionError` listing the groups found."""
+    """One group's committed offsets, for the read option ``option`` (a CLI flag such as ``--group``
+    names itself as such); an unknown group is an :class:`InvalidOptionError` listing the groups found."""
     found = group_offsets(paths)
     if group not in found:
         where = ", ".join(map(str, paths))
+        given = f"{option} {group!r}" if option.startswith("--") else f"option {option}={group!r}"
         if not _offsets_partitions(paths):
-            raise InvalidOptionError(f"option {option}={group!r}: there is no {OFFSETS_TOPIC} in {where}, so no "
-                                     "group offsets")
+            raise InvalidOptionError(f"{given}: there is no {OFFSETS_TOPIC} in {where}, so no group offsets")
         listed = ", ".join(repr(g) for g in sorted(found)) or "none"
-        raise InvalidOptionError(f"option {option}={group!r}: no such group with committed offsets in {where}; "
+        raise InvalidOptionError(f"{given}: no such group with committed offsets in {where}; "
                                  f"groups found: {listed}")
     return {tp: c.offset for tp, c in found[group].items()}
 
@@ -165,7 +165,7 @@ def _log_ends(paths: Sequence[str | os.PathLike[str]], wanted: set[TopicPartitio
 
 
 def committed_offsets(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-                      group: str | None = None) -> pa.Table:
+                      group: str | None = None, *, option: str = "group") -> pa.Table:
     """Committed offsets of every group (or of ``group``) in a log dir, as a ``pyarrow.Table``.
 
     ``path`` is what :func:`storage_core.read_arrow` takes: a log dir, several (a list or
@@ -187,7 +187,7 @@ def committed_offsets(path: str | os.PathLike[str] | Sequence[str | os.PathLike[
     if group is not None:
         found = {group: found[group]} if group in found else {}
         if not found:
-            offsets_of_group(paths, group, "group")  # raises, listing the groups
+            offsets_of_group(paths, group, option)  # raises, listing the groups (``option``: how the caller spells it)
     ends = _log_ends(paths, {tp for g in found.values() for tp in g})
     rows = [(g, tp, c) for g, parts in sorted(found.items()) for tp, c in sorted(parts.items())]
     end_of = [ends.get(tp) for _, tp, _ in rows]

@@ -57,6 +57,10 @@ exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argumen
 #: Files (dump) or runs (verify, export) smaller than this get no progress bar.
 PROGRESS_MIN_BYTES = 64 << 20
 
+#: ``--quiet``, one meaning for every command (docs/cli.md): the command's result only (the dump's
+#: lines, describe's table, verify's problems, what recover cut, the segments retention deleted,
+#: compact's table) and its errors; no progress bar, no summary or totals line, no notes.
+QUIET_HELP = "the result only: no progress bar, no summary or totals line, no notes (errors always print)"
 
 def _common() -> argparse.ArgumentParser:
     """Options every subcommand accepts after its name too (``klog verify DIR --debug``)."""
@@ -534,7 +538,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
     from storage_core.read.groups import committed_offsets
 
-    table = committed_offsets(_dirs(args), args.group)
+    table = committed_offsets(_dirs(args), args.group, option="--group")
     rows = table.to_pylist()
     if args.json:
         for r in rows:
@@ -831,11 +835,12 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     import json
 
     from storage_core.cleaner import CleanResult, LogCleaner
+    from storage_core.files import DELETED_SUFFIX
     from storage_core.log.manager import LogManager
     from storage_core.log.topic_partition import TopicPartition
     from storage_core.read.planner import no_such_topics
 
-    cleaner_results = []
+    cleaner_results: list[tuple[CleanResult, list[str]]] = []
     lm = LogManager(_log_dirs(args.dir), writable=True, close_each=True)  # files of one partition open at a time
     progress = _Progress(args)
     try:
@@ -848,12 +853,18 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
         cleaner = LogCleaner(args.memory, now_ms=args.now, progress=progress)
 
-        def clean(tp: TopicPartition) -> CleanResult | None:
+        def clean(tp: TopicPartition) -> tuple[CleanResult, list[str]]:
             log = lm.reopen(tp)
             try:
                 if args.roll and log.active_segment.size_in_bytes > 0:
                     log.roll()  # as a broker does after segment.ms: the data becomes cleanable
-                return cleaner.for_thread().clean_log(log, force=True)
+                result = cleaner.for_thread().clean_log(log, force=True)
+                assert result is not None  # force=True: every partition is cleaned
+                # Kafka keeps the files set aside for file.delete.delay.ms, for the readers of a live
+                # dir; this command holds the dir's lock, so none is left behind for a later run
+                set_aside = sorted(p.name for p in log.dir.glob("*" + DELETED_SUFFIX))
+                log.remove_deleted_files(delay_ms=0)
+                return result, set_aside
             finally:
                 log.close()
 
@@ -862,12 +873,11 @@ def _cmd_compact(args: argparse.Namespace) -> int:
             # partitions at once, each thread with its own offset map; results in partition order, and
             # the first error (in that order) raised once every thread stopped
             for result in ordered_map(clean, chosen, workers, window=workers):
-                assert result is not None
                 cleaner_results.append(result)
     finally:
         progress.close()
         lm.close()
-    rows = [r.summary() for r in cleaner_results]
+    rows = [{**r.summary(), "deleted_files": removed} for r, removed in cleaner_results]
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -886,7 +896,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     before = sum(int(r["bytes_before"]) for r in rows)  # type: ignore[call-overload]
     after = sum(int(r["bytes_after"]) for r in rows)  # type: ignore[call-overload]
-    print(f"total: {len(rows)} partitions, {before} -> {after} bytes")
+    if not args.quiet:
+        print(f"total: {len(rows)} partitions, {before} -> {after} bytes")
     if not args.roll and any(r["passes"] == 0 for r in rows) and not args.quiet:
         print("partitions with 0 passes hold only their active segment, which Kafka never cleans; "
               "--roll rolls it first")
@@ -1049,7 +1060,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "entries")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="for .index/.timeindex files: only run Kafka's index sanity check")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no repeated error on stderr")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     dec = p.add_mutually_exclusive_group()
     dec.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets-decoder",
                      help="decode records as __consumer_offsets records (implies --print-data-log)")
@@ -1087,7 +1098,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--quiet", action="store_true", help="the table only (no totals line, no progress bar)")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=_cmd_describe)
 
     p = sub.add_parser("groups", help="consumer groups' committed offsets and lag, from __consumer_offsets",
@@ -1107,7 +1118,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
-    p.add_argument("--quiet", action="store_true", help="print errors only (no warnings, no progress bar)")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     _workers_flag(p)
     p.set_defaults(func=_cmd_verify)
 
@@ -1142,7 +1153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_thread_count, default=None, metavar="N",
                    help="decode up to N pieces at once (default: the CPUs, at most 8, or $KLOG_THREADS; 1: no threads)")
     _remote_args(p)
-    p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("recover", help="recover log dirs as a broker would after a crash (writes)",
@@ -1150,7 +1161,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "checkpoints and the clean-shutdown marker.",
                        epilog=RECOVER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_common()])
     p.add_argument("dir", metavar="DIR", help="a log dir, or several separated by commas")
-    p.add_argument("--quiet", action="store_true", help="print only what was cut")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     _workers_flag(p)
     p.set_defaults(func=_cmd_recover)
 
@@ -1165,7 +1176,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="topic config by its Kafka name, e.g. retention.ms=86400000 (repeatable); overrides the "
                         "topics' stored configs (KRaft metadata, klog-topic-configs.json) for this run")
     p.add_argument("--now", type=_epoch_ms, default=None, help="the current time in ms (default: the clock)")
-    p.add_argument("--quiet", action="store_true", help="print only what was deleted")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=_cmd_retention)
 
     p = sub.add_parser("compact", help="compact topics now, as Kafka's log cleaner does (writes)",
@@ -1184,7 +1195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--roll", action="store_true",
                    help="roll each partition's active segment first (Kafka never cleans the active segment)")
     p.add_argument("--json", action="store_true", help="the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     _workers_flag(p, " (each with its own --memory offset map)")
     p.set_defaults(func=_cmd_compact)
 
@@ -1200,7 +1211,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare every closed segment's CRC-32C with DST's, not only its identity and size")
     p.add_argument("--json", action="store_true", help="the summary as JSON (bytes, segments, partitions copied "
                    "and skipped)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.add_argument("--include-remote", action="store_true",
                    help="copy a tiered topic's remote segments too (from --remote-storage), before the local ones, "
                    "so DST holds the whole history; without it they are left in the remote storage and noted")
@@ -1242,7 +1253,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "the offsets on the records it holds (one past each partition's highest offset) and sync from "
                    "there; without it such a table is refused")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=_cmd_sync)
     return parser
 

@@ -238,7 +238,9 @@ def record_line(batch: AnyBatch, r: Record, print_data: bool, decoder: Decoder |
     """One record as ``DumpLogSegments.dumpLog`` prints it: its metadata (unless
     ``skip_metadata``), a control record's content, then with ``print_data`` its key and payload,
     decoded by ``decoder`` when given. As in Kafka, a null key or payload prints nothing (not even
-    its label), the key follows ``"| "`` when the metadata is skipped, the payload always ``" "``."""
+    its label); when the metadata is skipped the first of them follows ``"| "``, else ``" "``
+    (Kafka 4.4's ``org.apache.kafka.tools.DumpLogSegments``; 4.1.1's printed a keyless payload after
+    ``" "`` alone)."""
     s = "" if skip_metadata else _record_metadata(batch, r)
     if print_data and not batch.is_control:
         if schemas is not None:
@@ -251,7 +253,7 @@ def record_line(batch: AnyBatch, r: Record, print_data: bool, decoder: Decoder |
         if key is not None:
             s += f"{'| ' if skip_metadata else ' '}key: {key}"
         if payload is not None:
-            s += f" payload: {payload}"
+            s += f"{'| ' if skip_metadata and key is None else ' '}payload: {payload}"
     return s
 
 
@@ -519,9 +521,9 @@ def dump_snapshot(path: str | os.PathLike[str], out: IO[str]) -> int:
     for e in state.producers.values():
         txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
         line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} coordinatorEpoch: {e.coordinator_epoch} "
-                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
-        if e.last_offset >= 0:
-            line += (f"firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
+                f"currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp}")
+        if e.last_offset >= 0:  # (4.1.1's tool ended a line without batch metadata in a space; 4.4.0's does not)
+            line += (f" firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
                      f"{e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
                      f"timestamp: {e.timestamp}")
         out.write(line + "\n")

@@ -149,10 +149,11 @@ _NEW_STRUCT = object()  # a struct field's default: Kafka's ``new Struct()``, ne
 
 
 def _default(f: FieldSpec, version: int) -> Any:
-    """What a tagged field is when absent (its ``default``, else the type's zero). A struct's is a
-    new struct, even where it is nullable (Kafka's JSON then prints a tagged null struct)."""
+    """What a tagged field is when absent (its ``default``, else the type's zero; a nullable field's
+    zero is null, so a nullable array whose Kafka default is empty says ``default=()``). A struct's
+    is a new struct, even where it is nullable (Kafka's JSON then prints a tagged null struct)."""
     if f.default is not None:
-        return f.default
+        return list(f.default) if isinstance(f.default, tuple) else f.default  # (): an empty array
     if f.kind is Kind.STRUCT:
         return _NEW_STRUCT
     if f.nullable.contains(version):

@@ -34,7 +34,8 @@ LEGACY_OFFSET_COMMIT_KEY = message("LegacyOffsetCommitKey", 0, "0", "none", OFFS
 OFFSET_COMMIT_KEY = message("OffsetCommitKey", 1, "0", "none", OFFSET_COMMIT_KEY_FIELDS,
                             source=GC + "OffsetCommitKey.json")
 
-#: OffsetCommitValue.json: v1 adds expireTimestamp (v1 only), v3 leaderEpoch, v4 is flexible.
+#: OffsetCommitValue.json: v1 adds expireTimestamp (v1 only), v3 leaderEpoch, v4 is flexible (and
+#: Kafka 4.1 adds the tagged topicId, KIP-1094).
 #: Also the value of a type-0 key: LegacyOffsetCommitValue.json is its version 0.
 OFFSET_COMMIT_VALUE = message("OffsetCommitValue", 1, "0-4", "4+", (
     F("offset", "int64", "0+", about="The committed offset."),
@@ -42,6 +43,7 @@ OFFSET_COMMIT_VALUE = message("OffsetCommitValue", 1, "0-4", "4+", (
     F("metadata", "string", "0+", about="Any metadata the client wants to keep."),
     F("commitTimestamp", "int64", "0+", about="The time the commit was added to the log."),
     F("expireTimestamp", "int64", "1", default=-1, about="When the commit expires (version 1 only)."),
+    F("topicId", "uuid", "4+", tagged="4+", tag=0, about="The topic id of the committed offset."),
 ), source=GC + "OffsetCommitValue.json")
 
 #: GroupMetadataKey.json (apiKey 2).
@@ -86,7 +88,6 @@ CONSUMER_GROUP_METADATA_KEY = _group_key("ConsumerGroupMetadataKey", 3)
 CONSUMER_GROUP_METADATA_VALUE = message("ConsumerGroupMetadataValue", 3, "0", "0+", (
     F("Epoch", "int32", "0+", about="The group epoch."),
     F("MetadataHash", "int64", "0+", tagged="0+", tag=0, default=0, about="The hash of all topics in the group."),
-    F("CreationTimeMs", "int64", "0+", tagged="0+", tag=1, default=-1, about="When the group was created."),
 ), source=GC + "ConsumerGroupMetadataValue.json")
 
 PARTITION_RACKS = (
@@ -95,15 +96,15 @@ PARTITION_RACKS = (
 )
 CONSUMER_GROUP_PARTITION_METADATA_KEY = _group_key("ConsumerGroupPartitionMetadataKey", 4)
 CONSUMER_GROUP_PARTITION_METADATA_VALUE = message("ConsumerGroupPartitionMetadataValue", 4, "0", "0+", (
-    F("Epoch", "int32", "0+", about="The group epoch."),
     F("Topics", "[]TopicMetadata", "0+", about="The topic metadata.", fields=(
         F("TopicId", "uuid", "0+", about="The topic id."),
         F("TopicName", "string", "0+", about="The topic name."),
         F("NumPartitions", "int32", "0+", about="The number of partitions."),
-        F("PartitionRacks", "[]PartitionMetadata", "0+", fields=PARTITION_RACKS,
+        F("PartitionMetadata", "[]PartitionMetadata", "0+", fields=PARTITION_RACKS,
           about="Partitions mapped to a set of racks."),
     )),
-), source=GC + "ConsumerGroupPartitionMetadataValue.json")
+), source=GC + "ConsumerGroupPartitionMetadataValue.json",
+    notes="deprecated since Kafka 4.1 (KIP-1101: the group's metadata hash replaced it); still read")
 
 CLASSIC_PROTOCOL = (
     F("Name", "string", "0+", about="The protocol name."),
@@ -127,11 +128,13 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = message("ConsumerGroupMemberMetadataValue
       )),
 ), source=GC + "ConsumerGroupMemberMetadataValue.json")
 
+#: The tagged field Kafka 4.3 adds to the target assignment metadata of every group type (KIP-1263).
+ASSIGNMENT_TIMESTAMP = F("AssignmentTimestamp", "int64", "0+", tagged="0+", tag=0, default=0,
+                         about="When the assignment calculation finished.")
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = _group_key("ConsumerGroupTargetAssignmentMetadataKey", 6)
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = message("ConsumerGroupTargetAssignmentMetadataValue", 6, "0", "0+", (
     F("AssignmentEpoch", "int32", "0+", about="The assignment epoch."),
-    F("AssignmentTimestamp", "int64", "0+", tagged="0+", tag=0, default=0,
-      about="When the assignment calculation finished (Kafka 4.3, KIP-1263)."),
+    ASSIGNMENT_TIMESTAMP,
 ), source=GC + "ConsumerGroupTargetAssignmentMetadataValue.json")
 
 TOPIC_PARTITIONS = (
@@ -144,7 +147,7 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = message("ConsumerGroupTargetAssi
 ), source=GC + "ConsumerGroupTargetAssignmentMemberValue.json")
 
 ASSIGNED_TOPIC_PARTITIONS = TOPIC_PARTITIONS + (
-    F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tagged="0+", tag=0,
+    F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tagged="0+", tag=0, default=(),
       about="The epoch at which each partition was assigned (KIP-1251)."),
 )
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = _group_key("ConsumerGroupCurrentMemberAssignmentKey", 8, member=True)
@@ -198,6 +201,7 @@ SHARE_GROUP_METADATA_VALUE = message("ShareGroupMetadataValue", 11, "0", "0+", (
 SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = _group_key("ShareGroupTargetAssignmentMetadataKey", 12)
 SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = message("ShareGroupTargetAssignmentMetadataValue", 12, "0", "0+", (
     F("AssignmentEpoch", "int32", "0+", about="The assignment epoch."),
+    ASSIGNMENT_TIMESTAMP,
 ), source=GC + "ShareGroupTargetAssignmentMetadataValue.json")
 
 SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = _group_key("ShareGroupTargetAssignmentMemberKey", 13, member=True)
@@ -218,7 +222,6 @@ TOPIC_PARTITIONS_INFO = (
     F("TopicId", "uuid", "0+", about="The topic id."),
     F("TopicName", "string", "0+", about="The topic name."),
     F("Partitions", "[]int32", "0+", about="The partitions."),
-    F("CreateTimestamp", "int64", "0+", about="When the topic was added to the initializing state."),
 )
 SHARE_GROUP_STATE_PARTITION_METADATA_KEY = _group_key("ShareGroupStatePartitionMetadataKey", 15)
 SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = message("ShareGroupStatePartitionMetadataValue", 15, "0", "0+", (
@@ -242,6 +245,11 @@ TASK_IDS = (
     F("SubtopologyId", "string", "0+", about="The subtopology id."),
     F("Partitions", "[]int32", "0+", about="The partitions of the input topics processed by this member."),
 )
+#: A member's current tasks also carry the epoch each partition was assigned at (KIP-1251, Kafka 4.3).
+ASSIGNED_TASK_IDS = TASK_IDS + (
+    F("AssignmentEpochs", "[]int32", "0+", nullable="0+", tagged="0+", tag=0, default=(),
+      about="The epoch at which each partition was assigned."),
+)
 
 STREAMS_GROUP_METADATA_KEY = _group_key("StreamsGroupMetadataKey", 17)
 STREAMS_GROUP_METADATA_VALUE = message("StreamsGroupMetadataValue", 17, "0", "0+", (
@@ -249,7 +257,12 @@ STREAMS_GROUP_METADATA_VALUE = message("StreamsGroupMetadataValue", 17, "0", "0+
     F("MetadataHash", "int64", "0+", about="The hash of all topics in the group."),
     F("ValidatedTopologyEpoch", "int32", "0+", tagged="0+", tag=0, default=-1,
       about="The topology epoch whose topics were validated against the metadata."),
-    F("AssignmentConfigs", "[]AssignmentConfig", "0+", fields=KEY_VALUE, about="Assignment configuration."),
+    F("LastAssignmentConfigs", "[]LastAssignmentConfig", "0+", nullable="0+", tagged="0+", tag=1, default=(), fields=KEY_VALUE,
+      about="The assignment configuration the last assignment was computed with."),
+    F("StoredDescriptionTopologyEpoch", "int32", "0+", tagged="0+", tag=2, default=-1,
+      about="The topology epoch of the stored topology description (KIP-1071)."),
+    F("FailedDescriptionTopologyEpoch", "int32", "0+", tagged="0+", tag=3, default=-1,
+      about="The topology epoch whose description failed to be stored."),
 ), source=GC + "StreamsGroupMetadataValue.json", notes=IN_DEVELOPMENT)
 
 TOPIC_INFO = (
@@ -263,8 +276,8 @@ TOPIC_INFO = (
 )
 STREAMS_GROUP_TOPOLOGY_KEY = _group_key("StreamsGroupTopologyKey", 23)
 STREAMS_GROUP_TOPOLOGY_VALUE = message("StreamsGroupTopologyValue", 23, "0", "0+", (
-    F("TopologyId", "string", "0+", about="The topology id."),
-    F("Topology", "[]Subtopology", "0+", about="The sub-topologies.", fields=(
+    F("Epoch", "int32", "0+", about="The epoch of the topology."),
+    F("Subtopologies", "[]Subtopology", "0+", about="The sub-topologies.", fields=(
         F("SubtopologyId", "string", "0+", about="The sub-topology id."),
         F("SourceTopics", "[]string", "0+", about="The topics it reads from."),
         F("SourceTopicRegex", "[]string", "0+", about="Regular expressions of topics it reads from."),
@@ -274,9 +287,9 @@ STREAMS_GROUP_TOPOLOGY_VALUE = message("StreamsGroupTopologyValue", 23, "0", "0+
           about="Its source topics that are internal repartition topics."),
         F("CopartitionGroups", "[]CopartitionGroup", "0+", about="Source topics that must be copartitioned.",
           fields=(
-              F("SourceTopics", "[]int32", "0+", about="Indexes into SourceTopics."),
-              F("SourceTopicRegex", "[]int32", "0+", about="Indexes into SourceTopicRegex."),
-              F("RepartitionSourceTopics", "[]int32", "0+", about="Indexes into RepartitionSourceTopics."),
+              F("SourceTopics", "[]int16", "0+", about="Indexes into SourceTopics."),
+              F("SourceTopicRegex", "[]int16", "0+", about="Indexes into SourceTopicRegex."),
+              F("RepartitionSourceTopics", "[]int16", "0+", about="Indexes into RepartitionSourceTopics."),
           )),
     )),
 ), source=GC + "StreamsGroupTopologyValue.json", notes=IN_DEVELOPMENT)
@@ -311,6 +324,7 @@ STREAMS_GROUP_MEMBER_METADATA_VALUE = message("StreamsGroupMemberMetadataValue",
 STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = _group_key("StreamsGroupTargetAssignmentMetadataKey", 20)
 STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = message("StreamsGroupTargetAssignmentMetadataValue", 20, "0", "0+", (
     F("AssignmentEpoch", "int32", "0+", about="The assignment epoch."),
+    ASSIGNMENT_TIMESTAMP,
 ), source=GC + "StreamsGroupTargetAssignmentMetadataValue.json", notes=IN_DEVELOPMENT)
 
 STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = _group_key("StreamsGroupTargetAssignmentMemberKey", 21, member=True)
@@ -325,12 +339,12 @@ STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = message("StreamsGroupCurrentMemb
     F("MemberEpoch", "int32", "0+", about="The member epoch expected in the next heartbeat."),
     F("PreviousMemberEpoch", "int32", "0+", about="The epoch before the last bump."),
     F("State", "int8", "0+", about="The member state."),
-    F("ActiveTasks", "[]TaskIds", "0+", fields=TASK_IDS, about="The assigned active tasks."),
-    F("StandbyTasks", "[]TaskIds", "0+", fields=TASK_IDS, about="The assigned standby tasks."),
-    F("WarmupTasks", "[]TaskIds", "0+", fields=TASK_IDS, about="The assigned warm-up tasks."),
-    F("ActiveTasksPendingRevocation", "[]TaskIds", "0+", fields=TASK_IDS, about="Active tasks to revoke."),
-    F("StandbyTasksPendingRevocation", "[]TaskIds", "0+", fields=TASK_IDS, about="Standby tasks to revoke."),
-    F("WarmupTasksPendingRevocation", "[]TaskIds", "0+", fields=TASK_IDS, about="Warm-up tasks to revoke."),
+    F("ActiveTasks", "[]TaskIds", "0+", fields=ASSIGNED_TASK_IDS, about="The assigned active tasks."),
+    F("StandbyTasks", "[]TaskIds", "0+", fields=ASSIGNED_TASK_IDS, about="The assigned standby tasks."),
+    F("WarmupTasks", "[]TaskIds", "0+", fields=ASSIGNED_TASK_IDS, about="The assigned warm-up tasks."),
+    F("ActiveTasksPendingRevocation", "[]TaskIds", "0+", fields=ASSIGNED_TASK_IDS, about="Active tasks to revoke."),
+    F("StandbyTasksPendingRevocation", "[]TaskIds", "0+", fields=ASSIGNED_TASK_IDS, about="Standby tasks to revoke."),
+    F("WarmupTasksPendingRevocation", "[]TaskIds", "0+", fields=ASSIGNED_TASK_IDS, about="Warm-up tasks to revoke."),
 ), source=GC + "StreamsGroupCurrentMemberAssignmentValue.json", notes=IN_DEVELOPMENT)
 
 STREAMS_GROUP_TARGET_ASSIGNMENT_RESOLVED_TOPIC_IDS_KEY = _group_key("StreamsGroupTargetAssignmentResolvedTopicIdsKey", 24)
@@ -379,15 +393,17 @@ TRANSACTION_LOG_KEY = message("TransactionLogKey", 0, "0", "none", (
     F("TransactionalId", "string", "0", about="The transactional id."),
 ), source=TC + "TransactionLogKey.json")
 
-#: TransactionLogValue.json: v1 is flexible and adds the tagged PreviousProducerId, NextProducerId
-#: and ClientTransactionVersion (KIP-890).
+#: TransactionLogValue.json: v1 is flexible and adds the tagged PreviousProducerId, NextProducerId,
+#: ClientTransactionVersion (KIP-890) and, in releases after 4.1, NextProducerEpoch.
 TRANSACTION_LOG_VALUE = message("TransactionLogValue", 0, "0-1", "1+", (
     F("ProducerId", "int64", "0+", about="The producer id in use by the transactional id."),
-    F("PreviousProducerId", "int64", "0+", tagged="1+", tag=0, default=-1,
+    F("PreviousProducerId", "int64", "1+", tagged="1+", tag=0, default=-1,
       about="The producer id of the last committed transaction."),
-    F("NextProducerId", "int64", "0+", tagged="1+", tag=1, default=-1,
+    F("NextProducerId", "int64", "1+", tagged="1+", tag=1, default=-1,
       about="The latest producer id sent to the producer."),
     F("ProducerEpoch", "int16", "0+", about="The producer epoch."),
+    F("NextProducerEpoch", "int16", "1+", tagged="1+", tag=3, default=-1,
+      about="The producer epoch sent to the producer with NextProducerId."),
     F("TransactionTimeoutMs", "int32", "0+", about="The transaction timeout."),
     F("TransactionStatus", "int8", "0+", about="The TransactionState."),
     F("TransactionPartitions", "[]PartitionsSchema", "0+", nullable="0+", about="The partitions in the transaction.",
@@ -397,7 +413,7 @@ TRANSACTION_LOG_VALUE = message("TransactionLogValue", 0, "0-1", "1+", (
       )),
     F("TransactionLastUpdateTimestampMs", "int64", "0+", about="When the transaction was last updated."),
     F("TransactionStartTimestampMs", "int64", "0+", about="When the transaction started."),
-    F("ClientTransactionVersion", "int16", "0+", tagged="1+", tag=2, default=0,
+    F("ClientTransactionVersion", "int16", "1+", tagged="1+", tag=2, default=0,
       about="The transaction version the client used."),
 ), source=TC + "TransactionLogValue.json")
 
@@ -428,9 +444,7 @@ SHARE_SNAPSHOT_VALUE = message("ShareSnapshotValue", 0, "0", "0+", (
     F("CreateTimestamp", "int64", "0+", about="When the snapshot was created."),
     F("WriteTimestamp", "int64", "0+", about="When the snapshot was written."),
     F("StateBatches", "[]StateBatch", "0+", fields=STATE_BATCH, about="The state batches."),
-), source=SC + "ShareSnapshotValue.json",
-    notes="not checked against a stored definition: klog's copy of the file was an early KIP-932 draft; "
-          "a value that does not parse is shown undecodable with its bytes")
+), source=SC + "ShareSnapshotValue.json")
 SHARE_UPDATE_KEY = message("ShareUpdateKey", 1, "0", "none", SHARE_PARTITION_KEY, source=SC + "ShareUpdateKey.json")
 SHARE_UPDATE_VALUE = message("ShareUpdateValue", 1, "0", "0+", (
     F("SnapshotEpoch", "int32", "0+", about="The snapshot epoch."),

@@ -160,12 +160,28 @@ def decode_coordinator_record(decoder: Decoder, key: bytes | None, value: bytes 
         data = read_message(value_spec, version, value[2:])
         if value_spec is coordinator.GROUP_METADATA_VALUE:
             _decode_consumer_protocol(data)
+        elif value_spec is coordinator.TRANSACTION_LOG_VALUE:
+            _name_transaction_status(data)
         return DecodedRecord(key_json, {"version": str(version), "data": data})
     except MessageDecodeError as e:
         if strict:
             raise
         return DecodedRecord(key_json, {"version": None if version is None else str(version), "error": str(e),
                                         "raw": b64(value)}, str(e))
+
+
+#: ``TransactionState.stateName()`` by id (transaction-coordinator's ``TransactionState``, Kafka 4.4).
+TRANSACTION_STATE_NAMES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
+                           5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
+
+
+def _name_transaction_status(value: Json) -> None:
+    """``transactionStatus`` as ``DumpLogSegments.TransactionLogMessageParser`` (Kafka 4.4) writes it:
+    the state's name, or the id as a string when ``TransactionState.fromId`` knows none. (4.1.1's
+    tool printed the number; tests/test_broker_tools.py names that difference.)"""
+    status = value.get("transactionStatus")
+    if isinstance(status, int):
+        value["transactionStatus"] = TRANSACTION_STATE_NAMES.get(status, str(status))
 
 
 def _decode_consumer_protocol(group: Json) -> None:

@@ -1,8 +1,8 @@
 """The records of ``__remote_log_metadata``: tiered storage's (KIP-405) segment and partition events.
 
 Written from Kafka's definitions in apache/kafka ``storage/src/main/resources/message/`` (each
-table names its file). Every record is flexible from version 0; version 1 (Kafka 4.2) adds the
-tagged ``BrokerLeaderEpoch`` and, in updates and partition deletes, ``EndOffset``. On disk a
+table names its file). Every record is flexible from version 0, the only version up to Kafka 4.4.0
+(the generated classes of 4.1.1 and 4.4.0 agree: ``tests/test_message_schemas.py``). On disk a
 record has a null key and a value framed as KRaft metadata records are
 (``RemoteLogMetadataSerde``, an ``AbstractApiMessageSerde``): an unsigned varint frame version
 (1), an unsigned varint apiKey (the table below), an unsigned varint version, then the record.
@@ -22,7 +22,7 @@ SM = "storage/src/main/resources/message/"
 
 
 def _record(name: str, api_key: int, fields: tuple[FieldSpec, ...]) -> MessageSpec:
-    return message(name, api_key, "0-1", "0+", fields, source=SM + name + ".json")
+    return message(name, api_key, "0", "0+", fields, source=SM + name + ".json")
 
 
 class RemoteLogSegmentState(IntEnum):
@@ -71,8 +71,6 @@ SEGMENT_FIELDS = (
     F("CustomMetadata", "bytes", "0+", nullable="0+", about="Custom metadata."),
     F("RemoteLogSegmentState", "int8", "0+", about="RemoteLogSegmentState.id()."),
     F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0, about="Whether the transaction index is empty."),
-    F("BrokerLeaderEpoch", "int32", "1+", tagged="1+", tag=1,
-      about="The partition leader epoch of the broker when the segment is uploaded (or the snapshot made)."),
 )
 
 #: RemoteLogSegmentMetadataRecord.json: a segment whose copy started.
@@ -89,9 +87,6 @@ REMOTE_LOG_SEGMENT_METADATA_UPDATE_RECORD = _record("RemoteLogSegmentMetadataUpd
     F("EventTimestampMs", "int64", "0+", about="Epoch time in milli seconds at which this event is generated."),
     F("CustomMetadata", "bytes", "0+", nullable="0+", about="Custom metadata."),
     F("RemoteLogSegmentState", "int8", "0+", about="RemoteLogSegmentState.id()."),
-    F("BrokerLeaderEpoch", "int32", "1+", tagged="1+", tag=0, default=-1,
-      about="The partition leader epoch of the broker when the update is published."),
-    F("EndOffset", "int64", "1+", tagged="1+", tag=1, default=-1, about="End offset of the segment being updated."),
 ))
 #: RemotePartitionDeleteMetadataRecord.json: a partition's deletion from remote storage.
 REMOTE_PARTITION_DELETE_METADATA_RECORD = _record("RemotePartitionDeleteMetadataRecord", 2, (
@@ -100,9 +95,6 @@ REMOTE_PARTITION_DELETE_METADATA_RECORD = _record("RemotePartitionDeleteMetadata
     F("BrokerId", "int32", "0+", about="Broker (controller or leader) id from which this event is created."),
     F("EventTimestampMs", "int64", "0+", about="Epoch time in milli seconds at which this event is generated."),
     F("RemotePartitionDeleteState", "int8", "0+", about="RemotePartitionDeleteState.id()."),
-    F("BrokerLeaderEpoch", "int32", "1+", tagged="1+", tag=0,
-      about="The partition leader epoch of the broker when the delete is published."),
-    F("EndOffset", "int64", "1+", tagged="1+", tag=1, about="End offset of the partition at the time of deletion."),
 ))
 #: RemoteLogSegmentMetadataSnapshotRecord.json: a segment's state in a metadata snapshot (its
 #: topic partition is the snapshot's).
