@@ -119,7 +119,7 @@ def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as exc:
         runner.main(["nonesuch"])
     assert exc.value.code == 2
-    assert "unknown benchmark(s) nonesuch; available: avro_decode, big_partition, compaction, decode, encode" in \
+    assert "unknown benchmark(s) nonesuch; available: avro_decode, big_partition, cluster, compaction, decode, encode" in \
         capsys.readouterr().err
 
 

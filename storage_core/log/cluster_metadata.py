@@ -404,14 +404,30 @@ def cluster_metadata(log_dir: str | os.PathLike[str]) -> ClusterMetadata | None:
 def find_cluster_metadata(log_dirs: Iterable[str | os.PathLike[str]]) -> ClusterMetadata | None:
     """The cluster metadata of ``log_dirs`` (a broker keeps ``__cluster_metadata-0`` in one of its
     ``log.dirs``), or None when none holds it. Where several do (the dirs of several brokers, a
-    controller's among them), the most advanced copy: the one whose replay reaches the highest
-    offset (the first of them on a tie)."""
-    best: ClusterMetadata | None = None
+    controller's among them), a controller's copy first (the quorum's own log: a dir holding no
+    partition but ``__cluster_metadata-0``), else the most advanced copy: the one whose replay
+    reaches the highest offset (the first of them on a tie). A broker that died stopped replicating
+    the metadata: its copy says what the cluster was when it died."""
+    best: tuple[bool, int] | None = None
+    chosen: ClusterMetadata | None = None
     for d in log_dirs:
         found = cluster_metadata(d)
-        if found is not None and (best is None or found.end_offset > best.end_offset):
-            best = found
-    return best
+        if found is None:
+            continue
+        rank = (_controller_dir(as_path(d)), found.end_offset)
+        if best is None or rank > best:
+            best, chosen = rank, found
+    return chosen
+
+
+def _controller_dir(log_dir: Path) -> bool:
+    """Whether ``log_dir`` is a KRaft controller's metadata dir: ``__cluster_metadata-0`` and no other
+    partition dir (a broker's holds its partitions beside it)."""
+    try:
+        return not any(p.is_dir() and p.name != CLUSTER_METADATA_DIR and "-" in p.name and not p.name.startswith(".")
+                       for p in log_dir.iterdir())
+    except OSError:
+        return False
 
 
 def check_new_topic(kraft: ClusterMetadata | None, topic: str) -> None:

@@ -343,8 +343,9 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
                                  f"assign) and the fs.* options of a URI path, not {', '.join(wrong)}")
     opts = read_options(path, **options)
     states = LogDirStates()  # each dir's checkpoints, marker and journals read once, not once per partition
-    selected = select_partitions(opts, states=states, replicas_checked=False)
-    _warn_absent(opts)
+    absent: dict[Any, tuple[int, ...]] = {}
+    selected = select_partitions(opts, states=states, replicas_checked=False, absent=absent)
+    _warn_absent(absent)
     context = ConfigContext.of(_log_dirs(opts.log_dirs, selected))
     tiered = load_remote_metadata(dict.fromkeys([*(pd.log_dir for pd in selected), *opts.log_dirs]), opts.storage)
     rows = []
@@ -356,14 +357,12 @@ def describe(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **
     return _with_skipped(summaries_table(rows), opts.log_dirs)
 
 
-def _warn_absent(opts: Any) -> None:
+def _warn_absent(absent: dict[Any, tuple[int, ...]]) -> None:
     """Partitions the KRaft metadata assigns to brokers none of whose dirs is given: a warning each
     (a describe shows what the dirs hold; a read of them fails, :func:`~storage_core.read.planner.check_replicas`)."""
     import logging
 
-    from storage_core.log.manager import scan_log_dirs
-
-    for tp, brokers in sorted(scan_log_dirs(opts.log_dirs, only=lambda _tp: False).absent.items()):
+    for tp, brokers in sorted(absent.items()):
         logging.getLogger("klog").warning("describe: %s: no replica is among the log dirs; it is on brokers %s", tp,
                                           ", ".join(map(str, brokers)))
 

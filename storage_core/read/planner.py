@@ -188,7 +188,8 @@ def choose_partitions(dirs: list[PartitionDir], paths: Iterable[str], *, topics:
 
 
 def select_partitions(opts: ReadOptions, *, streaming: bool = False,
-                      states: LogDirStates | None = None, replicas_checked: bool = True) -> list[PartitionDir]:
+                      states: LogDirStates | None = None, replicas_checked: bool = True,
+                      absent: dict[TopicPartition, tuple[int, ...]] | None = None) -> list[PartitionDir]:
     """The partitions a read selects, sorted: ``topics`` (each must exist), ``topicPattern``,
     ``assign`` (each partition must exist), else the partitions a JSON ``startingOffsets``/
     ``endingOffsets`` lists (a stream subscribes to the JSON's topics: partitions created later
@@ -199,14 +200,18 @@ def select_partitions(opts: ReadOptions, *, streaming: bool = False,
     The log dirs of several brokers give each partition once, as its replica read
     (:mod:`storage_core.log.replicas`); with ``replicas_checked`` (every read), a selected partition
     whose in-sync replicas are all missing from the dirs, or that no dir holds though the KRaft
-    metadata assigns it, fails the read (:func:`check_replicas`)."""
+    metadata assigns it, fails the read (:func:`check_replicas`); ``absent`` (a dict) receives the
+    selected partitions no dir holds, by the brokers that hold them (a describe reports them)."""
     if states is None:
         states = LogDirStates()
     view = scan_log_dirs(opts.log_dirs, required=True, allow_empty=streaming,
                          only=lambda tp: _selects(opts, tp, streaming))
     dirs = [p for p in view.partitions if (has_log_files(p.path) if streaming else _with_segments(p, states))]
+    missing = {tp: b for tp, b in view.absent.items() if _selects(opts, tp, streaming)}
+    if absent is not None:
+        absent.update(missing)
     if replicas_checked:
-        check_replicas(opts, [], {tp: b for tp, b in view.absent.items() if _selects(opts, tp, streaming)})
+        check_replicas(opts, [], missing)
     chosen = choose_partitions(dirs, opts.paths, topics=opts.topics, topic_pattern=opts.topic_pattern,
                                assign=opts.assign, assign_name=opts.setting("assign") or "option assign")
     if chosen is None:
@@ -481,7 +486,10 @@ def resolve(opts: ReadOptions, pd: PartitionDir, lg: Log, *,
                                         f"{', its last stable offset' if opts.read_committed else ''}); expected "
                                         f"an offset in [{lg.log_start_offset}, {latest}]")
         start = latest
-    if end >= lg.log_start_offset:  # (an end below the log start: deleted or lost offsets, the loss rules' to say)
+    # (an end below the log start: deleted or lost offsets, the loss rules' to say; a consumer group's
+    # committed offsets, klog's ...FromGroup options, are no range the user named: outside the log
+    # they follow failOnDataLoss, as documented)
+    if end >= lg.log_start_offset and opts.starting.kind != "group" and opts.ending.kind != "group":
         check_order(tp, named, end)  # (a start past the end with failOnDataLoss=true was refused above, as such)
     if end > latest:
         # Spark's Kafka source waits for records that are not there and fails (failOnDataLoss=true)
