@@ -618,6 +618,12 @@ class MetaProperties(_TextFile):
                 raise _malformed(self.path, first, "properties file", str(e)) from None
         return props
 
+    @staticmethod
+    def node_of(props: Mapping[str, str]) -> str | None:
+        """The broker (or controller) id of a log dir's properties: ``node.id`` (KRaft), else
+        ``broker.id`` (the ZooKeeper era), else None."""
+        return props.get("node.id") or props.get("broker.id")
+
     def write(self, props: Mapping[str, str], *, sync: bool = True, now: datetime | None = None) -> None:
         """Replace the file atomically; ``now`` (default: the current time) goes into the date comment."""
         when = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)

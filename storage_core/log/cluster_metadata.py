@@ -293,7 +293,7 @@ def _node_id(log_dir: Path) -> str | None:
         props = MetaProperties(log_dir / META_PROPERTIES_FILE).read()
     except (KlogError, OSError):
         return None
-    return props.get("node.id") or props.get("broker.id")
+    return MetaProperties.node_of(props)
 
 
 def replay_cluster_metadata(log_dir: str | os.PathLike[str]) -> ClusterMetadata | None:

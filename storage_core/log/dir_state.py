@@ -51,6 +51,7 @@ from storage_core.files import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     TOPIC_CONFIGS_FILE,
 )
 from storage_core.fs import ObjectPath, as_path
@@ -113,6 +114,11 @@ class LogDirState:
     def log_starts(self) -> Mapping[TopicPartition, int]:
         """``log-start-offset-checkpoint`` as it is now (empty if missing)."""
         return self._offsets(LOG_START_OFFSET_CHECKPOINT)
+
+    @property
+    def high_watermarks(self) -> Mapping[TopicPartition, int]:
+        """``replication-offset-checkpoint`` (a broker's high watermarks) as it is now (empty if missing)."""
+        return self._offsets(REPLICATION_OFFSET_CHECKPOINT)
 
     @property
     def cleaner_offsets(self) -> Mapping[TopicPartition, int]:

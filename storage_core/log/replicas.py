@@ -43,18 +43,17 @@ from pathlib import Path
 
 from storage_core.errors import KlogError, MixedClustersError, ReplicatedWriteError
 from storage_core.files import (
-    LOG_START_OFFSET_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
     base_offset_of,
     is_log_file,
 )
-from storage_core.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, MetaProperties, OffsetCheckpointFile
+from storage_core.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile, MetaProperties
 from storage_core.log.cluster_metadata import (
     CLUSTER_METADATA_TOPIC,
     NO_LEADER,
     ClusterMetadata,
     PartitionRegistration,
 )
+from storage_core.log.dir_state import LogDirStates
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.file_records import FileRecords
 
@@ -84,7 +83,7 @@ def broker_dir(path: Path) -> BrokerDir:
         props = MetaProperties.in_dir(path).read()
     except (KlogError, OSError):
         props = {}
-    raw = props.get("node.id") or props.get("broker.id")
+    raw = MetaProperties.node_of(props)
     try:
         node = None if raw is None else int(raw)
     except ValueError:
@@ -219,31 +218,14 @@ def _log_end(path: Path, log_start: int) -> int:
         seg.close()
 
 
-class _DirFiles:
-    """The checkpoints of the log dirs, each read once."""
-
-    def __init__(self) -> None:
-        self._hw: dict[Path, Mapping[TopicPartition, int]] = {}
-        self._starts: dict[Path, Mapping[TopicPartition, int]] = {}
-
-    def high_watermarks(self, d: Path) -> Mapping[TopicPartition, int]:
-        if d not in self._hw:
-            self._hw[d] = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).read()
-        return self._hw[d]
-
-    def log_starts(self, d: Path) -> Mapping[TopicPartition, int]:
-        if d not in self._starts:
-            self._starts[d] = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
-        return self._starts[d]
-
-
-def _replica(tp: TopicPartition, path: Path, log_dir: Path, broker: int | None, files: _DirFiles) -> Replica:
+def _replica(tp: TopicPartition, path: Path, log_dir: Path, broker: int | None, states: LogDirStates) -> Replica:
     logs = sorted((p for p in path.iterdir() if is_log_file(p.name)), key=base_offset_of)
     first = base_offset_of(logs[0]) if logs else 0
-    start = max(first, files.log_starts(log_dir).get(tp, first))
+    state = states.of(log_dir)  # each log dir's checkpoints read once
+    start = max(first, state.log_starts.get(tp, first))
     return Replica(broker=broker, path=path, log_dir=log_dir, log_start_offset=start,
                    log_end_offset=_log_end(path, start),
-                   checkpoint_high_watermark=files.high_watermarks(log_dir).get(tp),
+                   checkpoint_high_watermark=state.high_watermarks.get(tp),
                    epochs=tuple(LeaderEpochCheckpointFile.in_dir(path).read()))
 
 
@@ -331,10 +313,10 @@ def replica_sets(found: Mapping[TopicPartition, Sequence[tuple[Path, Path]]], br
     log dirs, whose brokers are ``brokers`` (by log dir), with the registrations of ``kraft``.
     ``__cluster_metadata`` (replicated by KRaft's quorum, not by the ISR) is read from its most
     advanced copy."""
-    files = _DirFiles()
+    states = LogDirStates()
     out: dict[TopicPartition, ReplicaSet] = {}
     for tp, where in found.items():
-        replicas = [_replica(tp, path, log_dir, brokers[log_dir].node_id, files) for path, log_dir in where]
+        replicas = [_replica(tp, path, log_dir, brokers[log_dir].node_id, states) for path, log_dir in where]
         if tp.topic == CLUSTER_METADATA_TOPIC:
             read = max(replicas, key=lambda r: r.log_end_offset)
             out[tp] = ReplicaSet(tp, read, tuple(replicas), None, None, "the most advanced copy of the metadata log")

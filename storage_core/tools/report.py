@@ -22,14 +22,12 @@ from pathlib import Path
 
 from storage_core.errors import KlogError, PendingCommitError
 from storage_core.files import (
-    CLEANER_OFFSET_CHECKPOINT,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
     has_log_files,
 )
-from storage_core.log.checkpoint import OffsetCheckpointFile
 from storage_core.log.dir_state import LogDirState
 from storage_core.log.lost import LostData, gather_evidence, lost_data
 from storage_core.log.manager import PartitionDir, open_log_read_only
@@ -37,7 +35,6 @@ from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.replicas import first_disagreement
 from storage_core.log.segment import scan_segment, zero_filled
 from storage_core.log.time_index import TimeIndex
-from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.file_records import FileRecords
 from storage_core.record.records import COMPRESSION_CODEC_MASK, RECORDS_OFFSET, DefaultRecordBatch
 
@@ -117,18 +114,14 @@ def _cross_check(pd: PartitionDir, rep: VerifyReport) -> None:
             rep.warnings.append(f"{tp}: broker {other.broker}'s replica ({other.path}) diverges from broker "
                                 f"{rs.read.broker}'s at offset {other.diverges_at}: Kafka would truncate its offsets "
                                 f"{other.diverges_at}..{other.log_end_offset - 1} (never read)")
-        cleaned = max(_cleaned_to(rs.read.log_dir, tp), _cleaned_to(other.log_dir, tp))
+        cleaned = max(LogDirState(rs.read.log_dir).cleaner_offsets.get(tp, 0),
+                      LogDirState(other.log_dir).cleaner_offsets.get(tp, 0))
         start = max(rs.read.log_start_offset, other.log_start_offset, cleaned)
         end = min(other.agreed_end, rs.read.log_end_offset)
         if start < end:
             found = first_disagreement(tp, rs.read, other, start, end)
             if found is not None:
                 rep.errors.append(found)
-
-
-def _cleaned_to(log_dir: Path, tp: TopicPartition) -> int:
-    """Where the log dir's cleaner has compacted ``tp`` to (``cleaner-offset-checkpoint``), or 0."""
-    return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).read().get(tp, 0)
 
 
 def _intact_spans(log_path: Path, valid_bytes: int, size: int, lost: list[LostData]) -> list[tuple[int, int]]:
