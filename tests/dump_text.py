@@ -44,15 +44,17 @@ def as_newest(text: str, release: str) -> str:
     return "\n".join(out)
 
 
-def klog_as(text: str, release: str, options: tuple[str, ...]) -> str:
-    """``klog dump``'s stdout as kafka-dump-log ``release`` would print it, for the difference that
-    cannot be undone on Kafka's side: under ``--skip-record-metadata`` a keyless record's line is
-    ``"| payload: "`` (4.4.0), ``" payload: "`` in 4.1.1, which is also how the rest of a key
-    holding a line break begins, so it is klog's unambiguous form that is rewritten."""
+def keyless_payloads_as(text: str, release: str, options: tuple[str, ...]) -> str:
+    """A dump's stdout, Kafka's or klog's, with the difference that text alone cannot undo made the
+    same on both sides: under ``--skip-record-metadata`` a keyless record's line begins
+    ``"| payload: "`` in 4.4.0 and ``" payload: "`` in 4.1.1, but the rest of a key whose bytes end
+    in a line break and ``|`` begins ``"| payload: "`` in both. So for an older release every line
+    beginning ``"| payload: "`` is written ``" payload: "`` in both texts (the 4.4.0 comparisons
+    check the exact form)."""
     if release == NEWEST or "--skip-record-metadata" not in options:
         return text
     return "\n".join(" payload: " + line[len(PAYLOAD_4_4):] if line.startswith(PAYLOAD_4_4) else line
-                     for line in text.split("\n"))
+                      for line in text.split("\n"))
 
 
 PAYLOAD_4_4 = "| payload: "

@@ -62,7 +62,7 @@ from broker_fixture import (
     kafka_version,
     settle,
 )
-from dump_text import as_newest, klog_as
+from dump_text import as_newest, keyless_payloads_as
 from kafka_corpus import assert_same_rows, env_int, rows_of
 
 import storage_core
@@ -193,7 +193,7 @@ MAX_FILES_ARG = 100_000
 def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
     """kafka-dump-log: ``DumpLogSegments`` of the broker's jars, one JVM per group of files whose
     ``--files`` list fits one argument (the files' outputs are independent of each other); its stdout
-    as 4.4.0 prints it (:func:`dump_text.as_newest`)."""
+    as 4.4.0 prints it (:func:`dump_text.as_newest`, :func:`dump_text.keyless_payloads_as`)."""
     groups: list[list[str]] = [[]]
     for f in map(str, files):
         if groups[-1] and sum(len(x) + 1 for x in groups[-1]) + len(f) > MAX_FILES_ARG:
@@ -208,14 +208,15 @@ def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
         proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
         out.append(proc.stdout.decode("utf-8"))
         err.append(proc.stderr.decode("utf-8"))
-    return as_newest("".join(out), kafka_version()), "".join(err)
+    text = as_newest("".join(out), kafka_version())
+    return keyless_payloads_as(text, kafka_version(), options), "".join(err)
 
 
 def _klog_dump(files: list[Path], *options: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         rc = klog(["dump", "--quiet", *options, *(str(f) for f in files)])
-    return rc, klog_as(out.getvalue(), kafka_version(), options), err.getvalue()
+    return rc, keyless_payloads_as(out.getvalue(), kafka_version(), options), err.getvalue()
 
 
 NON_CONSECUTIVE = "Non-consecutive offsets in "

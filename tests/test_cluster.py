@@ -268,6 +268,7 @@ def test_messy_dead_brokers_dir_is_refused_beside_newer_metadata(messy_copies: M
     read, with a warning)."""
     from cluster_fixture import CONTROLLER_ID
 
+    from storage_core.log.cluster_metadata import cluster_metadata
     from storage_core.log.manager import find_partitions
 
     m = messy_copies.m
@@ -275,9 +276,15 @@ def test_messy_dead_brokers_dir_is_refused_beside_newer_metadata(messy_copies: M
     seen = [(pd.topic_partition, pd.replicas and pd.replicas.registration)
             for pd in find_partitions([messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]],
                                       only=lambda tp: tp.topic == m.topics[0]) if pd.topic_partition.topic == m.topics[0]]
+    copies = {}
+    for d in (messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]):
+        md = cluster_metadata(d)
+        copies[str(d)] = md and (md.end_offset, md.snapshot, md.notes, md.partition_states.get((m.topics[0], 0)),
+                                 sorted(p.name for p in d.iterdir()))
     with pytest.raises(ReplicaMissingError) as err:
-        print(f"seed={m.seed} dead={m.dead} klog's registrations: {seen}; Admin: "
-              f"{ {tp: d for tp, d in m.describe.items() if tp.startswith(m.topics[0])} }")
+        print(f"seed={m.seed} dead={m.dead} events={m.events} klog's registrations: {seen}; Admin: "
+              f"{ {tp: d for tp, d in m.describe.items() if tp.startswith(m.topics[0])} }; each dir's metadata "
+              f"(end offset, snapshot, notes, {m.topics[0]}-0, entries): {copies}")
         storage_core.read_arrow(dirs, topics=m.topics[0])
     assert "none of its in-sync replicas" in str(err.value) and f"broker {m.dead} holds" in str(err.value), \
         (m.seed, str(err.value))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import broker_fixture
 import pytest
-from dump_text import as_newest, klog_as
+from dump_text import as_newest, keyless_payloads_as
 
 from storage_core.tools.cli import main as klog
 
@@ -122,8 +122,9 @@ def test_dump_with_decoder_equals_kafka(written: Written, decoder: str, skip: bo
     files = _files(written, decoder)
     assert files, f"{written.release}: no files for {decoder}"
     options = (decoder, "--skip-record-metadata") if skip else (decoder,)
-    want = as_newest(_kafka_dump(written.release, files, *options), written.release).split("\n")
-    got = klog_as(_klog_dump(files, *options), written.release, options).split("\n")
+    want = keyless_payloads_as(as_newest(_kafka_dump(written.release, files, *options), written.release),
+                               written.release, options).split("\n")
+    got = keyless_payloads_as(_klog_dump(files, *options), written.release, options).split("\n")
     ctx = f"KLOG_BROKER_SEED={SEED} {written.release} {' '.join(options)}"
     for i, (a, b) in enumerate(zip(want, got, strict=False)):
         assert a == b, f"{ctx}: line {i + 1} of {len(want)} differs:\n  kafka: {a!r}\n  klog:  {b!r}"
