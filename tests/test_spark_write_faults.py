@@ -1,10 +1,10 @@
 """Writer fault trials on real processes.
 
 * the Python worker running the driver-side ``commit`` dies at a random step of the commit
-  (``KLOG_CRASH_AT``), 20 trials in one Spark application;
+  (``KLOG_CRASH_AT``), ``KLOG_COMMIT_CRASH_TRIALS`` trials (default 10) in one Spark application;
 * the driver's process group is SIGKILLed at a random moment of a write, half of the time while
   its commit runs, and the jobs it did not report done are rerun: ``KLOG_DRIVER_KILL_TRIALS``
-  trials (default 12), every job exactly once;
+  trials (default 6), every job exactly once;
 
 After each trial the log dir is reopened (an unfinished commit is rolled back) and every record
 must be there exactly once, or the job's records must be absent entirely.
@@ -80,13 +80,14 @@ COMMIT_CRASH = textwrap.dedent("""
 def test_commit_worker_crashes(tmp_path: Path) -> None:
     root = tmp_path / "logs"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_CRASH_FILE=str(tmp_path / "crash-at"))
-    res = subprocess.run([sys.executable, "-c", COMMIT_CRASH, str(root), "20"], capture_output=True, text=True,
+    count = int(os.environ.get("KLOG_COMMIT_CRASH_TRIALS", "10"))
+    res = subprocess.run([sys.executable, "-c", COMMIT_CRASH, str(root), str(count)], capture_output=True, text=True,
                          env=env, timeout=900)
     trials = [line for line in res.stdout.splitlines() if line.startswith("TRIAL")]
-    assert len(trials) == 20, res.stderr[-3000:]
+    assert len(trials) == count, res.stderr[-3000:]
     failed = [t for t in trials if t.endswith("failed")]
-    assert len(failed) >= 15, trials  # the crash points hit (a few fall past the last step)
-    verdict = check(committed_values(root), {f"job{t}": 3000 for t in range(20)})
+    assert len(failed) >= count * 3 // 4, trials  # the crash points hit (a few fall past the last step)
+    verdict = check(committed_values(root), {f"job{t}": 3000 for t in range(count)})
     # a job Spark reported failed is absent (rolled back by its abort); a committed one is there once
     for line in trials:
         _, t, outcome = line.split()
@@ -132,7 +133,7 @@ def test_driver_killed_exactly_once_with_reruns(tmp_path: Path) -> None:
     each job carries ``txnAppId``/``txnVersion``, so the rerun of a job that did commit adds
     nothing. Every job the dead driver did not report done is rerun, as a user would: every job's
     records are there exactly once."""
-    trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "12"))
+    trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "6"))
     rng = random.Random(11)
     root = tmp_path / "logs"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_STEP_DELAY_MS="5")
