@@ -276,13 +276,10 @@ def test_messy_dead_brokers_dir_is_refused_beside_newer_metadata(messy_copies: M
     seen = [(pd.topic_partition, pd.replicas and pd.replicas.registration)
             for pd in find_partitions([messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]],
                                       only=lambda tp: tp.topic == m.topics[0]) if pd.topic_partition.topic == m.topics[0]]
-    copies = {}
-    for d in (messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID]):
-        md = cluster_metadata(d)
-        copies[str(d)] = md and (md.end_offset, md.snapshot, md.notes, md.partition_states.get((m.topics[0], 0)),
-                                 sorted(p.name for p in d.iterdir()))
-    ends = {d: cluster_metadata(d) for d in (messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID])}
-    dead_end, controller_end = (md.end_offset if md else -1 for md in ends.values())
+    metadata = {d: cluster_metadata(d) for d in (messy_copies.live[m.dead], messy_copies.live[CONTROLLER_ID])}
+    copies = {str(d): md and (md.end_offset, md.snapshot, md.notes, md.partition_states.get((m.topics[0], 0)),
+                              sorted(p.name for p in d.iterdir())) for d, md in metadata.items()}
+    dead_end, controller_end = (md.end_offset if md else -1 for md in metadata.values())
     if controller_end < dead_end:
         # seen once in CI (seed 1257189204): the live copy of the controller's quorum log ended at 770,
         # below the dead broker's replica of it (776), and still counted the dead broker in every ISR;
