@@ -404,9 +404,9 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if first < last:
                     # what the dir's evidence says this range held and cannot be read: the batch reads' rule
                     # (a range from the log start also answers for losses below it, as a batch read does)
-                    check_lost_data(self.opts.read, pd, lg, evidence,
-                                    within=loss_window(lg, first, last, to_the_end=False))
-                    parts.append((lg, PartitionRange(tp, str(pd.path), first, last)))
+                    unread = check_lost_data(self.opts.read, pd, lg, evidence,
+                                             within=loss_window(lg, first, last, to_the_end=False))
+                    parts.append((lg, PartitionRange(tp, str(pd.path), first, last, unread=unread)))
             pieces = pieces_of(parts, self.opts.read)
         finally:
             for lg in logs:

@@ -21,6 +21,7 @@ from pathlib import Path
 from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT
 from storage_core.log.config import LogConfig
 from storage_core.log.manager import LogManager
+from storage_core.log.topic_configs import save_topic_configs
 from storage_core.log.topic_partition import TopicPartition
 from storage_core.record.compression import CompressionType
 from storage_core.record.file_records import FileRecords
@@ -71,6 +72,9 @@ def _written(key: int, cache: Path) -> tuple[Path, int]:
             lg.append(build_batch([Record(j, T0 + o + j, b"k%d" % (o + j), value_of(o + j, rng.randint(0, 60)))
                                    for j in range(k)], compression=codec))
             o += k
+    # the topic's policy known to a reader (as a broker's KRaft metadata tells it): a gap between
+    # segments is then lost data (storage_core.log.lost)
+    save_topic_configs(root, {TOPIC: {"cleanup.policy": "delete"}})
     _pool[key] = (root, n)
     return root, n
 
@@ -157,6 +161,75 @@ def damage(w: Written, rng: random.Random) -> str:
         return f"delete {f.name}"
     os.truncate(f, size // 2)
     return f"truncate {f.name} to {size // 2} (fallback)"
+
+
+#: the kinds of :func:`misplace`: segments that lie about their place (issue 53)
+MISPLACED = ("overlap", "delete-segment", "foreign", "foreign-no-index")
+
+
+def _foreign(cache: Path) -> Path:
+    """A partition of other records (key ``f<o>``, value ``w<o>-...``) in small segments, written
+    once per process: the segments a misplacement puts into a partition's place."""
+    part = cache / "foreign" / f"{TOPIC}-1"
+    if part.is_dir():
+        return part
+    rng = random.Random(-1)
+    (cache / "foreign").mkdir(parents=True, exist_ok=True)
+    cfg = LogConfig.from_properties({"segment.bytes": "2000", "index.interval.bytes": "256"})
+    with LogManager([cache / "foreign"], writable=True, config=cfg) as m:
+        lg = m.create_log(TopicPartition(TOPIC, 1))
+        for o in range(0, 900, 3):
+            lg.append(build_batch([Record(j, T0 + o + j, b"f%d" % (o + j), b"w%d-" % (o + j) + b"y" * rng.randint(0, 40))
+                                   for j in range(3)]))
+    return part
+
+
+def _extent(log: Path) -> tuple[int, int]:
+    """(first offset, offset after the last) of a ``.log``'s batches."""
+    batches = list(FileRecords(log).batches())
+    return batches[0].base_offset, batches[-1].last_offset + 1
+
+
+def misplace(w: Written, rng: random.Random) -> str | None:
+    """One random segment out of its place in ``w``'s partition (:data:`MISPLACED`): batches of the
+    next segment copied onto a segment's end (the offsets held twice); a middle segment deleted
+    with its indexes; another partition's segment put in a segment's place, with or without its
+    indexes, whose offsets do not fit the place (a foreign segment whose offsets fit its place
+    exactly is not told from the partition's own by anything in the dir). None: the partition has
+    too few segments for the kind drawn."""
+    logs = sorted(w.part.glob("*.log"))
+    kind = rng.choice(MISPLACED)
+    if len(logs) < 2:
+        return None
+    if kind == "overlap":
+        i = rng.randrange(len(logs) - 1)
+        nxt = FileRecords(logs[i + 1])
+        batches = list(nxt.batches())
+        k = rng.randint(1, len(batches))
+        end = batches[k - 1].position + batches[k - 1].size_in_bytes
+        with logs[i].open("ab") as f:
+            f.write(logs[i + 1].read_bytes()[:end])
+        return f"overlap: the first {k} batches of {logs[i + 1].name} copied onto the end of {logs[i].name}"
+    if kind == "delete-segment":
+        i = rng.randrange(1, len(logs))
+        for suffix in (".log", ".index", ".timeindex"):
+            logs[i].with_suffix(suffix).unlink(missing_ok=True)
+        return f"delete-segment: {logs[i].name} deleted with its indexes"
+    i = rng.randrange(len(logs))
+    base = int(logs[i].name.split(".")[0])
+    nxt = int(logs[i + 1].name.split(".")[0]) if i + 1 < len(logs) else None
+    end = _extent(logs[i])[1]
+    theirs = [f for f in sorted(_foreign(w.root.parent / "pool").glob("*.log"))
+              if (_extent(f)[0], _extent(f)[1]) != (base, end)
+              and (_extent(f)[0] != base or (nxt is not None and _extent(f)[1] > nxt))]
+    f = rng.choice(theirs)
+    shutil.copyfile(f, logs[i])
+    for suffix in (".index", ".timeindex"):
+        if kind == "foreign":
+            shutil.copyfile(f.with_suffix(suffix), logs[i].with_suffix(suffix))
+        else:
+            logs[i].with_suffix(suffix).unlink(missing_ok=True)
+    return f"{kind}: {logs[i].name} replaced by another partition's {f.name} (offsets {_extent(f)[0]}..)"
 
 
 _RANGE = re.compile(r"offsets (\d+)(?:\.\.(\d+))?")

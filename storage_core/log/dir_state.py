@@ -141,6 +141,16 @@ class LogDirState:
                 config = self._configs[topic] = config_for_topic(topic, self._stored_configs, kraft=kraft)
             return config
 
+    def config_known(self, topic: str) -> bool:
+        """Whether the dir says how ``topic`` is configured (its KRaft metadata, or
+        ``klog-topic-configs.json`` listing the topic), rather than :meth:`config_for` falling back
+        to Kafka's defaults: a copy of a compacted topic's dir without either reads as ``delete``."""
+        self.config_for(topic)
+        if cluster_metadata(self.log_dir) is not None:
+            return True
+        with self._lock:
+            return topic in (self._stored_configs or {})
+
     @property
     def clean_shutdown(self) -> bool:
         """Whether the dir holds the clean-shutdown marker (``.kafka_cleanshutdown``) now: a stat."""

@@ -270,7 +270,9 @@ class Log:
     def log_end_offset(self) -> int:
         """The offset the next record gets; cached, kept up to date by appends and truncation."""
         if self._leo is None:
-            self._leo = self.active_segment.read_next_offset()
+            # never below the active segment's base (its name says the log reached it): a segment
+            # whose batches lie below its name is another's (storage_core.log.lost names it)
+            self._leo = max(self.active_segment.read_next_offset(), self.active_segment.base_offset)
         return self._leo
 
     @property

@@ -6,11 +6,17 @@ while it reads, :mod:`storage_core.read.piece_reader`). A dir holds evidence of 
 
 * an **offset index** entry says a batch with that last offset was written at that position: an
   entry past the end of its ``.log`` is data cut off;
-* a closed segment's **time index** ends with the offset of its largest timestamp: a segment
-  whose records end before an offset its time index names lost its tail, up to the **next
-  segment's base offset** (a broker rolls at the log end offset) unless the topic is compacted
-  or the dir has no recovery point for the partition (gaps between segments are legitimate
-  there: the cleaner leaves them), else up to that offset. A gap alone is not evidence;
+* a broker rolls a segment at the log end offset, so in a log that was never compacted (the
+  dir says how its topic is configured, in its KRaft metadata or ``klog-topic-configs.json``, and
+  it is not compacted; the dir's ``cleaner-offset-checkpoint`` does not list it) and that a log
+  manager wrote (its recovery point checkpoint knows the partition) the offsets between a segment's last
+  record and the **next segment's base offset** are a deleted or cut segment: lost. Elsewhere
+  (the cleaner leaves gaps, so do hand-assembled dirs) a closed segment's **time index**, which
+  ends with the offset of its largest timestamp, is the evidence: a segment whose records end
+  before an offset it names lost its tail up to that offset;
+* a local segment whose batches run **past the next segment's base offset** holds those offsets
+  twice: neither copy is read (each piece stops at the next base, the next segment's starts after
+  them), and they are named like lost ones (:attr:`LostData.twice`);
 * a **batch cut short** (its size runs past the end of a segment that is not the last), a batch
   whose CRC fails or bytes that are no batch, followed by intact batches (found by
   :func:`~storage_core.record.resync.next_valid_batch`), are lost offsets between intact batches;
@@ -73,6 +79,12 @@ class Evidence:
     clean_shutdown: bool
     #: base offsets of ``.index`` files with no ``.log`` (nor ``.log.deleted``/``.swap``/``.cleaned``) beside them
     orphan_indexes: tuple[int, ...]
+    #: the partition is in the dir's ``cleaner-offset-checkpoint``: the log cleaner compacted it at
+    #: some time (its topic may be ``delete`` now), so gaps between its segments are legitimate
+    cleaned: bool = False
+    #: the dir says how the topic is configured (KRaft metadata or klog-topic-configs.json): its
+    #: cleanup policy is known, not Kafka's default taken for it
+    config_known: bool = False
 
     @property
     def written_up_to(self) -> int:
@@ -99,7 +111,8 @@ def gather_evidence(pd: PartitionDir, state: LogDirState | None = None) -> Evide
             if not any(x in names for x in (log, log + DELETED_SUFFIX, log + SWAP_SUFFIX, log + CLEANED_SUFFIX)):
                 orphans.append(base_offset_of(n))
     snaps = tuple(o for o, _ in snapshot_files(pd.path))
-    return Evidence(recovery, start, snaps, clean, tuple(sorted(orphans)))
+    return Evidence(recovery, start, snaps, clean, tuple(sorted(orphans)), tp in state.cleaner_offsets,
+                    state.config_known(tp.topic))
 
 
 def expects_data(pd: PartitionDir, state: LogDirState | None = None) -> bool:
@@ -119,6 +132,9 @@ class LostData:
     why: str
     position: int | None = None
     nbytes: int | None = None
+    #: the offsets are held twice (a segment's batches run past the next segment's base), or by a
+    #: segment that is not in its place: no copy of them is read (:attr:`PartitionRange.unread`)
+    twice: bool = False
 
     @property
     def offsets(self) -> str:
@@ -130,7 +146,8 @@ class LostData:
             at.append(f"{self.nbytes} bytes")
         if self.position is not None:
             at.append(f"from position {self.position}")
-        return (f"{self.path}: offsets {self.offsets} of {self.partition} are lost ({self.why}"
+        fate = "are not read: no copy of them can be trusted" if self.twice else "are lost"
+        return (f"{self.path}: offsets {self.offsets} of {self.partition} {fate} ({self.why}"
                 f"{'; ' + ' '.join(at) if at else ''})")
 
 
@@ -222,11 +239,86 @@ def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
     return (max(e.offset for e in past), max(e.position for e in past)) if past else None
 
 
-def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool, gaps: bool) -> list[LostData]:
-    """Losses of a segment that is not the last one (its offsets are below ``nxt``)."""
+#: a batch's magic byte follows its base offset, length and partition leader epoch
+_MAGIC_AT = 16
+
+
+def _first_offset(seg: LogSegment) -> tuple[int, bool] | None:
+    """The offset field of the segment's first batch and whether it is a v2 batch (whose field is
+    its base offset; a legacy compressed wrapper's is its last inner offset), or None when the
+    file holds less than a batch header."""
+    try:
+        with seg.current_log_path().open("rb") as f:
+            head = f.read(_MAGIC_AT + 1)
+    except OSError:
+        return None
+    if len(head) <= _MAGIC_AT:
+        return None
+    return int.from_bytes(head[:8], "big", signed=True), head[_MAGIC_AT] >= 2
+
+
+def _out_of_place(seg: LogSegment, gaps: bool) -> str | None:
+    """Why ``seg``'s first batch says the file is not the segment of its name, or None: Kafka names
+    a segment by the offset of its first batch, never above it; and a log that is never compacted
+    (``gaps``) starts each segment with a batch at its base."""
+    head = _first_offset(seg)
+    if head is None:
+        return None
+    first, v2 = head
+    if first < seg.base_offset:
+        return f"the segment's first batch is offset {first}, below its base offset {seg.base_offset}"
+    if gaps and v2 and first > seg.base_offset:
+        return (f"the segment's first batch is offset {first}, above its base offset {seg.base_offset} in a log that "
+                "is not compacted")
+    return None
+
+
+def _batch_bytes(seg: LogSegment, lo: int, hi: int) -> list[bytes]:
+    """The bytes of ``seg``'s batches whose offsets reach into ``lo..hi-1`` (walked from the index
+    entry before ``lo``)."""
+    found = seg.translate_offset(lo)
+    out: list[bytes] = []
+    if found is None:
+        return out
+    with seg.current_log_path().open("rb") as f:
+        for batch in seg.batches(found.position):
+            if batch.base_offset >= hi:
+                break
+            if batch.last_offset >= lo:
+                f.seek(batch.position)
+                out.append(f.read(batch.size_in_bytes))
+    return out
+
+
+def _overlap(name: str, path: str, seg: LogSegment, nxt_seg: LogSegment, after: int) -> LostData:
+    """Offsets ``nxt..after-1`` that ``seg``'s batches hold past the next segment's base ``nxt``:
+    the same batches byte for byte in both (a duplicated tail) leave out those offsets; batches
+    that differ mean one of the two segments is another's, and which cannot be told: everything of
+    ``seg`` and the next segment below ``after`` is left out."""
+    nxt = nxt_seg.base_offset
+    same = _batch_bytes(seg, nxt, after) == _batch_bytes(nxt_seg, nxt, after)
+    if same:
+        return LostData(name, path, nxt, after - 1, f"the segment's batches run up to offset {after - 1}, past the "
+                        f"next segment's base offset {nxt}; both hold the same batches", None, None, twice=True)
+    return LostData(name, path, seg.base_offset, after - 1, f"the segment's batches run up to offset {after - 1}, "
+                    f"past the next segment's base offset {nxt}, and the two hold different batches for offsets "
+                    f"{nxt}..{after - 1}: one of them is not this partition's", None, None, twice=True)
+
+
+def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt_seg: LogSegment, full: bool, gaps: bool,
+                    local: bool) -> list[LostData]:
+    """Losses of a segment that is not the last one (its offsets are below ``nxt``). ``gaps``: the
+    offsets between its last record and ``nxt`` are lost (a log that rolls at its end leaves none).
+    ``local``: it and the next segment are both local (a remote copy running into the local range
+    is read up to the local base: the local copy wins, as on the broker)."""
     path = str(seg.log_path)
+    nxt = nxt_seg.base_offset
     size = seg.current_log_path().stat().st_size
     out: list[LostData] = []
+    wrong = _out_of_place(seg, gaps) if local else None
+    if wrong is not None:
+        return [LostData(name, path, seg.base_offset, nxt - 1, f"{wrong}: the file is another segment's", 0, size,
+                         twice=True)]
     after = seg.base_offset
     scan = lg.damaged_scans.get(seg.base_offset)
     if scan is None and full:
@@ -265,6 +357,13 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt: int, full: bool, g
             out.append(LostData(name, path, after, nxt - 1 if gaps else timed,
                                 f"the time index has an entry for offset {timed}, past the segment's last record "
                                 f"(offset {after - 1}); the next segment starts at {nxt}", size, None))
+        elif gaps and not out:
+            out.append(LostData(name, path, after, nxt - 1,
+                                f"the segment's last record is offset {after - 1} and the next segment starts at "
+                                f"{nxt}: a log that is not compacted rolls at its end, so the offsets between are a "
+                                "deleted or cut segment", size, None))
+    elif after > nxt and local:
+        out.append(_overlap(name, path, seg, nxt_seg, after))
     return out
 
 
@@ -371,7 +470,7 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
     # segment's base where the dir was written by a log manager that rolls at the log end (its
     # recovery point checkpoint knows the partition) and the topic is not compacted (the cleaner
     # leaves gaps between segments; so do hand-assembled dirs); else up to that offset
-    gaps = ev.recovery_point is not None and not _compacted(lg)
+    gaps = ev.recovery_point is not None and ev.config_known and not _compacted(lg) and not ev.cleaned
     for base in ev.orphan_indexes:
         if base < first_base and (ev.log_start is None or ev.log_start <= base):
             out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, first_base - 1,
@@ -380,12 +479,19 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
         nxt = segs[i + 1].base_offset
         if within is not None and (nxt <= within[0] or seg.base_offset >= within[1]):
             continue
-        out += _segment_losses(name, lg, seg, nxt, full, gaps)
+        out += _segment_losses(name, lg, seg, segs[i + 1], full, gaps, i >= lg.remote_segments)
+    last = segs[-1]
+    wrong = _out_of_place(last, gaps)
+    if wrong is not None:  # (the log end the open found is the other segment's: the evidence's reach counts)
+        end = max(lg.log_end_offset, ev.written_up_to, last.base_offset + 1)
+        out.append(LostData(name, str(last.log_path), last.base_offset, end - 1,
+                            f"{wrong}: the file is another segment's", 0, last.size_in_bytes, twice=True))
     for base in ev.orphan_indexes:
         if first_base < base < lg.log_end_offset and base not in bases and not any(x.first <= base <= x.last
                                                                                     for x in out):
             nxt = min((b for b in bases if b > base), default=lg.log_end_offset)
             out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, nxt - 1,
                                 f"the .log of the segment at {base} is gone (its index is there)"))
-    out += _last_segment_losses(name, lg, ev, full)
+    if wrong is None:
+        out += _last_segment_losses(name, lg, ev, full)
     return sorted(out, key=lambda x: x.first)

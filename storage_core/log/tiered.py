@@ -39,7 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storage_core.errors import InvalidOptionError, KlogError, RemoteSegmentMissingError, SegmentGoneError
+from storage_core.errors import (
+    InvalidOptionError,
+    KlogError,
+    RemoteSegmentMissingError,
+    RemoteSegmentUnreadableError,
+    SegmentGoneError,
+)
 from storage_core.files import LOG_SUFFIX, filename_prefix, has_log_files
 from storage_core.fs import StorageOptions, as_path, refuse_credentials
 from storage_core.log.aiven.config import AivenConfig
@@ -50,7 +56,8 @@ from storage_core.log.segment import LogSegment
 from storage_core.log.topic_partition import TopicPartition
 
 __all__ = ["LOCAL_TIERED", "REMOTE_LOG_METADATA_TOPIC", "RemoteLayout",
-           "RemoteStorage", "TieredMetadata", "attach_history", "history_below_local", "load_remote_metadata",
+           "RemoteStorage", "TieredMetadata", "attach_history", "check_remote_copy", "history_below_local",
+           "load_remote_metadata",
            "partition_history",
            "remote_history",
            "unread_remote_range"]
@@ -267,14 +274,17 @@ class RemoteStorage:
             from storage_core.log.aiven.objects import AivenSegment, aiven_log_segment
 
             assert self.aiven is not None
-            return aiven_log_segment(AivenSegment(self.location, self.storage, self.aiven, seg),
-                                     index_interval_bytes=index_interval_bytes)
+            aiven = AivenSegment(self.location, self.storage, self.aiven, seg)
+            copy = aiven_log_segment(aiven, index_interval_bytes=index_interval_bytes)
+            # the first batch is not looked at here: it would fetch a chunk of every segment at plan time
+            check_remote_copy(seg, copy, aiven.log_object, first_batch=False)
+            return copy
         pdir = self.partition_dir(seg)
         stem = f"{filename_prefix(seg.start_offset)}-{seg.segment_id}"
         key = pdir / (stem + LOG_SUFFIX)
         offsets = ((seg.start_offset, seg.end_offset),)
         try:
-            return LogSegment(pdir, seg.start_offset, index_interval_bytes=index_interval_bytes, stem=stem)
+            copy = LogSegment(pdir, seg.start_offset, index_interval_bytes=index_interval_bytes, stem=stem)
         except SegmentGoneError as exc:
             raise RemoteSegmentMissingError(
                 f"remote segment {key} is not in the remote storage {self.location}: __remote_log_metadata lists "
@@ -283,6 +293,37 @@ class RemoteStorage:
         except OSError as exc:
             raise RemoteSegmentMissingError(f"remote segment {key} of {seg.topic}-{seg.partition} could not be read: "
                                             f"{exc}", offsets=offsets, path=key) from exc
+        check_remote_copy(seg, copy, key, first_batch=True)
+        return copy
+
+
+def check_remote_copy(seg: RemoteSegment, copy: LogSegment, key: Path, *, first_batch: bool) -> None:
+    """The one check of a remote segment's bytes against ``__remote_log_metadata`` (every read path
+    opens remote copies through :meth:`RemoteStorage.segment`): the ``.log`` holds the
+    ``segmentSizeInBytes`` the broker recorded when it copied it, and (``first_batch``) its first
+    batch starts at the segment's start offset. A copy cut, emptied or replaced by another
+    segment's is a :class:`RemoteSegmentUnreadableError` naming the object, the value found and
+    the value expected, never a short or foreign read."""
+    offsets = ((seg.start_offset, seg.end_offset),)
+    what = (f"__remote_log_metadata lists segment {seg.segment_id} of {seg.topic}-{seg.partition} (offsets "
+            f"{seg.start_offset}-{seg.end_offset}) as")
+    size = copy.size_in_bytes
+    if size != seg.size_bytes:
+        raise RemoteSegmentUnreadableError(f"remote segment {key} holds {size} bytes; {what} {seg.size_bytes} bytes "
+                                           "(the copy was cut, emptied or replaced)", offsets=offsets, path=key)
+    if not first_batch or size == 0:
+        return
+    try:
+        base = next(iter(copy.batches(0))).base_offset
+    except StopIteration:
+        base = None
+    except KlogError as exc:
+        raise RemoteSegmentUnreadableError(f"remote segment {key}: its first batch does not read ({exc.detail}); "
+                                           f"{what} starting there", offsets=offsets, path=key) from exc
+    if base != seg.start_offset:
+        raise RemoteSegmentUnreadableError(f"remote segment {key} starts at offset {base}; {what} starting at "
+                                           f"{seg.start_offset} (the copy was replaced by another segment's)",
+                                           offsets=offsets, path=key)
 
 
 def _topic_id(partition_dir: Path) -> str | None:

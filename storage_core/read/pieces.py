@@ -90,7 +90,10 @@ def slices(lg: Log, tp: TopicPartition, start: int, end: int) -> list[Piece]:
             continue
         est_first = max(start, seg.base_offset)
         est_last = min(end, nxt if nxt is not None else end)
-        out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, start, end, None,
+        # a segment holds the offsets below the next one's base: batches running past it are not read
+        # from this copy (lost.py names them)
+        out.append(Piece(tp.topic, tp.partition, str(seg.log_path), start_pos, end_pos, start,
+                         end if nxt is None else min(end, nxt), None,
                          max(0, est_last - est_first), seg.file_identity,
                          seg.log_path.options if isinstance(seg.log_path, ObjectPath) else None, nxt,
                          nxt is None and end_pos == seg.size_in_bytes and not lg.tail_verified,

@@ -94,6 +94,9 @@ class PartitionRange:
     end: int
     #: what opening the log found and Kafka would repair (a torn tail): reported, not an error
     notes: tuple[str, ...] = ()
+    #: offsets ``(first, last)`` held twice, or by a segment out of its place (failOnDataLoss=false):
+    #: no copy of them is read (:attr:`~storage_core.log.lost.LostData.twice`)
+    unread: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -529,22 +532,44 @@ def loss_window(lg: Log, start: int, end: int, *, to_the_end: bool = True) -> tu
 
 
 def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidence: Evidence, *,
-                    within: tuple[int, int] | None = None) -> None:
+                    within: tuple[int, int] | None = None) -> tuple[tuple[int, int], ...]:
     """What the dir's own evidence says should be there and the log cannot give
     (:func:`~storage_core.log.lost.lost_data`): a :class:`~storage_core.errors.DataLossError` naming
     the file, offsets and bytes, or with failOnDataLoss=false a warning naming the lost offsets (the
     intact records are read). Never a silently shorter read; a torn tail of the last segment beyond
     the recovery point is not a loss. ``within=(first, end)``: only losses of offsets in
-    ``first..end-1`` count (a stream's micro-batch; each batch reports those of its own range)."""
+    ``first..end-1`` count (a stream's micro-batch; each batch reports those of its own range).
+    Returns the offsets no copy of which is to be read (:attr:`PartitionRange.unread`)."""
     lost = lost_data(pd, lg, evidence, within=within)
     if within is not None:
         lost = [x for x in lost if x.last >= within[0] and x.first < within[1]]
     if not lost:
-        return
+        return ()
     if opts.fail_on_data_loss:
         raise data_loss_error(lost)
     for x in lost:
         log.warning("klog: %s (failOnDataLoss=false: the intact records are read)", x)
+    return tuple((x.first, x.last) for x in lost if x.twice)
+
+
+def _unread_skipped(piece: Piece, base: int, unread: tuple[tuple[int, int], ...]) -> list[Piece]:
+    """``piece`` (of the segment based at ``base``) without the offsets no copy of which is read
+    (:attr:`PartitionRange.unread`): its offset bounds narrowed, or the piece split in two around
+    them, or dropped when nothing is left."""
+    pieces = [piece]
+    for first, last in unread:
+        kept: list[Piece] = []
+        for p in pieces:
+            lo, hi = max(p.min_offset, base), p.end_offset
+            if last < lo or first >= hi:
+                kept.append(p)
+                continue
+            if first > lo:
+                kept.append(dataclasses.replace(p, end_offset=first))
+            if last + 1 < hi:
+                kept.append(dataclasses.replace(p, min_offset=last + 1))
+        pieces = kept
+    return pieces
 
 
 # --- pieces ---------------------------------------------------------------------------------------
@@ -577,12 +602,16 @@ def pieces_of(parts: list[tuple[Log, PartitionRange]], opts: ReadOptions) -> lis
     """The pieces reading ``parts`` (their logs still open): slices, cut by ``maxBytesPerPartition``,
     ``maxRecordsPerPartition`` and ``minPartitions`` at offset-index entries, each with its own
     aborted transactions under read_committed."""
-    raw = [(lg, p) for lg, rng in parts for p in slices(lg, rng.topic_partition, rng.start, rng.end)]
-    total_records = sum(p.est_records for _, p in raw) or 1
-    out: list[Piece] = []
     segment_of: dict[str, LogSegment] = {}  # by .log path: a scan of lg.segments per piece was n² in segments
     for lg, _rng in parts:
         segment_of.update((str(s.log_path), s) for s in lg.segments)
+    raw = []
+    for lg, rng in parts:
+        for p in slices(lg, rng.topic_partition, rng.start, rng.end):
+            kept = _unread_skipped(p, segment_of[p.log_path].base_offset, rng.unread) if rng.unread else [p]
+            raw += [(lg, q) for q in kept]
+    total_records = sum(p.est_records for _, p in raw) or 1
+    out: list[Piece] = []
     for lg, p in raw:
         n = math.ceil(p.nbytes / opts.max_bytes_per_partition)
         if opts.max_records_per_partition:
@@ -646,7 +675,9 @@ def plan_read(opts: ReadOptions, pruning: Pruning = NO_PRUNING) -> ReadPlan:
             except OffsetOutOfRangeError:
                 check_lost_data(opts, pd, lg, evidence)  # offsets lost, not deleted: say so instead
                 raise
-            check_lost_data(opts, pd, lg, evidence, within=loss_window(lg, rng.start, rng.end))
+            unread = check_lost_data(opts, pd, lg, evidence, within=loss_window(lg, rng.start, rng.end))
+            if unread:
+                rng = dataclasses.replace(rng, unread=unread)
             ranges.append(rng)
             parts.append((lg, rng))
         pieces = pieces_of(parts, opts)
