@@ -428,3 +428,67 @@ def test_remote_storage_options_are_checked_first(tmp_path: Path) -> None:
         storage_core.read_arrow(tmp_path, remoteStorageLayout="local-tiered")
     with pytest.raises(InvalidOptionError):
         storage_core.read_arrow(tmp_path, remoteStorage="s3://AKIAXXXX:secretsecret@bucket/p")
+
+
+def _damage_remote(kind: str, t: Tiered, remote: Path, log_dir: Path) -> tuple[Path, int, int]:
+    """One damage of ``kind`` to a copy of the remote storage (or of the log dir); the damaged file and
+    the offsets ``first..last`` of the segment it hits (issue 53: each was read short or wrong)."""
+    meta = load_remote_metadata([t.log_dir])
+    part = meta.get(TopicPartition(TOPIC, 0))
+    assert part is not None
+    history = remote_history(part, t.log_dir / f"{TOPIC}-0")
+    seg = history[0] if kind == "also-local" else history[-1]
+    victim = next(p for p in _remote_logs(remote, (TOPIC, 0)) if seg.segment_id in p.name)
+    if kind == "cut":
+        batches = list(FileRecords(victim).batches())
+        os.truncate(victim, batches[len(batches) // 2].position)
+    elif kind == "emptied":
+        os.truncate(victim, 0)
+    elif kind == "other-partition":
+        other = _remote_logs(remote, (TOPIC, 1))[-1]
+        shutil.copyfile(other, victim)
+    else:  # the first remote segment also present as the partition's first local segment
+        stem = victim.name[: -len(LOG_SUFFIX)]
+        local = log_dir / f"{TOPIC}-0"
+        for f in victim.parent.glob(stem + ".*"):
+            suffix = f.name[len(stem):]
+            if suffix in (".log", ".index", ".timeindex"):
+                shutil.copyfile(f, local / f"{seg.start_offset:020d}{suffix}")
+        victim = local / f"{seg.start_offset:020d}{LOG_SUFFIX}"
+    return victim, seg.start_offset, seg.end_offset
+
+
+@pytest.mark.parametrize("kind", ["cut", "emptied", "other-partition", "also-local"])
+def test_a_damaged_remote_segment_fails_or_is_skipped_by_name(tiered: Tiered, tmp_path: Path, kind: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A remote copy cut at a batch boundary, emptied or replaced by another partition's, and the
+    first remote segment also in the log dir as a local one: the read fails naming the file and the
+    offsets (read_arrow, and export exiting 1), and under failOnDataLoss=false returns
+    exactly the broker's rows outside the offsets its warnings name (never a foreign row)."""
+    from damage_gen import named_offsets
+
+    from storage_core.errors import DataLossError
+
+    remote = tmp_path / "remote"
+    shutil.copytree(tiered.remote, remote)
+    log_dir = tiered.log_dir
+    if kind == "also-local":
+        log_dir = tmp_path / "logs"
+        shutil.copytree(tiered.log_dir, log_dir, ignore=shutil.ignore_patterns(".lock"))
+    victim, first, last = _damage_remote(kind, tiered, remote, log_dir)
+    ctx = f"{tiered.ctx}: {kind} {victim.name} (offsets {first}-{last})"
+    with pytest.raises(DataLossError) as info:
+        storage_core.read_arrow(log_dir, topics=tiered.topics, remoteStorage=str(remote)).read_all()
+    assert victim.name in str(info.value) or str(first) in str(info.value), (ctx, str(info.value))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="klog"):
+        got = storage_core.read_arrow(log_dir, topics=tiered.topics, remoteStorage=str(remote), includeHeaders=True,
+                                      failOnDataLoss="false").read_all()
+    named = set().union(*(named_offsets(m.replace(f"{a}-{b}", f"{a}..{b}")) for m in caplog.messages
+                          for a, b in [(first, last)]))
+    assert named, (ctx, caplog.messages)
+    want = [r for r in tiered.rows["read_uncommitted"]
+            if not (r["topic"] == TOPIC and r["partition"] == 0 and r["offset"] in named)]
+    assert_same_rows(rows_of(got), want, ctx)
+    assert klog(["export", str(log_dir), "--topic", TOPIC, "-o", str(tmp_path / "x.parquet"), "--quiet",
+                 "--remote-storage", str(remote)]) == 1, ctx
