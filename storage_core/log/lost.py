@@ -199,9 +199,10 @@ def _damage_runs(seg: LogSegment, scan: SegmentScan, after: int,
     return runs, after
 
 
-def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int]:
+def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int, tuple[int, bool] | None]:
     """Walk ``seg`` from its last index entry before ``size`` to the end (CRC checked): whether it
-    ends with a whole intact batch, and the offset after its last batch."""
+    ends with a whole intact batch, the offset after its last batch, and (when the walk started at
+    the segment's first byte) the first batch's :func:`_first_offset`."""
     start = 0
     index = seg.dir / (seg.stem + INDEX_SUFFIX)  # a remote copy's files carry its stem (<base>-<segment id>)
     if index.is_file():
@@ -213,16 +214,19 @@ def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int]:
         except KlogError:
             start = 0
     after = seg.base_offset
+    head: tuple[int, bool] | None = None
     walk = seg.batches(start, size)
     try:
         for batch in walk:
+            if start == 0 and head is None:
+                head = (batch.base_offset, batch.magic >= 2)
             batch.ensure_valid()
             after = batch.last_offset + 1
     except KlogError:
-        return False, after
+        return False, after, head
     if start > 0 and after == seg.base_offset:
-        return False, after  # the entry's position held no batch
-    return walk.partial_tail is None, after
+        return False, after, None  # the entry's position held no batch
+    return walk.partial_tail is None, after, head
 
 
 def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
@@ -257,11 +261,13 @@ def _first_offset(seg: LogSegment) -> tuple[int, bool] | None:
     return int.from_bytes(head[:8], "big", signed=True), head[_MAGIC_AT] >= 2
 
 
-def _out_of_place(seg: LogSegment, gaps: bool) -> str | None:
+def _out_of_place(seg: LogSegment, gaps: bool, head: tuple[int, bool] | None = None) -> str | None:
     """Why ``seg``'s first batch says the file is not the segment of its name, or None: Kafka names
     a segment by the offset of its first batch, never above it; and a log that is never compacted
-    (``gaps``) starts each segment with a batch at its base."""
-    head = _first_offset(seg)
+    (``gaps``) starts each segment with a batch at its base. ``head``: the first batch's
+    :func:`_first_offset` when already read."""
+    if head is None:
+        head = _first_offset(seg)
     if head is None:
         return None
     first, v2 = head
@@ -315,21 +321,22 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt_seg: LogSegment, fu
     nxt = nxt_seg.base_offset
     size = seg.current_log_path().stat().st_size
     out: list[LostData] = []
-    wrong = _out_of_place(seg, gaps) if local else None
-    if wrong is not None:
-        return [LostData(name, path, seg.base_offset, nxt - 1, f"{wrong}: the file is another segment's", 0, size,
-                         twice=True)]
     after = seg.base_offset
+    head = None
     scan = lg.damaged_scans.get(seg.base_offset)
     if scan is None and full:
         scan = scan_segment(seg.current_log_path(), index_interval_bytes=seg.index_interval_bytes,
                             base_offset=seg.base_offset)
         after = scan.next_offset
     elif scan is None:
-        intact, after = _tail_is_intact(seg, size)
+        intact, after, head = _tail_is_intact(seg, size)
         if not intact:
             scan = scan_segment(seg.current_log_path(), index_interval_bytes=seg.index_interval_bytes,
                                 base_offset=seg.base_offset)
+    wrong = _out_of_place(seg, gaps, head) if local else None
+    if wrong is not None:
+        return [LostData(name, path, seg.base_offset, nxt - 1, f"{wrong}: the file is another segment's", 0, size,
+                         twice=True)]
     if scan is not None and scan.valid_bytes < scan.size_in_bytes:
         after = scan.next_offset
         cause = f": {scan.error.detail}" if scan.error is not None else ": a batch cut short"
