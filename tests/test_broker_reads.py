@@ -347,3 +347,60 @@ def test_campaign(broker: Broker, tmp_path: Path) -> None:
             test_read_arrow_equals_consumer(broker.log_dir, t, iso)
             (tmp_path / f"x{i}-{iso}").mkdir()
             test_export_equals_consumer(broker.log_dir, t, iso, tmp_path / f"x{i}-{iso}")
+
+
+# --- segments out of their place (issue 53) ---------------------------------------------------------
+
+N_MISPLACED = env_int("KLOG_BROKER_MISPLACED", 8)
+
+
+def test_misplaced_segments_fail_or_are_named(request: pytest.FixtureRequest, state: Path, truth: Truth,
+                                              tmp_path: Path) -> None:
+    """Segments of the broker's dir put out of their place (tests/damage_gen.py ``misplace``: a
+    segment's end overlapping the next one, a segment deleted with its indexes, another partition's
+    segment in its place with or without its indexes), one at a time in a copy of a random
+    partition of a topic that is not compacted: read_arrow fails naming offsets, and under
+    failOnDataLoss=false returns exactly the consumer's rows outside the offsets its warnings name."""
+    import shutil
+
+    from damage_gen import Written, misplace, named_offsets, warnings_of_klog
+
+    from storage_core.errors import DataLossError
+
+    if request.node.callspec.params.get("state") != "clean":
+        pytest.skip("segments are put out of their place in a copy of the cleanly stopped dir only")
+    copy = tmp_path / "logs"
+    shutil.copytree(state, copy, ignore=shutil.ignore_patterns(".lock", "*.deleted"))
+    candidates = sorted(d for d in copy.iterdir() if d.is_dir() and d.name.rpartition("-")[0] in truth.topics
+                        and "-compacted" not in d.name and len(list(d.glob("*.log"))) >= 2)
+    assert candidates, f"{truth.ctx}: no partition of two segments"
+    rnd = random.Random(truth.seed * 7)
+    failures = []
+    for trial in range(N_MISPLACED):
+        part = rnd.choice(candidates)
+        backup = tmp_path / "backup"
+        shutil.copytree(part, backup)
+        topic, _, p = part.name.rpartition("-")
+        want = [r for r in truth.rows["read_uncommitted"] if r["topic"] == topic and r["partition"] == int(p)]
+        what = misplace(Written(copy, part, 0, 0, True), rnd)
+        ctx = f"{truth.ctx} trial {trial}: {part.name}: {what}"
+        opts: dict[str, object] = {"assign": json.dumps({topic: [int(p)]}), "includeHeaders": True}
+        try:
+            if what is not None:
+                try:
+                    storage_core.read_arrow(copy, **opts).read_all()
+                    failures.append(f"{ctx}: failOnDataLoss=true read it")
+                except DataLossError as exc:
+                    if not named_offsets(str(exc)):
+                        failures.append(f"{ctx}: the error names no offsets: {exc}")
+                with warnings_of_klog() as cap:
+                    got = rows_of(storage_core.read_arrow(copy, failOnDataLoss="false", **opts).read_all())
+                named = set().union(*(named_offsets(m) for m in cap.messages)) if cap.messages else set()
+                try:
+                    assert_same_rows(got, [r for r in want if r["offset"] not in named], ctx)
+                except AssertionError as exc:
+                    failures.append(str(exc).splitlines()[0][:500])
+        finally:
+            shutil.rmtree(part)
+            shutil.move(str(backup), part)
+    assert not failures, "\n".join(failures)
