@@ -149,7 +149,7 @@ class LogDirState:
         if cluster_metadata(self.log_dir) is not None:
             return True
         with self._lock:
-            return topic in (self._stored_configs or {})
+            return topic in self._stored_configs
 
     @property
     def clean_shutdown(self) -> bool:

@@ -16,7 +16,9 @@ while it reads, :mod:`storage_core.read.piece_reader`). A dir holds evidence of 
   before an offset it names lost its tail up to that offset;
 * a local segment whose batches run **past the next segment's base offset** holds those offsets
   twice: neither copy is read (each piece stops at the next base, the next segment's starts after
-  them), and they are named like lost ones (:attr:`LostData.twice`);
+  them), and they are named like lost ones (:attr:`LostData.unread`); a segment whose first batch
+  is below its base offset (Kafka names a segment by it), or above it in a log known never
+  compacted, is another segment's: its offsets up to the next base are named and not read;
 * a **batch cut short** (its size runs past the end of a segment that is not the last), a batch
   whose CRC fails or bytes that are no batch, followed by intact batches (found by
   :func:`~storage_core.record.resync.next_valid_batch`), are lost offsets between intact batches;
@@ -63,6 +65,7 @@ from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.producer_state import snapshot_files
 from storage_core.log.segment import LogSegment, SegmentScan, scan_segment
 from storage_core.log.time_index import TimeIndex
+from storage_core.record.records import MAGIC_OFFSET, MAGIC_VALUE_V2
 from storage_core.record.resync import next_valid_batch
 
 __all__ = ["Evidence", "LostData", "data_loss_error", "expects_data", "gather_evidence", "lost_data",
@@ -134,7 +137,7 @@ class LostData:
     nbytes: int | None = None
     #: the offsets are held twice (a segment's batches run past the next segment's base), or by a
     #: segment that is not in its place: no copy of them is read (:attr:`PartitionRange.unread`)
-    twice: bool = False
+    unread: bool = False
 
     @property
     def offsets(self) -> str:
@@ -146,7 +149,7 @@ class LostData:
             at.append(f"{self.nbytes} bytes")
         if self.position is not None:
             at.append(f"from position {self.position}")
-        fate = "are not read: no copy of them can be trusted" if self.twice else "are lost"
+        fate = "are not read: no copy of them can be trusted" if self.unread else "are lost"
         return (f"{self.path}: offsets {self.offsets} of {self.partition} {fate} ({self.why}"
                 f"{'; ' + ' '.join(at) if at else ''})")
 
@@ -243,22 +246,18 @@ def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
     return (max(e.offset for e in past), max(e.position for e in past)) if past else None
 
 
-#: a batch's magic byte follows its base offset, length and partition leader epoch
-_MAGIC_AT = 16
-
-
 def _first_offset(seg: LogSegment) -> tuple[int, bool] | None:
     """The offset field of the segment's first batch and whether it is a v2 batch (whose field is
     its base offset; a legacy compressed wrapper's is its last inner offset), or None when the
     file holds less than a batch header."""
     try:
         with seg.current_log_path().open("rb") as f:
-            head = f.read(_MAGIC_AT + 1)
+            head = f.read(MAGIC_OFFSET + 1)
     except OSError:
         return None
-    if len(head) <= _MAGIC_AT:
+    if len(head) <= MAGIC_OFFSET:
         return None
-    return int.from_bytes(head[:8], "big", signed=True), head[_MAGIC_AT] >= 2
+    return int.from_bytes(head[:8], "big", signed=True), head[MAGIC_OFFSET] >= MAGIC_VALUE_V2
 
 
 def _out_of_place(seg: LogSegment, gaps: bool, head: tuple[int, bool] | None = None) -> str | None:
@@ -305,10 +304,10 @@ def _overlap(name: str, path: str, seg: LogSegment, nxt_seg: LogSegment, after: 
     same = _batch_bytes(seg, nxt, after) == _batch_bytes(nxt_seg, nxt, after)
     if same:
         return LostData(name, path, nxt, after - 1, f"the segment's batches run up to offset {after - 1}, past the "
-                        f"next segment's base offset {nxt}; both hold the same batches", None, None, twice=True)
+                        f"next segment's base offset {nxt}; both hold the same batches", None, None, unread=True)
     return LostData(name, path, seg.base_offset, after - 1, f"the segment's batches run up to offset {after - 1}, "
                     f"past the next segment's base offset {nxt}, and the two hold different batches for offsets "
-                    f"{nxt}..{after - 1}: one of them is not this partition's", None, None, twice=True)
+                    f"{nxt}..{after - 1}: one of them is not this partition's", None, None, unread=True)
 
 
 def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt_seg: LogSegment, full: bool, gaps: bool,
@@ -336,7 +335,7 @@ def _segment_losses(name: str, lg: Log, seg: LogSegment, nxt_seg: LogSegment, fu
     wrong = _out_of_place(seg, gaps, head) if local else None
     if wrong is not None:
         return [LostData(name, path, seg.base_offset, nxt - 1, f"{wrong}: the file is another segment's", 0, size,
-                         twice=True)]
+                         unread=True)]
     if scan is not None and scan.valid_bytes < scan.size_in_bytes:
         after = scan.next_offset
         cause = f": {scan.error.detail}" if scan.error is not None else ": a batch cut short"
@@ -473,10 +472,9 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
     segs = lg.segments
     first_base = segs[0].base_offset
     bases = [s.base_offset for s in segs]
-    # a segment whose time index names an offset past its last record lost its tail: up to the next
-    # segment's base where the dir was written by a log manager that rolls at the log end (its
-    # recovery point checkpoint knows the partition) and the topic is not compacted (the cleaner
-    # leaves gaps between segments; so do hand-assembled dirs); else up to that offset
+    # a log known never compacted (its recovery point checkpoint knows the partition, the dir says how
+    # its topic is configured and it is not compacted, the cleaner never listed it) rolls at its end:
+    # a gap between its segments is lost, and a segment starts at its base (see the module)
     gaps = ev.recovery_point is not None and ev.config_known and not _compacted(lg) and not ev.cleaned
     for base in ev.orphan_indexes:
         if base < first_base and (ev.log_start is None or ev.log_start <= base):
@@ -492,7 +490,7 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
     if wrong is not None:  # (the log end the open found is the other segment's: the evidence's reach counts)
         end = max(lg.log_end_offset, ev.written_up_to, last.base_offset + 1)
         out.append(LostData(name, str(last.log_path), last.base_offset, end - 1,
-                            f"{wrong}: the file is another segment's", 0, last.size_in_bytes, twice=True))
+                            f"{wrong}: the file is another segment's", 0, last.size_in_bytes, unread=True))
     for base in ev.orphan_indexes:
         if first_base < base < lg.log_end_offset and base not in bases and not any(x.first <= base <= x.last
                                                                                     for x in out):

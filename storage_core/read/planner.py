@@ -95,7 +95,7 @@ class PartitionRange:
     #: what opening the log found and Kafka would repair (a torn tail): reported, not an error
     notes: tuple[str, ...] = ()
     #: offsets ``(first, last)`` held twice, or by a segment out of its place (failOnDataLoss=false):
-    #: no copy of them is read (:attr:`~storage_core.log.lost.LostData.twice`)
+    #: no copy of them is read (:attr:`~storage_core.log.lost.LostData.unread`)
     unread: tuple[tuple[int, int], ...] = ()
 
 
@@ -549,7 +549,7 @@ def check_lost_data(opts: ReadOptions, pd: PartitionDir, lg: Log | None, evidenc
         raise data_loss_error(lost)
     for x in lost:
         log.warning("klog: %s (failOnDataLoss=false: the intact records are read)", x)
-    return tuple((x.first, x.last) for x in lost if x.twice)
+    return tuple((x.first, x.last) for x in lost if x.unread)
 
 
 def _unread_skipped(piece: Piece, base: int, unread: tuple[tuple[int, int], ...]) -> list[Piece]:
