@@ -65,7 +65,7 @@ from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.producer_state import snapshot_files
 from storage_core.log.segment import LogSegment, SegmentScan, scan_segment
 from storage_core.log.time_index import TimeIndex
-from storage_core.record.records import MAGIC_OFFSET, MAGIC_VALUE_V2
+from storage_core.record.records import MAGIC_VALUE_V2
 from storage_core.record.resync import next_valid_batch
 
 __all__ = ["Evidence", "LostData", "data_loss_error", "expects_data", "gather_evidence", "lost_data",
@@ -221,9 +221,9 @@ def _tail_is_intact(seg: LogSegment, size: int) -> tuple[bool, int, tuple[int, b
     walk = seg.batches(start, size)
     try:
         for batch in walk:
-            if start == 0 and head is None:
-                head = (batch.base_offset, batch.magic >= 2)
             batch.ensure_valid()
+            if start == 0 and head is None:
+                head = (batch.base_offset, batch.magic >= MAGIC_VALUE_V2)
             after = batch.last_offset + 1
     except KlogError:
         return False, after, head
@@ -247,17 +247,16 @@ def _index_past_end(seg: LogSegment, size: int) -> tuple[int, int] | None:
 
 
 def _first_offset(seg: LogSegment) -> tuple[int, bool] | None:
-    """The offset field of the segment's first batch and whether it is a v2 batch (whose field is
-    its base offset; a legacy compressed wrapper's is its last inner offset), or None when the
-    file holds less than a batch header."""
+    """The base offset of the segment's first batch and whether it is a v2 batch (a legacy
+    compressed wrapper's offset is its last inner offset), or None when the file starts with no
+    intact batch (damage is the damage rules' to name, not a misplaced file)."""
     try:
-        with seg.current_log_path().open("rb") as f:
-            head = f.read(MAGIC_OFFSET + 1)
-    except OSError:
+        for batch in seg.batches(0):
+            batch.ensure_valid()
+            return batch.base_offset, batch.magic >= MAGIC_VALUE_V2
+    except (OSError, KlogError):
         return None
-    if len(head) <= MAGIC_OFFSET:
-        return None
-    return int.from_bytes(head[:8], "big", signed=True), head[MAGIC_OFFSET] >= MAGIC_VALUE_V2
+    return None
 
 
 def _out_of_place(seg: LogSegment, gaps: bool, head: tuple[int, bool] | None = None) -> str | None:
