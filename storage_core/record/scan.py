@@ -26,7 +26,15 @@ from storage_core.errors import KlogError
 from storage_core.limits import INT64_MAX as _I64_MAX
 from storage_core.limits import INT64_MIN as _I64_MIN
 from storage_core.record.columnar import RUN_END, RUN_FULL, RUN_SHORT, ArrowDecoder
-from storage_core.record.file_records import READ_CHUNK_BYTES, BatchWalk, ChunkReader, FileRecords, _walk_view
+from storage_core.record.file_records import (
+    READ_CHUNK_BYTES,
+    BatchWalk,
+    ChunkReader,
+    FileRecords,
+    _batch_total,
+    _walk_view,
+)
+from storage_core.record.records import HEADER_SIZE_UP_TO_MAGIC
 
 if TYPE_CHECKING:
     from storage_core.record.txn_filter import TxnFilter
@@ -54,7 +62,12 @@ def decode_view(view: memoryview, dec: ArrowDecoder, *, position: int = 0, at_eo
         used, why = dec.add_run(view[off:] if off else view, min_offset=min_offset, end_offset=end_offset,
                                 verify=verify, max_bytes=max_bytes, txn=txn)
         off += used
-        if why in (RUN_END, RUN_FULL) or (why == RUN_SHORT and not at_eof):
+        if why == RUN_SHORT and not at_eof:
+            if len(view) - off >= HEADER_SIZE_UP_TO_MAGIC:
+                # a size no batch has is corruption here, not a batch to read on for (as in the walk)
+                _batch_total(view, off, position, path)
+            break
+        if why in (RUN_END, RUN_FULL):
             break
         # the object path, for one batch: decode it, raise its error, or find the partial tail
         try:
