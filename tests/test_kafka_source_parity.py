@@ -13,7 +13,7 @@ earliest/latest and as JSON with -2/-1, ``startingTimestamp``, ``endingTimestamp
 Kafka source reads while the broker runs; klog reads the live dir, and again (a random half of the
 queries) after the broker's clean shutdown, and both must equal what Spark's Kafka source returned.
 
-``KLOG_PARITY_WORKLOADS`` (default 4; each run draws new ones) sets the number of workloads, ``KLOG_PARITY_SEED`` the seed
+``KLOG_PARITY_WORKLOADS`` (default 2; each run draws new ones) sets the number of workloads, ``KLOG_PARITY_SEED`` the seed
 (default: new each run, printed in every failure).
 """
 
@@ -36,7 +36,7 @@ import storage_core
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop, pytest.mark.spark]
 
-N_WORKLOADS = env_int("KLOG_PARITY_WORKLOADS", 4)
+N_WORKLOADS = env_int("KLOG_PARITY_WORKLOADS", 2)
 SEED = int(os.environ.get("KLOG_PARITY_SEED") or random.SystemRandom().randrange(1, 1 << 31))
 Row = dict[str, Any]
 Options = dict[str, str]

@@ -1,10 +1,10 @@
 """Writer fault trials on real processes.
 
 * the Python worker running the driver-side ``commit`` dies at a random step of the commit
-  (``KLOG_CRASH_AT``), ``KLOG_COMMIT_CRASH_TRIALS`` trials (default 10) in one Spark application;
+  (``KLOG_CRASH_AT``), ``KLOG_COMMIT_CRASH_TRIALS`` trials (default 5) in one Spark application;
 * the driver's process group is SIGKILLed at a random moment of a write, half of the time while
   its commit runs, and the jobs it did not report done are rerun: ``KLOG_DRIVER_KILL_TRIALS``
-  trials (default 6), every job exactly once;
+  trials (default 3), every job exactly once;
 
 After each trial the log dir is reopened (an unfinished commit is rolled back) and every record
 must be there exactly once, or the job's records must be absent entirely.
@@ -80,7 +80,7 @@ COMMIT_CRASH = textwrap.dedent("""
 def test_commit_worker_crashes(tmp_path: Path) -> None:
     root = tmp_path / "logs"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_CRASH_FILE=str(tmp_path / "crash-at"))
-    count = int(os.environ.get("KLOG_COMMIT_CRASH_TRIALS", "10"))
+    count = int(os.environ.get("KLOG_COMMIT_CRASH_TRIALS", "5"))
     res = subprocess.run([sys.executable, "-c", COMMIT_CRASH, str(root), str(count)], capture_output=True, text=True,
                          env=env, timeout=900)
     trials = [line for line in res.stdout.splitlines() if line.startswith("TRIAL")]
@@ -133,7 +133,7 @@ def test_driver_killed_exactly_once_with_reruns(tmp_path: Path) -> None:
     each job carries ``txnAppId``/``txnVersion``, so the rerun of a job that did commit adds
     nothing. Every job the dead driver did not report done is rerun, as a user would: every job's
     records are there exactly once."""
-    trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "6"))
+    trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "3"))
     rng = random.Random(11)
     root = tmp_path / "logs"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_STEP_DELAY_MS="5")
@@ -203,7 +203,7 @@ EXECUTOR_KILL = textwrap.dedent("""
 def test_executor_killed_during_writes(tmp_path: Path) -> None:
     import pyspark
 
-    trials = int(os.environ.get("KLOG_EXECUTOR_KILL_TRIALS", "3"))
+    trials = int(os.environ.get("KLOG_EXECUTOR_KILL_TRIALS", "2"))
     root = tmp_path / "logs"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(Path(pyspark.__file__).parent))
     res = subprocess.run([sys.executable, "-c", EXECUTOR_KILL, str(root), str(trials)], capture_output=True,
