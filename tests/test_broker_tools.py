@@ -41,6 +41,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -222,6 +223,25 @@ def _klog_dump(files: list[Path], *options: str) -> tuple[int, str, str]:
 NON_CONSECUTIVE = "Non-consecutive offsets in "
 
 
+#: The tool stopped by an exception: 4.4.0's ``DumpLogSegments`` lets an index's sanity check
+#: escape ``main`` (``Exception in thread "main" <class>: <message>`` and its stack trace), klog
+#: says ``klog: error: <message> [file <path>]`` and exits 1; the message is the report.
+_JAVA_FATAL = re.compile(r'^Exception in thread "main" [\w.$]+: (.*)$')
+_KLOG_FATAL = re.compile(r"^klog: error: (.*?)(?: \[file [^\]]*\])?$")
+
+
+#: A time index's entries not in its log: 4.4.0 names the file (``... not found in :<path>``), 4.1.1
+#: says ``... not found in the log.``; klog says 4.4.0's words, the report is compared without them.
+NOT_FOUND = "The following indexed offsets are not found in "
+
+
+def _fatal(line: str) -> str:
+    m = _JAVA_FATAL.match(line) or _KLOG_FATAL.match(line)
+    if line.startswith(NOT_FOUND):
+        return NOT_FOUND.rstrip()
+    return f"fatal: {m.group(1)}" if m else line
+
+
 def _reports(stderr: str) -> Counter[tuple[str, ...]]:
     """kafka-dump-log's reports on stderr, each a header line and its detail lines, as a multiset
     (:data:`DUMP_EXCEPTIONS` ``reports-after-each-file``); a non-consecutive-offsets report's details
@@ -230,10 +250,12 @@ def _reports(stderr: str) -> Counter[tuple[str, ...]]:
     for line in stderr.split("\n"):
         if not line:
             continue
+        if line.startswith(("\tat ", "\t... ", "Caused by: ")) and blocks:
+            continue  # a Java stack trace: its exception line is the report
         if line.startswith(("  ", "Indexed offset: ")) and blocks:
             blocks[-1].append(line)
         else:
-            blocks.append([line])
+            blocks.append([_fatal(line)])
     out: Counter[tuple[str, ...]] = Counter()
     for head, *details in blocks:
         if head.startswith(NON_CONSECUTIVE):
@@ -367,7 +389,7 @@ def test_dump_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path, 
     files = [f for fs in _craft(written.dump_dir, tmp_path / "damaged").values() for f in fs]
     kafka = _kafka_dump(files, *options)
     for report in ("Mismatches in :", "Found timestamp mismatch in :", "Found out of order timestamp in :",
-                   "The following indexed offsets are not found in the log."):
+                   NOT_FOUND):
         assert report in kafka[1], f"kafka-dump-log did not report {report!r}: {kafka[1]}"
     ours = _klog_dump(files, *options)
     _assert_same_output(" ".join(options) or "(entries)", kafka, ours)

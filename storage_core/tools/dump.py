@@ -496,7 +496,8 @@ def _dump_time_index(p: Path, base: int, out: IO[str], err: IO[str], sanity_only
         err.write(f"Found out of order timestamp in :{_where(p)}\n")
         err.write("".join(f"  Index timestamp: {a}, Previously indexed timestamp: {b}\n" for a, b in out_of_order))
     if not_found:
-        err.write("The following indexed offsets are not found in the log.\n")
+        # 4.4.0's words (4.1.1 says "... not found in the log." without the file)
+        err.write(f"The following indexed offsets are not found in :{_where(p)}\n")
         err.write("".join(f"Indexed offset: {a}, found log offset: {b}\n" for a, b in not_found))
     return len(mismatches) + len(out_of_order) + len(not_found)
 
