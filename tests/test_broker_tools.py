@@ -235,10 +235,11 @@ _KLOG_FATAL = re.compile(r"^klog: error: (.*?)(?: \[file [^\]]*\])?$")
 NOT_FOUND = "The following indexed offsets are not found in "
 
 
-def _fatal(line: str) -> str:
-    m = _JAVA_FATAL.match(line) or _KLOG_FATAL.match(line)
+def _report_head(line: str) -> str:
+    """A report's first line as both tools' are compared (the two differences above undone)."""
     if line.startswith(NOT_FOUND):
         return NOT_FOUND.rstrip()
+    m = _JAVA_FATAL.match(line) or _KLOG_FATAL.match(line)
     return f"fatal: {m.group(1)}" if m else line
 
 
@@ -255,7 +256,7 @@ def _reports(stderr: str) -> Counter[tuple[str, ...]]:
         if line.startswith(("  ", "Indexed offset: ")) and blocks:
             blocks[-1].append(line)
         else:
-            blocks.append([_fatal(line)])
+            blocks.append([_report_head(line)])
     out: Counter[tuple[str, ...]] = Counter()
     for head, *details in blocks:
         if head.startswith(NON_CONSECUTIVE):
