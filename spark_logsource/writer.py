@@ -337,7 +337,7 @@ class KlogWriter(DataSourceArrowWriter):
                                 self._writable(pdir)
                                 writers[pdir] = StagingWriter(pdir, staging_name, self._config(topic),
                                                               self.opts.compression, self.opts.max_batch_bytes,
-                                                              encode_buffer)
+                                                              encode_buffer, self._registered_epoch(topic, p))
                             pending.setdefault(pdir, []).append((cols, rows))
                             n = batch.num_rows if rows is None else len(rows)
                             pending_bytes[pdir] = pending_bytes.get(pdir, 0) + int(n * row_bytes)
@@ -373,6 +373,13 @@ class KlogWriter(DataSourceArrowWriter):
             cfg = self.configs[topic] = config_for_topic(topic, self.stored_configs, kraft=kraft,
                                                          overrides=self.opts.config_props)
         return cfg
+
+    def _registered_epoch(self, topic: str, partition: int) -> int | None:
+        """The partition's leader epoch by the KRaft metadata of the dirs (cached per process), or None:
+        what a partition without a leader-epoch checkpoint stamps (``StagingWriter``)."""
+        kraft = find_cluster_metadata([p for p in self.opts.paths if Path(p).is_dir()])
+        reg = kraft.partition(topic, partition) if kraft is not None else None
+        return None if reg is None else reg.leader_epoch
 
     def _store_configs(self, topics: set[str]) -> None:
         """Topic configs given as options become the topics' own (as ``kafka-configs --alter``)."""

@@ -408,14 +408,41 @@ class LeaderEpochCheckpointFile(_TextFile):
         _atomic_write(self.path, _checkpoint_bytes(self.VERSION, lines), sync)
 
 
-def current_leader_epoch(partition_dir: str | os.PathLike[str]) -> int:
-    """The partition's leader epoch as its ``leader-epoch-checkpoint`` ends: the epoch of the last
-    entry (``LeaderEpochFileCache.latestEpoch``), -1 (``RecordBatch.NO_PARTITION_LEADER_EPOCH``)
-    without one. A broker's leader stamps each batch it appends with its epoch
-    (``UnifiedLog.appendAsLeader`` -> ``LogValidator``'s ``partitionLeaderEpoch``); klog's writer
-    stamps this one, which the checkpoint already holds, so the checkpoint stays valid."""
+def current_leader_epoch(partition_dir: str | os.PathLike[str], registered: int | None = None) -> int:
+    """The leader epoch klog's writer stamps on the batches it appends to a partition, as a broker's
+    leader stamps its appends with its epoch (``UnifiedLog.appendAsLeader`` -> ``LogValidator``'s
+    ``partitionLeaderEpoch``): the epoch the partition's ``leader-epoch-checkpoint`` ends with
+    (``LeaderEpochFileCache.latestEpoch``); without one, ``registered``, the partition's leader epoch
+    by the KRaft metadata (``PartitionRecord``/``PartitionChangeRecord``), when known; else -1
+    (``RecordBatch.NO_PARTITION_LEADER_EPOCH``). The commit then records the epoch in every replica's
+    checkpoint that lacks it (:func:`assign_leader_epoch`), so the checkpoint stays true of every batch."""
     entries = LeaderEpochCheckpointFile.in_dir(partition_dir).read()
-    return entries[-1].epoch if entries else -1
+    if entries:
+        return entries[-1].epoch
+    return registered if registered is not None and registered >= 0 else -1
+
+
+def assign_leader_epoch(partition_dir: str | os.PathLike[str], epoch: int, start_offset: int) -> bool:
+    """``LeaderEpochFileCache.assign(epoch, startOffset)``, which a broker's log calls for each v2
+    batch it appends (``UnifiedLog.append``: ``maybeAssignEpochStartOffset(batch.partitionLeaderEpoch,
+    batch.baseOffset)``), leader or follower: unless the checkpoint already ends with ``epoch`` from
+    ``start_offset`` or earlier, the entries at or above ``epoch`` or starting at or after
+    ``start_offset`` are removed (``maybeTruncateNonMonotonicEntries``) and ``(epoch, start_offset)``
+    appended; the file is written (fsynced) only when it changed. An epoch of -1 (a batch without
+    one) assigns nothing. Returns whether the file changed."""
+    if epoch < 0:
+        return False
+    if start_offset < 0:
+        raise InvalidOptionError(f"leader epoch {epoch} cannot start at offset {start_offset}: expected an offset >= 0")
+    cp = LeaderEpochCheckpointFile.in_dir(partition_dir)
+    entries = cp.read()
+    if entries and entries[-1].epoch == epoch and entries[-1].start_offset <= start_offset:
+        return False  # isUpdateNeeded: false
+    while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
+        entries.pop()
+    entries.append(EpochEntry(epoch, start_offset))
+    cp.write(entries)
+    return True
 
 
 class PartitionMetadataFile(_TextFile):

@@ -114,6 +114,12 @@ def gather_evidence(pd: PartitionDir, state: LogDirState | None = None) -> Evide
             if not any(x in names for x in (log, log + DELETED_SUFFIX, log + SWAP_SUFFIX, log + CLEANED_SUFFIX)):
                 orphans.append(base_offset_of(n))
     snaps = tuple(o for o, _ in snapshot_files(pd.path))
+    pending = state.pending_commit_from(pd.path.name)
+    if pending is not None:
+        # an unfinished commit moved the checkpoints before its journal went (journal.finish_commit):
+        # its segments are hidden from readers (the loader), so what it added is no evidence yet
+        recovery = None if recovery is None else min(recovery, pending)
+        snaps = tuple(o for o in snaps if o <= pending)
     return Evidence(recovery, start, snaps, clean, tuple(sorted(orphans)), tp in state.cleaner_offsets,
                     state.config_known(tp.topic))
 

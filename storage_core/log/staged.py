@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from storage_core.errors import CommitError, KlogError, LogDirLockedError, storage_error
 from storage_core.faults import maybe_crash_at_step
 from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
-from storage_core.log.checkpoint import CleanShutdownFile, OffsetCheckpointFile, current_leader_epoch, fsync_dir
+from storage_core.log.checkpoint import (
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+    assign_leader_epoch,
+    current_leader_epoch,
+    fsync_dir,
+)
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import (
     STAGED_ORIGIN,
@@ -82,6 +88,9 @@ class StagedPartition:
     partition_dir: str
     staging_dir: str
     segments: tuple[StagedSegment, ...]
+    #: the partition leader epoch its batches carry (:func:`~storage_core.log.checkpoint.current_leader_epoch`),
+    #: which the commit records in each replica's leader-epoch-checkpoint; -1: none
+    leader_epoch: int = -1
 
     @property
     def records(self) -> int:
@@ -111,9 +120,12 @@ class StagingWriter:
 
     @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
-                 compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None) -> None:
+                 compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None,
+                 registered_epoch: int | None = None) -> None:
         """``buffer``: the encode buffer to use, which writers that never append at the same time may
         share (a task's writers, on its one staging thread); a buffer of its own when None.
+        ``registered_epoch``: the partition's leader epoch by the KRaft metadata, stamped when the
+        partition has no leader-epoch checkpoint (:func:`~storage_core.log.checkpoint.current_leader_epoch`).
 
         The partition dir must exist: making it is the job's (the topic's creation), and one missing
         here was removed by the job's own abort (Spark aborts a job without waiting for the tasks it
@@ -132,8 +144,9 @@ class StagingWriter:
         self.segment: LogSegment | None = None
         self.segments: list[StagedSegment] = []
         # each batch carries the partition's leader epoch, as a broker's appends do
+        self.leader_epoch = current_leader_epoch(self.partition_dir, registered_epoch)
         self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes, buffer=buffer,
-                                   partition_leader_epoch=current_leader_epoch(self.partition_dir))
+                                   partition_leader_epoch=self.leader_epoch)
 
     def _new_segment(self) -> LogSegment:
         if self.segment is not None:
@@ -224,7 +237,7 @@ class StagingWriter:
         if self.segment is not None:
             self._close_segment()
         return StagedPartition(self.topic_partition.topic, self.topic_partition.partition, str(self.partition_dir),
-                               self.staging.name, tuple(self.segments))
+                               self.staging.name, tuple(self.segments), self.leader_epoch)
 
 
 def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
@@ -282,7 +295,8 @@ def _replicate_staging(staged: Sequence[StagedPartition], replicas: Mapping[str,
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
             fsync_dir(copy)
-            more.append(StagedPartition(sp.topic, sp.partition, str(target), sp.staging_dir, sp.segments))
+            more.append(StagedPartition(sp.topic, sp.partition, str(target), sp.staging_dir, sp.segments,
+                                        sp.leader_epoch))
     return more, last
 
 
@@ -310,6 +324,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 continue
             entries: list[dict[str, object]] = []
             ends: dict[str, int] = {}
+            epochs: dict[str, tuple[int, int]] = {}  # by partition dir: (epoch, first offset) to assign
             overwrite: dict[str, int] = {}
             overwrite_set = set(overwrite_topics)
             pdirs = sorted({sp.partition_dir for sp in parts} |
@@ -327,6 +342,9 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                     for seg in sp.segments:
                         entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
                         next_base += seg.records
+                epoch = max((sp.leader_epoch for sp in parts if sp.partition_dir == pdir), default=-1)
+                if epoch >= 0 and next_base > leo:
+                    epochs[pdir] = (epoch, leo)
                 tp = TopicPartition.parse_dir_name(Path(pdir).name)
                 if tp in result and result[tp] != (leo, next_base):  # a replica that moved since the job began
                     raise CommitError(f"job {job_id}: the replica of {tp} in {pdir} ends at {leo}, another at "
@@ -353,6 +371,13 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 settled = recover_commits(log_dir, job_id)
                 raise CommitError(f"job {job_id}: the driver that owns the commit died during it; "
                                   f"{', '.join(settled) or 'settled'} in {log_dir}")
+            # the batches' epoch into each replica's leader-epoch-checkpoint, as the broker's append
+            # does (a follower's lacks a leader's epoch under which nothing was appended yet). Before
+            # the decision: a rollback leaves an entry starting at the log end, as a broker's new
+            # leader does before its first append (LogLoader truncates it from the end if need be)
+            for pdir, (epoch, start) in epochs.items():
+                assign_leader_epoch(pdir, epoch, start)
+            maybe_crash_at_step()
             jpath.unlink()
             fsync_dir(log_dir)
             advance_high_watermarks(log_dir, ends)
