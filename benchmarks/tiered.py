@@ -58,7 +58,8 @@ def build(spark: Any, broker_fixture: Any, root: Path, records: int, segment_mb:
     """The broker's tiered log dir and its remote storage, once every closed segment is remote."""
     remote = root / "remote"
     remote.mkdir()
-    broker = broker_fixture.Broker(root / "broker", **broker_fixture.tiered_storage_config(remote))
+    broker = broker_fixture.Broker(root / "broker", broker_fixture.tiered_release(),
+                                   **broker_fixture.tiered_storage_config(remote))
     broker.start()
     try:
         broker.create_topic(TOPIC, PARTITIONS, {"remote.storage.enable": "true", "segment.bytes": str(segment_mb << 20),

@@ -113,7 +113,10 @@ def maven_cache(env: str, name: str, version: str) -> Path:
 #: Overrides the release ``tests/broker/pom.xml`` pins, for every broker test of the run.
 VERSION_ENV = "KLOG_KAFKA_VERSION"
 #: Releases whose ``kafka-storage`` test jar (``LocalTieredStorage``) Maven Central does not serve,
-#: and the newest release whose test jar it does: that one runs beside the broker's own jars.
+#: and the newest release whose test jar it does. That jar is fetched with the release's own (so the
+#: pom resolves), but it does not run on them: 4.3.1's ``LocalTieredStorage`` needs
+#: ``org.apache.kafka.common.utils.LogContext``, which 4.4.0 no longer has. The tiered-storage tests
+#: run a broker of that release instead (:func:`tiered_release`).
 STORAGE_TEST_JAR = {"4.4.0": "4.3.1"}
 
 
@@ -226,9 +229,17 @@ def dump_log_segments_class(version: str | None = None) -> str:
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
 
 
+def tiered_release(version: str | None = None) -> str:
+    """The release whose broker the tiered-storage tests run for Kafka ``version`` (default the pin):
+    that release where Maven Central serves its kafka-storage test jar (``LocalTieredStorage``), else
+    the newest release whose test jar it serves (:data:`STORAGE_TEST_JAR`)."""
+    v = kafka_version(version)
+    return STORAGE_TEST_JAR.get(v, v)
+
+
 def tiered_storage_unavailable(version: str | None = None) -> str | None:
     """None if Kafka ``version``'s jars hold ``LocalTieredStorage`` (kafka-storage's test jar), else
-    why not: Maven Central serves no such jar for 4.4.0 (broker/pom.xml)."""
+    why not."""
     if _jars_hold(version, LOCAL_TIERED_STORAGE):
         return None
     return f"Kafka {kafka_version(version)}'s jars have no {LOCAL_TIERED_STORAGE} (no kafka-storage test jar)"

@@ -235,19 +235,56 @@ def _wheel(download: Path) -> Path:
     return wheels[0]
 
 
+#: Packages Kafka moved its record and utility classes out of (into ``common.record.internal`` in 4.3,
+#: ``common.utils.internals`` in 4.4), by the new name and the old: the oracles of ``oracle/`` name
+#: the new packages, and are compiled against jars that lack them (an older release) with the old
+#: names (:func:`_sources_for`). The classes are the same; only their package moved.
+MOVED_PACKAGES = {
+    "org.apache.kafka.common.record.internal.": "org.apache.kafka.common.record.",
+    "org.apache.kafka.common.utils.internals.": "org.apache.kafka.common.utils.",
+}
+
+
+def _sources_for(jars: list[Path], sources: list[Path]) -> dict[str, bytes]:
+    """Each source's text as it compiles against ``jars``: the packages of :data:`MOVED_PACKAGES` that
+    no jar holds named as before they moved."""
+    wanted = {new: new.replace(".", "/") for new in MOVED_PACKAGES}
+    held: set[str] = set()
+    for jar in jars:
+        if jar.name.startswith("kafka-clients-"):
+            with zipfile.ZipFile(jar) as z:
+                names = z.namelist()
+            held |= {new for new, path in wanted.items() if any(n.startswith(path) for n in names)}
+    out = {}
+    for src in sources:
+        text = src.read_bytes()
+        for new, old in MOVED_PACKAGES.items():
+            if new not in held:
+                text = text.replace(new.encode(), old.encode())
+        out[src.name] = text
+    return out
+
+
 def _classes(cache: Path, jars: list[Path], source: Path | Sequence[Path] = SOURCE) -> Path:
     """The classes of ``source`` (one Java file, or several compiled together) compiled into the
-    cache, keyed by their bytes (the caller holds the lock)."""
-    sources = [source] if isinstance(source, Path) else list(source)
-    key = hashlib.sha256(b"".join(s.read_bytes() for s in sources)).hexdigest()[:16]
+    cache, keyed by their bytes as compiled (the caller holds the lock)."""
+    sources = _sources_for(jars, [source] if isinstance(source, Path) else list(source))
+    key = hashlib.sha256(b"".join(sources.values())).hexdigest()[:16]
     classes = cache / f"classes-{key}"
     if not classes.is_dir():
         tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".classes-"))
         try:
-            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), *map(str, sources)]
+            src_dir = tmp / ".src"
+            src_dir.mkdir()
+            paths = []
+            for name, text in sources.items():
+                (src_dir / name).write_bytes(text)
+                paths.append(src_dir / name)
+            cmd = ["javac", "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), *map(str, paths)]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise OracleError(f"Kafka oracle unavailable: javac failed: {proc.stderr.strip()}")
+            shutil.rmtree(src_dir)
             tmp.rename(classes)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

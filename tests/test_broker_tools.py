@@ -61,7 +61,9 @@ from broker_fixture import (
     dump_log_segments_class,
     java_env,
     kafka_version,
+    required,
     settle,
+    skip_reason,
 )
 from dump_text import as_newest, keyless_payloads_as
 from kafka_corpus import assert_same_rows, env_int, rows_of
@@ -140,8 +142,9 @@ def written(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Any:
         broker.start()  # the session's broker serves the modules that follow
 
 
-def _write(broker: Broker, root: Path) -> Written:
-    rnd = random.Random(SEED)
+def _write_until_shutdown(broker: Broker, root: Path, rnd: random.Random) -> tuple[list[str], str, int, Path]:
+    """The workload and the keyed topic written, settled, the broker stopped cleanly and its log dir
+    copied: the topics, the keyed topic, its partition count and the copy."""
     prefix = f"tools{SEED}"
     records = env_int("KLOG_BROKER_TOOLS_RECORDS", 0) or rnd.randint(3_000, 5_000)
     workload = sorted(t["topic"] for t in broker.workload(rnd.randrange(1 << 62), prefix, records))
@@ -152,6 +155,12 @@ def _write(broker: Broker, root: Path) -> Written:
     broker.stop()
     dump_dir = root / "at-shutdown"
     _copy_log_dir(broker.log_dir, dump_dir)
+    return workload, keyed, parts, dump_dir
+
+
+def _write(broker: Broker, root: Path) -> Written:
+    rnd = random.Random(SEED)
+    workload, keyed, parts, dump_dir = _write_until_shutdown(broker, root, rnd)
     before = {}
     for p in range(parts):
         assert not _cleaner_offset(dump_dir, keyed, p), f"{CTX}: the broker cleaned {keyed}-{p} before it was copied"
@@ -169,6 +178,39 @@ def _write(broker: Broker, root: Path) -> Written:
     rows = broker.consume("read_uncommitted", [keyed], root / "keyed.jsonl")
     broker.stop()
     return Written(dump_dir, workload, keyed, parts, before, broker.log_dir, [consumer_row(d) for d in rows])
+
+
+#: The releases whose kafka-dump-log the dump comparisons run against: the one the broker tests run
+#: (the session's broker writes the data every test of the module reads) and the other of 4.4.0 and
+#: 4.1.1, which writes its own data with a broker of its own, for the dump comparisons only.
+RELEASE = kafka_version()
+OTHER_RELEASE = "4.1.1" if RELEASE != "4.1.1" else "4.4.0"
+DUMP_RELEASES = [RELEASE, OTHER_RELEASE]
+
+
+@pytest.fixture(scope="module")
+def other_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What a broker of :data:`OTHER_RELEASE` wrote (the same workload and keyed topic, the same
+    seed), copied at its clean shutdown; its JVM is gone afterwards."""
+    reason = skip_reason(lambda: classpath(version=OTHER_RELEASE))
+    if reason is not None:
+        if required():
+            pytest.fail(f"KLOG_REQUIRE_BROKER=1 but {reason}")
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp(f"broker-tools-{OTHER_RELEASE}")
+    b = Broker(root / "broker", version=OTHER_RELEASE)
+    try:
+        b.start()
+        return _write_until_shutdown(b, root, random.Random(SEED))[3]
+    finally:
+        b.kill()
+
+
+def _dump_dir(request: pytest.FixtureRequest, release: str) -> Path:
+    """The copy of the log dir ``release``'s broker wrote."""
+    if release == RELEASE:
+        return Path(request.getfixturevalue("written").dump_dir)
+    return Path(request.getfixturevalue("other_release"))
 
 
 def _cleaner_offset(log_dir: Path, topic: str, partition: int) -> int | None:
@@ -191,8 +233,8 @@ def _cleaner_offset(log_dir: Path, topic: str, partition: int) -> int | None:
 MAX_FILES_ARG = 100_000
 
 
-def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
-    """kafka-dump-log: ``DumpLogSegments`` of the broker's jars, one JVM per group of files whose
+def _kafka_dump(files: list[Path], *options: str, release: str = RELEASE) -> tuple[str, str]:
+    """kafka-dump-log: ``DumpLogSegments`` of ``release``'s jars, one JVM per group of files whose
     ``--files`` list fits one argument (the files' outputs are independent of each other); its stdout
     as 4.4.0 prints it (:func:`dump_text.as_newest`, :func:`dump_text.keyless_payloads_as`)."""
     groups: list[list[str]] = [[]]
@@ -204,20 +246,20 @@ def _kafka_dump(files: list[Path], *options: str) -> tuple[str, str]:
     for group in groups:
         # C1 only: a short run spends most of its time starting, which the optimizing compiler only slows
         cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
-               "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(),
-               dump_log_segments_class(), "--files", ",".join(group), *options]
+               "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(version=release),
+               dump_log_segments_class(release), "--files", ",".join(group), *options]
         proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
         out.append(proc.stdout.decode("utf-8"))
         err.append(proc.stderr.decode("utf-8"))
-    text = as_newest("".join(out), kafka_version())
-    return keyless_payloads_as(text, kafka_version(), options), "".join(err)
+    text = as_newest("".join(out), release)
+    return keyless_payloads_as(text, release, options), "".join(err)
 
 
-def _klog_dump(files: list[Path], *options: str) -> tuple[int, str, str]:
+def _klog_dump(files: list[Path], *options: str, release: str = RELEASE) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         rc = klog(["dump", "--quiet", *options, *(str(f) for f in files)])
-    return rc, keyless_payloads_as(out.getvalue(), kafka_version(), options), err.getvalue()
+    return rc, keyless_payloads_as(out.getvalue(), release, options), err.getvalue()
 
 
 NON_CONSECUTIVE = "Non-consecutive offsets in "
@@ -305,14 +347,16 @@ LOG_OPTIONS = [
 ]
 
 
+@pytest.mark.parametrize("release", DUMP_RELEASES)
 @pytest.mark.parametrize("options", LOG_OPTIONS, ids=lambda o: " ".join(o) or "batches")
-def test_dump_of_logs_equals_kafka(written: Written, options: tuple[str, ...]) -> None:
+def test_dump_of_logs_equals_kafka(request: pytest.FixtureRequest, release: str, options: tuple[str, ...]) -> None:
     """Every ``.log`` and KRaft ``.checkpoint`` of the broker's dir, the internal topics' raw bytes
     included (klog with ``--no-decoder``: :data:`DUMP_EXCEPTIONS` ``decoder-by-dir-name``)."""
-    d = written.dump_dir
+    d = _dump_dir(request, release)
     files = _files(d, "*.log") + _files(d, "*.checkpoint", "__cluster_metadata-*") + _bootstrap(d)
-    kafka = _kafka_dump(files, *options)
-    _assert_same_output(" ".join(options) or "(batches)", kafka, _klog_dump(files, *options, "--no-decoder"))
+    kafka = _kafka_dump(files, *options, release=release)
+    _assert_same_output(f"{release} " + (" ".join(options) or "(batches)"), kafka,
+                        _klog_dump(files, *options, "--no-decoder", release=release))
     if options == ("--print-data-log",):
         # the workload reached the cases that once differed: tombstones (no payload printed), bytes
         # that are not UTF-8, offsets a cleaner removed
@@ -328,14 +372,16 @@ def test_dump_of_logs_equals_kafka(written: Written, options: tuple[str, ...]) -
     ("--cluster-metadata-decoder", "__cluster_metadata-*"),
 ])
 @pytest.mark.parametrize("skip", [False, True], ids=["", "skip-record-metadata"])
-def test_dump_of_internal_topics_equals_kafka(written: Written, decoder: str, dirs: str, skip: bool) -> None:
-    d = written.dump_dir
+@pytest.mark.parametrize("release", DUMP_RELEASES)
+def test_dump_of_internal_topics_equals_kafka(request: pytest.FixtureRequest, release: str, decoder: str, dirs: str,
+                                              skip: bool) -> None:
+    d = _dump_dir(request, release)
     files = _files(d, "*.log", dirs)
     if decoder == "--cluster-metadata-decoder":
         files += _files(d, "*.checkpoint", dirs) + _bootstrap(d)
     options = (decoder, "--skip-record-metadata") if skip else (decoder,)
-    kafka = _kafka_dump(files, *options)
-    _assert_same_output(" ".join(options), kafka, _klog_dump(files, *options))
+    kafka = _kafka_dump(files, *options, release=release)
+    _assert_same_output(f"{release} " + " ".join(options), kafka, _klog_dump(files, *options, release=release))
     lines = [x for x in kafka[0].split("\n") if "payload: " in x]
     assert lines and not any("Error at" in x or "Unknown record type" in x for x in lines), lines[:3]
     if decoder == "--offsets-decoder":  # offset commits, a classic group, a consumer (KIP-848) group's member
@@ -346,13 +392,16 @@ def test_dump_of_internal_topics_equals_kafka(written: Written, decoder: str, di
 INDEX_OPTIONS = [(), ("--verify-index-only",), ("--index-sanity-check",)]
 
 
+@pytest.mark.parametrize("release", DUMP_RELEASES)
 @pytest.mark.parametrize("options", INDEX_OPTIONS, ids=lambda o: " ".join(o) or "entries")
-def test_dump_of_indexes_and_snapshots_equals_kafka(written: Written, options: tuple[str, ...]) -> None:
+def test_dump_of_indexes_and_snapshots_equals_kafka(request: pytest.FixtureRequest, release: str,
+                                                    options: tuple[str, ...]) -> None:
     """Every ``.index``, ``.timeindex``, ``.txnindex`` and producer ``.snapshot``."""
-    d = written.dump_dir
+    d = _dump_dir(request, release)
     files = [f for pattern in ("*.index", "*.timeindex", "*.txnindex", "*.snapshot") for f in _files(d, pattern)]
-    kafka = _kafka_dump(files, *options)
-    _assert_same_output(" ".join(options) or "(entries)", kafka, _klog_dump(files, *options))
+    kafka = _kafka_dump(files, *options, release=release)
+    _assert_same_output(f"{release} " + (" ".join(options) or "(entries)"), kafka,
+                        _klog_dump(files, *options, release=release))
     if not options:
         assert "lastStableOffset: " in kafka[0] and "producerId: " in kafka[0], "no .txnindex or .snapshot entries"
 
@@ -384,27 +433,31 @@ def _craft(src: Path, dst: Path) -> dict[str, list[Path]]:
     return out
 
 
+@pytest.mark.parametrize("release", DUMP_RELEASES)
 @pytest.mark.parametrize("options", [(), ("--verify-index-only",)], ids=["entries", "verify-index-only"])
-def test_dump_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path, options: tuple[str, ...]) -> None:
+def test_dump_of_damaged_indexes_equals_kafka(request: pytest.FixtureRequest, release: str, tmp_path: Path,
+                                              options: tuple[str, ...]) -> None:
     """What both print and report on indexes that disagree with their log."""
-    files = [f for fs in _craft(written.dump_dir, tmp_path / "damaged").values() for f in fs]
-    kafka = _kafka_dump(files, *options)
+    files = [f for fs in _craft(_dump_dir(request, release), tmp_path / "damaged").values() for f in fs]
+    kafka = _kafka_dump(files, *options, release=release)
     for report in ("Mismatches in :", "Found timestamp mismatch in :", "Found out of order timestamp in :",
                    NOT_FOUND):
         assert report in kafka[1], f"kafka-dump-log did not report {report!r}: {kafka[1]}"
-    ours = _klog_dump(files, *options)
-    _assert_same_output(" ".join(options) or "(entries)", kafka, ours)
+    ours = _klog_dump(files, *options, release=release)
+    _assert_same_output(f"{release} " + (" ".join(options) or "(entries)"), kafka, ours)
     assert ours[0] == 1, f"{CTX}: klog dump found nothing wrong in damaged indexes"
 
 
-def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(written: Written, tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", DUMP_RELEASES)
+def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(request: pytest.FixtureRequest, release: str,
+                                                                           tmp_path: Path) -> None:
     """A broker's segment whose first batch's length field is damaged (below the minimum record
     overhead, or past the end of the file, drawn at random): klog dump reports it at position 0 as
     kafka-dump-log does (its "Found record size N smaller than minimum record overhead (14)"
     exception, klog's one "Error:" line of the same message; or both "Found N invalid bytes at the
     end"), not that the file is no Kafka file; the same bytes under a name that is no segment's are."""
     rnd = random.Random(SEED)
-    src = next(f for f in _files(written.dump_dir, "*.log") if f.stat().st_size > 100)
+    src = next(f for f in _files(_dump_dir(request, release), "*.log") if f.stat().st_size > 100)
     data = src.read_bytes()
     for kind in ("below-overhead", "past-the-end"):
         size = rnd.randrange(0, 14) if kind == "below-overhead" else rnd.randrange(len(data), 1 << 31)
@@ -412,8 +465,8 @@ def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(writ
         d.mkdir(parents=True)
         f = d / src.name
         f.write_bytes(data[:8] + struct.pack(">i", size) + data[12:])
-        kafka_out, kafka_err = _kafka_dump([f])
-        rc, out, err = _klog_dump([f])
+        kafka_out, kafka_err = _kafka_dump([f], release=release)
+        rc, out, err = _klog_dump([f], release=release)
         if kind == "below-overhead":
             want = f"Found record size {size} smaller than minimum record overhead (14)"
             assert f"CorruptRecordException: {want}" in kafka_err, kafka_err
@@ -425,19 +478,20 @@ def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(writ
             assert out == kafka_out and rc == 0, f"{CTX}: {out}{err}"
         other = tmp_path / kind / "notes.log"
         other.write_bytes(f.read_bytes())
-        rc, out, err = _klog_dump([other])
+        rc, out, err = _klog_dump([other], release=release)
         assert rc == 1 and "holds no Kafka record batch" in err, err
 
 
-def test_sanity_check_of_damaged_indexes_equals_kafka(written: Written, tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", DUMP_RELEASES)
+def test_sanity_check_of_damaged_indexes_equals_kafka(request: pytest.FixtureRequest, release: str, tmp_path: Path) -> None:
     """``--index-sanity-check`` sees an untrimmed index's zero-filled tail, as a broker does: the
     time index fails (its last timestamp, 0, is below its first). Kafka dies with a stack trace
     there, klog exits 1 with the message (:data:`DUMP_EXCEPTIONS` ``errors-are-one-line``)."""
-    crafted = _craft(written.dump_dir, tmp_path / "damaged")
+    crafted = _craft(_dump_dir(request, release), tmp_path / "damaged")
     failing = crafted["untrimmed"][1]
     files = [*crafted["shifted"], *crafted["preallocated"], *crafted["empty"], crafted["untrimmed"][0], failing]
-    kafka = _kafka_dump(files, "--index-sanity-check")  # it stops at the first failure: the last file
-    rc, out, err = _klog_dump(files, "--index-sanity-check")
+    kafka = _kafka_dump(files, "--index-sanity-check", release=release)  # it stops at the first failure: the last file
+    rc, out, err = _klog_dump(files, "--index-sanity-check", release=release)
     assert out.split("\n")[:-1] == kafka[0].split("\n")[:-1], f"{CTX}\nklog:\n{out}\nkafka:\n{kafka[0]}"
     message = kafka[1].split("\n")[0].split("CorruptIndexException: ", 1)[1]
     assert rc == 1 and err.startswith("klog: error: "), err

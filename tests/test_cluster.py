@@ -359,6 +359,7 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     assert not _staging(dirs)
     rows.write.format("klog").option("topic", topic).mode("append").save(_joined(dirs))
     assert not _staging(dirs)
+    _assert_epochs_recorded(dirs, topic, seed)
     mark = {b: cluster.broker(b).log_mark() for b in cluster.brokers}
     cluster.start()
     try:
@@ -382,6 +383,23 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
             f"seed={seed} leader {leader}"
         cluster.start()
         cluster.wait_replicated([topic])
+
+
+def _assert_epochs_recorded(dirs: Sequence[Path], topic: str, seed: int) -> None:
+    """Every replica holds klog's batches byte for byte, and its leader-epoch-checkpoint covers
+    them: the batches' epoch is the checkpoint's last, starting at or before the first of them."""
+    from storage_core.log.checkpoint import LeaderEpochCheckpointFile
+    from storage_core.record.file_records import FileRecords
+
+    for d in dirs:
+        for pdir in sorted(Path(d).glob(f"{topic}-*")):
+            batches = [b for seg in sorted(pdir.glob("*.log")) for b in FileRecords(seg).batches()]
+            entries = LeaderEpochCheckpointFile.in_dir(pdir).read()
+            assert batches and entries, f"seed={seed}: {pdir}"
+            last = batches[-1]
+            assert entries[-1].epoch == last.partition_leader_epoch >= 0, \
+                f"seed={seed}: {pdir}: batch epoch {last.partition_leader_epoch}, checkpoint {entries}"
+            assert entries[-1].start_offset <= last.base_offset, f"seed={seed}: {pdir}: {entries}"
 
 
 def rows_of_consumer(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

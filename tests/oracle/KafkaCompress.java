@@ -5,7 +5,7 @@
 //   java -cp "<kafka-clients and its codec jars>:classes" KafkaCompress CODEC IN OUT [IN OUT...]
 // CODEC is gzip, snappy, lz4 or zstd. Exit 2 on error.
 import org.apache.kafka.common.compress.Compression;
-import org.apache.kafka.common.utils.ByteBufferOutputStream;
+import org.apache.kafka.common.utils.internals.ByteBufferOutputStream;
 
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
