@@ -50,9 +50,9 @@ cluster has ``eligible.leader.replicas.version=1`` (KIP-966 ELR on: a replica le
 itself as soon as that broker is unfenced, so Admin ``electLeaders(UNCLEAN)`` then answers
 ``ElectionNotNeededException`` (:meth:`Cluster.elect` returns that name; the scenario accepts both).
 
-Jars: Kafka's from Maven Central through ``tests/cluster/pom.xml`` (``tests/broker/pom.xml`` without
-kafka-storage's test jar, which Maven Central lacks for 4.4.0), cached like the single broker's in
-``~/.cache/klog-kafka/<version>/libs-<pom digest>``; ``oracle/ClusterClient.java`` and
+Jars: the single broker's (``tests/broker/pom.xml``, :func:`broker_fixture.libs`: one fetch of a
+release serves both), cached in ``~/.cache/klog-kafka/<version>/libs-<pom digest>``;
+``oracle/ClusterClient.java`` and
 ``oracle/BrokerClient.java`` compiled together into that cache. Where the cluster cannot run
 :func:`unavailable` says why (tests skip; ``KLOG_REQUIRE_BROKER=1`` fails them), as for the broker.
 
@@ -84,18 +84,18 @@ from typing import IO, Any
 
 import broker_fixture
 from broker_fixture import (
+    POM,
     BrokerError,
     cache_dir,
     compiled_classpath,
     consumer_row,
     free_port,
     java_env,
-    maven_jars,
+    libs,
     random_kafka_uuid,
 )
 
 HERE = Path(__file__).resolve().parent
-CLUSTER_POM = HERE / "cluster" / "pom.xml"
 CLUSTER_SOURCE = HERE / "oracle" / "ClusterClient.java"
 #: The release the cluster runs unless told otherwise.
 CLUSTER_VERSION = "4.4.0"
@@ -140,30 +140,10 @@ rootLogger.appenderRef.err.ref = ERR
 
 JVM_OPTIONS = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k")
 
-_libs: dict[str, list[Path]] = {}
-_failure: dict[str, str] = {}
-
-
-def libs(version: str = CLUSTER_VERSION) -> list[Path]:
-    """Kafka ``version``'s jars (``tests/cluster/pom.xml``), fetched with Maven on first use (raises
-    :class:`BrokerError`)."""
-    if version in _libs:
-        return _libs[version]
-    if version in _failure:
-        raise BrokerError(_failure[version])
-    try:
-        _libs[version] = maven_jars(CLUSTER_POM, cache_dir(version), f"kafka_2.13-{version}.jar",
-                                    f"Kafka cluster {version}", {"kafka.version": version})
-    except BrokerError as e:
-        _failure[version] = str(e)
-        raise
-    return _libs[version]
-
-
 def classpath(version: str = CLUSTER_VERSION) -> str:
-    """Kafka ``version``'s jars and ``ClusterClient`` with ``BrokerClient`` (whose record generator and
-    consumer it uses) compiled together against them into the release's cache."""
-    return compiled_classpath(CLUSTER_POM, cache_dir(version), libs(version),
+    """Kafka ``version``'s jars (:func:`broker_fixture.libs`) and ``ClusterClient`` with ``BrokerClient``
+    (whose record generator and consumer it uses) compiled together against them into the release's cache."""
+    return compiled_classpath(POM, cache_dir(version), libs(version),
                               [broker_fixture.CLIENT_SOURCE, CLUSTER_SOURCE], "Kafka cluster unavailable")
 
 
