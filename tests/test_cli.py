@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import Header, Record, build_batch
 
@@ -173,7 +175,9 @@ def test_usage_errors_are_redacted_like_every_other_message(tmp_path: Path) -> N
 
 def test_verify_and_the_readers_agree_on_a_zero_filled_active_segment(tmp_path: Path) -> None:
     """A preallocated active segment (file.preallocate: a sparse file of segment.bytes, zeros past its
-    last batch) reads clean and verifies ok with a warning; a non-zero byte in that tail is corrupt."""
+    last batch) reads clean and verifies ok with a warning; so does a non-zero byte in that tail, which
+    every reader reads past in the same way (one rule: storage_core.log.lost), while a damaged batch
+    of the same segment is corrupt for both."""
     import os
 
     import storage_core
@@ -194,7 +198,23 @@ def test_verify_and_the_readers_agree_on_a_zero_filled_active_segment(tmp_path: 
         f.seek(100 << 20)
         f.write(b"\x01")
     r = klog("verify", str(tmp_path))
+    assert r.returncode == 0 and "a torn tail" in r.stdout + r.stderr, r.stdout + r.stderr
+    from damage_gen import warnings_of_klog
+
+    with warnings_of_klog() as cap:
+        assert storage_core.read_arrow(tmp_path, failOnDataLoss="false").read_all().num_rows == 20
+    assert not cap.messages, cap.messages
+    with open(log, "r+b") as f:  # a flipped byte in the first batch's record: lost, corrupt for verify
+        f.seek(8)
+        first_end = 12 + int.from_bytes(f.read(4), "big")
+        f.seek(first_end - 2)
+        b = f.read(1)
+        f.seek(first_end - 2)
+        f.write(bytes([b[0] ^ 0xFF]))
+    r = klog("verify", str(tmp_path))
     assert r.returncode == 1 and "CORRUPT" in r.stdout + r.stderr, r.stdout + r.stderr
+    with pytest.raises(storage_core.KlogError):
+        storage_core.read_arrow(tmp_path).read_all()
 
 
 def test_verify_takes_the_indexes_recovery_rebuilds_as_warnings(tmp_path: Path) -> None:

@@ -64,11 +64,17 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
         scan = scan_segment(log_path, index_interval_bytes=index_interval_bytes)
         rep.batches += scan.batches
         intact = [(0, scan.valid_bytes)]
-        if scan.error is not None and last and not any(x.path == str(log_path) for x in lost) and \
-                zero_filled(log_path, scan.valid_bytes):
-            # the readers' rule: nothing of it is lost (storage_core.log.lost), Kafka's recovery truncates it
-            rep.warnings.append(f"{log_path}: zero-filled from position {scan.valid_bytes} to its size "
-                                f"{scan.size_in_bytes} (a preallocated active segment; Kafka's recovery truncates it)")
+        if scan.error is not None and last and not any(x.path == str(log_path) for x in lost):
+            # the readers' rule decides (storage_core.log.lost): nothing of the active segment's tail is
+            # lost, Kafka's recovery truncates it; a warning saying what it holds, never CORRUPT
+            if zero_filled(log_path, scan.valid_bytes):
+                rep.warnings.append(f"{log_path}: zero-filled from position {scan.valid_bytes} to its size "
+                                    f"{scan.size_in_bytes} (a preallocated active segment; Kafka's recovery "
+                                    "truncates it)")
+            else:
+                rep.warnings.append(f"{log_path}: {scan.error}; no batch follows that any reader reads, and the "
+                                    "log's checkpoints hold no offset past it (a torn tail: Kafka's recovery "
+                                    "truncates it from there)")
         elif scan.error is not None:
             rep.errors.append(str(scan.error))
             # the intact batches after the damage are checked too: where every reader resumes
