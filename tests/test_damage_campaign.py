@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from damage_gen import (
+    MISPLACED,
     TOPIC,
     Written,
     check_rows,
@@ -62,7 +66,24 @@ def _allowed_silently(w: Written, missing: set[int]) -> set[int]:
     return set()
 
 
-def check_one(tmp: Path, seed: int) -> None:
+#: Every kind of damage the campaign makes: damage_gen.damage's and damage_gen.misplace's.
+KINDS = ("truncate", "truncate-batch", "zero", "flip", "length", "delete-log", "delete-index", "empty-log", *MISPLACED)
+
+
+def kind_of(what: str) -> str:
+    """The kind of a damage, from damage_gen's description of it."""
+    head = what.split(" ", 1)[0].rstrip(":")
+    if head in MISPLACED:
+        return head
+    if head == "truncate":
+        return "truncate-batch" if "at the batch boundary" in what else "truncate"
+    if head == "delete":
+        return "delete-index" if what.endswith(".index") else "delete-log"
+    return {"empty": "empty-log", "length": "length", "zero": "zero", "flip": "flip"}[head]
+
+
+def check_one(tmp: Path, seed: int) -> str:
+    """One damage, checked on every path; returns its kind."""
     rng = random.Random(seed)
     w = write_partition(tmp / f"d{seed}", rng, clean=rng.random() < 0.5, crash_point=rng.random() < 0.25)
     what = (misplace(w, rng) if rng.random() < MISPLACED_SHARE else None) or damage(w, rng)
@@ -121,10 +142,16 @@ def check_one(tmp: Path, seed: int) -> None:
     said = set().union(*(named_offsets(str(x)) for x in rep.lost)) if rep.lost else set()
     assert lost <= said, f"{ctx}: verify does not name lost offsets {_ranges(lost - said)}: {rep.errors}"
     assert not lost or rep.errors
-    # describe: never claims offsets that are there
+    # describe: never claims offsets that are there, and names what a segment out of its place
+    # loses (it scans no batch: damage inside a segment is verify's to find)
     summary = describe_partition(pd)
-    claimed = (set().union(*(named_offsets(x) for x in summary.lost)) & truth) - missing if summary.lost else set()
+    described = set().union(*(named_offsets(x) for x in summary.lost)) if summary.lost else set()
+    claimed = (described & truth) - missing
     assert not claimed, f"{ctx}: describe says offsets {_ranges(claimed)} are lost, which were read: {summary.lost}"
+    kind = kind_of(what)
+    if kind in MISPLACED:
+        assert lost <= described, f"{ctx}: describe does not name lost offsets {_ranges(lost - described)}: {summary.lost}"
+    return kind
 
 
 def _ranges(offsets: set[int]) -> str:
@@ -137,17 +164,21 @@ def _ranges(offsets: set[int]) -> str:
     return ", ".join(out[:20]) + (" ..." if len(out) > 20 else "")
 
 
-def _campaign(tmp: Path, seeds: list[int]) -> None:
+def _campaign(tmp: Path, seeds: list[int]) -> Counter[str]:
+    """Every seed's damage checked; the kinds made, counted (printed, and kept as the test's property)."""
     failures = []
+    kinds: Counter[str] = Counter()
     for seed in seeds:
         try:
-            check_one(tmp, seed)
+            kinds[check_one(tmp, seed)] += 1
         except AssertionError as exc:
             text = str(exc).splitlines()[0][:600]
             failures.append(text if text.startswith("seed ") else f"seed {seed}: {text}")
         except Exception as exc:  # noqa: BLE001 - an untyped exception is a failure too, with its seed
             failures.append(f"seed {seed}: {type(exc).__name__}: {exc}"[:600])
     assert not failures, f"{len(failures)} of {len(seeds)} damages failed:\n" + "\n".join(failures)
+    print(f"{len(seeds)} damages by kind: " + ", ".join(f"{k} {kinds[k]}" for k in KINDS))
+    return kinds
 
 
 def _seeds(count: int, base: int) -> list[int]:
@@ -157,8 +188,11 @@ def _seeds(count: int, base: int) -> list[int]:
     return list(range(base, base + count))
 
 
-def test_damage_campaign(tmp_path: Path) -> None:
-    _campaign(tmp_path, _seeds(DEFAULT_COUNT, 0))
+def test_damage_campaign(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    kinds = _campaign(tmp_path, _seeds(DEFAULT_COUNT, 0))
+    record_property("damages_by_kind", dict(kinds))
+    if not os.environ.get("KLOG_DAMAGE_SEEDS") and DEFAULT_COUNT >= 100:
+        assert set(KINDS) <= set(kinds), f"the campaign made no {set(KINDS) - set(kinds)}: {dict(kinds)}"
 
 
 @pytest.mark.slow
@@ -177,8 +211,10 @@ def test_damage_through_spark(tmp_path: Path, spark) -> None:  # type: ignore[no
     follows the log's tail without the in-memory recovery of a batch read's open, so after damage in
     the last segment of a dir that
     crashed it resynchronises at the next intact batch and reads it, where the batch read stops
-    at the damage and names the batches after it lost; it reads nothing read_arrow did not name."""
-    for seed in range(5):
+    at the damage and names the batches after it lost; it reads nothing read_arrow did not name.
+    Every row either returns is the record written at its offset. The seeds draw one of each kind of
+    segment out of its place and three other damages (:func:`kind_of`)."""
+    for seed in SPARK_SEEDS:
         rng = random.Random(seed)
         w = write_partition(tmp_path / f"s{seed}", rng, clean=seed % 2 == 0)
         what = (misplace(w, rng) if seed % 2 else None) or damage(w, rng)
@@ -187,9 +223,12 @@ def test_damage_through_spark(tmp_path: Path, spark) -> None:  # type: ignore[no
             loose = rows_by_offset(klog.read_arrow(str(w.root), failOnDataLoss="false").read_all())
         named = set().union(*(named_offsets(m) for m in cap.messages)) if cap.messages else set()
         df = spark.read.format("klog").option("failOnDataLoss", "false").load(str(w.root))
-        got = {r["offset"] for r in df.select("offset").collect()}
-        assert got == set(loose), ctx
-        streamed = _stream_offsets(spark, w.root, tmp_path / f"q{seed}f", "false")
+        got = _spark_rows(df.select("offset", "key", "value").collect())
+        check_rows(got, w.n)
+        assert set(got) == set(loose), ctx
+        streamed_rows = _stream_rows(spark, w.root, tmp_path / f"q{seed}f", "false")
+        check_rows(streamed_rows, w.n)
+        streamed = set(streamed_rows)
         assert set(loose) <= streamed and streamed - set(loose) <= named, (ctx, sorted(streamed ^ set(loose)))
         try:
             n = len(rows_by_offset(klog.read_arrow(str(w.root)).read_all()))
@@ -201,6 +240,23 @@ def test_damage_through_spark(tmp_path: Path, spark) -> None:  # type: ignore[no
         else:
             assert spark.read.format("klog").load(str(w.root)).count() == n, ctx
             assert len(_stream_offsets(spark, w.root, tmp_path / f"q{seed}t", "true")) == n, ctx
+
+
+#: test_damage_through_spark's seeds: delete-log, overlap, delete-segment, foreign, foreign-no-index, flip
+SPARK_SEEDS = (0, 1, 3, 5, 11, 14)
+
+
+def _spark_rows(rows: list[Any]) -> dict[int, tuple[bytes, bytes]]:
+    out: dict[int, tuple[bytes, bytes]] = {}
+    for r in rows:
+        assert r["offset"] not in out, f"offset {r['offset']} returned twice"
+        out[r["offset"]] = (bytes(r["key"]), bytes(r["value"]))
+    return out
+
+
+def _stream_rows(spark, root: Path, checkpoint: Path, fail_on_data_loss: str) -> dict[int, tuple[bytes, bytes]]:  # type: ignore[no-untyped-def]
+    _stream_offsets(spark, root, checkpoint, fail_on_data_loss)
+    return _spark_rows(spark.sql(f"SELECT offset, key, value FROM damage_{checkpoint.name}").collect())
 
 
 def _stream_offsets(spark, root: Path, checkpoint: Path, fail_on_data_loss: str) -> set[int]:  # type: ignore[no-untyped-def]

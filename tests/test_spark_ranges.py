@@ -252,3 +252,32 @@ def test_data_loss_below_log_start(spark, log_dir: Path) -> None:  # type: ignor
     with pytest.raises(Exception, match="below the log start offset 120"):
         read(spark, d, startingOffsets='{"orders": {"0": 100}}').count()
     assert read(spark, d, startingOffsets='{"orders": {"0": 100}}', failOnDataLoss="false").count() == 180
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_start_from_a_timestamp_past_the_ending_offset_fails_as_sparks_source(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, fail_on_data_loss: str) -> None:
+    """Issue 53 item 6 through Spark: a LogAppendTime topic of three partitions, ``startingTimestamp``
+    (strategy ``error``) resolving past one partition's ``endingOffsets``, read_committed: Spark's
+    Kafka source fails the query (``KafkaSourceRDD.compute`` asserts each start at or before its
+    end, whatever failOnDataLoss says), so klog's does, naming the partition; the other partitions'
+    records are never returned alone."""
+    import json
+
+    t0 = 1_700_000_000_000
+    for p in range(3):
+        (tmp_path / f"t-{p}").mkdir()
+        with Log(tmp_path / f"t-{p}", LogConfig.from_properties({"message.timestamp.type": "LogAppendTime"}),
+                 writable=True) as lg:
+            for i in range(60):
+                lg.append(build_batch([Record(0, t0 + i * 10, None, b"v%d" % i)]), now_ms=t0 + i * 10)
+
+    def read(ending: dict[str, int]):  # type: ignore[no-untyped-def]
+        return (spark.read.format("klog").option("subscribe", "t").option("startingTimestamp", str(t0 + 500))
+                .option("startingOffsetsByTimestampStrategy", "error")
+                .option("endingOffsets", json.dumps({"t": ending})).option("kafka.isolation.level", "read_committed")
+                .option("failOnDataLoss", fail_on_data_loss).load(str(tmp_path)))
+
+    assert read({"0": 55, "1": -1, "2": 58}).count() == 5 + 10 + 8  # 50..54, 50..59, 50..57
+    with pytest.raises(Exception, match="t-2: beginning offset 50 is after the ending offset 20"):  # noqa: PT011
+        read({"0": 55, "1": -1, "2": 20}).count()

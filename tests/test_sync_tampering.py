@@ -137,14 +137,19 @@ def test_a_table_changed_behind_klogs_back_is_refused_then_rebased(fmt: str, how
 
 
 def test_delta_mode_is_found_past_any_window_of_recent_commits(tmp_path: Path) -> None:
-    """klog's mode marker behind 25 commits of another writer that change no record (property sets):
-    an upsert sync into the append table is still refused (the old 20-commit window accepted it and its
-    MERGE replaced rows), and an append sync goes on, those commits being no change of the records."""
+    """klog's mode marker behind 40 commits of another writer that change no record (property sets),
+    more than one page of the history klog reads at a time (``delta._HISTORY_PAGE``): an upsert sync
+    into the append table is still refused (the old 20-commit window accepted it and its MERGE
+    replaced rows), and an append sync goes on, those commits being no change of the records."""
+    from storage_core.tables import delta
+
+    foreign = 40
+    assert foreign > delta._HISTORY_PAGE  # the history is read in more than one page
     work = SyncWorkload(tmp_path / "data", SEED + 12, partitions=2)
     table = Table("delta", tmp_path)
     work.write(5, leave_open=False)
     sync(work.root, table.to, topics="orders", **table.kwargs())
-    for i in range(25):
+    for i in range(foreign):
         _delta(table).alter.set_table_properties({"delta.appendOnly": "false" if i % 2 else "false"})
     with pytest.raises(SyncError, match="was synced in append mode; this sync runs in upsert mode"):
         sync(work.root, table.to, topics="orders", mode="upsert", **table.kwargs())
