@@ -436,16 +436,18 @@ def test_remote_storage_options_are_checked_first(tmp_path: Path) -> None:
 
 def _damage_remote(kind: str, t: Tiered, remote: Path, log_dir: Path) -> tuple[Path, int, int]:
     """One damage of ``kind`` to a copy of the remote storage (or of the log dir); the damaged file and
-    the offsets ``first..last`` of the segment it hits (issue 53: each was read short or wrong)."""
+    the offsets ``first..last`` of the segment it hits (issue 53: each was read short or wrong). The
+    segment (the first for ``also-local``) and the batch a cut starts at are drawn from the run's seed."""
+    rng = random.Random(f"{SEED}-{kind}")
     meta = load_remote_metadata([t.log_dir])
     part = meta.get(TopicPartition(TOPIC, 0))
     assert part is not None
     history = remote_history(part, t.log_dir / f"{TOPIC}-0")
-    seg = history[0] if kind == "also-local" else history[-1]
+    seg = history[0] if kind == "also-local" else rng.choice(history)
     victim = next(p for p in _remote_logs(remote, (TOPIC, 0)) if seg.segment_id in p.name)
     if kind == "cut":
         batches = list(FileRecords(victim).batches())
-        os.truncate(victim, batches[len(batches) // 2].position)
+        os.truncate(victim, batches[rng.randrange(1, len(batches))].position if len(batches) > 1 else 0)
     elif kind == "emptied":
         os.truncate(victim, 0)
     elif kind == "other-partition":
@@ -463,12 +465,13 @@ def _damage_remote(kind: str, t: Tiered, remote: Path, log_dir: Path) -> tuple[P
 
 
 @pytest.mark.parametrize("kind", ["cut", "emptied", "other-partition", "also-local"])
-def test_a_damaged_remote_segment_fails_or_is_skipped_by_name(tiered: Tiered, tmp_path: Path, kind: str,
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_a_damaged_remote_segment_fails_or_is_skipped_by_name(tiered: Tiered, tmp_path: Path, kind: str,  # type: ignore[no-untyped-def]
+                                                               caplog: pytest.LogCaptureFixture, spark) -> None:
     """A remote copy cut at a batch boundary, emptied or replaced by another partition's, and the
     first remote segment also in the log dir as a local one: the read fails naming the file and the
-    offsets (read_arrow, and export exiting 1), and under failOnDataLoss=false returns
-    exactly the broker's rows outside the offsets its warnings name (never a foreign row)."""
+    offsets (read_arrow, a Spark batch read, and export exiting 1), and under failOnDataLoss=false
+    returns exactly the broker's rows outside the offsets its warnings name, never a foreign row
+    (read_arrow, a Spark batch read and an AvailableNow stream)."""
     from damage_gen import named_offsets
 
     from storage_core.errors import DataLossError
@@ -483,7 +486,8 @@ def test_a_damaged_remote_segment_fails_or_is_skipped_by_name(tiered: Tiered, tm
     ctx = f"{tiered.ctx}: {kind} {victim.name} (offsets {first}-{last})"
     with pytest.raises(DataLossError) as info:
         storage_core.read_arrow(log_dir, topics=tiered.topics, remoteStorage=str(remote)).read_all()
-    assert victim.name in str(info.value) or str(first) in str(info.value), (ctx, str(info.value))
+    said = named_offsets(str(info.value).replace(f"{first}-{last}", f"{first}..{last}"))
+    assert victim.name in str(info.value) and said, (ctx, str(info.value))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="klog"):
         got = storage_core.read_arrow(log_dir, topics=tiered.topics, remoteStorage=str(remote), includeHeaders=True,
@@ -496,3 +500,16 @@ def test_a_damaged_remote_segment_fails_or_is_skipped_by_name(tiered: Tiered, tm
     assert_same_rows(rows_of(got), want, ctx)
     assert klog(["export", str(log_dir), "--topic", TOPIC, "-o", str(tmp_path / "x.parquet"), "--quiet",
                  "--remote-storage", str(remote)]) == 1, ctx
+
+    def spark_read(fail: str):  # type: ignore[no-untyped-def]
+        return (spark.read.format("klog").option("topics", tiered.topics).option("includeHeaders", "true")
+                .option("remoteStorage", str(remote)).option("failOnDataLoss", fail).load(str(log_dir)))
+
+    with pytest.raises(Exception, match="offsets"):  # noqa: PT011 - Spark wraps klog's DataLossError
+        spark_read("true").count()
+    assert_same_rows(rows_of(spark_read("false").collect()), want, f"{ctx} spark")
+    name = f"damaged_{kind.replace('-', '_')}_{SEED}"
+    stream = (spark.readStream.format("klog").option("topics", tiered.topics).option("startingOffsets", "earliest")
+              .option("includeHeaders", "true").option("remoteStorage", str(remote))
+              .option("failOnDataLoss", "false").load(str(log_dir)))
+    assert_same_rows(available_now_rows(spark, stream, name, tmp_path / name), want, f"{ctx} stream")
