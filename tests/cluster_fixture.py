@@ -595,6 +595,9 @@ class Messy:
     offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
     committed: list[dict[str, Any]] = field(default_factory=list)
     uncommitted: list[dict[str, Any]] = field(default_factory=list)
+    #: every node's dir copied live right after the scenario, ``dead`` still down (the ``messy``
+    #: fixture takes it: later tests may start that broker again), by node id
+    live: dict[int, Path] = field(default_factory=dict)
 
 
 #: ``AbstractFetcherThread.truncate``'s line for a truncation decided by the leader's epoch lineage.

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 # Spark's Python workers must start with this interpreter (and so with klog installed).
@@ -77,15 +78,19 @@ def cluster(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def messy(cluster):  # type: ignore[no-untyped-def]
+def messy(cluster, tmp_path_factory):  # type: ignore[no-untyped-def]
     """One run of ``cluster_fixture.messy_scenario`` per test process on the ``cluster`` fixture
     (every broker started first; about 100 s), with a random seed it prints (``KLOG_CLUSTER_SEED``
     sets it; Kafka's own choices of leaders still vary), topics ``messy-*``; it leaves
-    ``messy.dead`` down: tests needing all brokers call ``cluster.start()``."""
+    ``messy.dead`` down: tests needing all brokers call ``cluster.start()``. Every node's dir is copied
+    live right after it (``messy.live``), while the dead broker is still down."""
     import random
 
     import cluster_fixture
 
     cluster.start()
     seed = int(os.environ.get("KLOG_CLUSTER_SEED") or random.randrange(2**31))
-    return cluster_fixture.messy_scenario(cluster, seed, "messy")
+    m = cluster_fixture.messy_scenario(cluster, seed, "messy")
+    time.sleep(2.5)  # the live brokers' high-watermark checkpoints catch up (replica.high.watermark.checkpoint.interval.ms)
+    m.live = cluster.snapshot(tmp_path_factory.mktemp("messy-copies") / "live")
+    return m
