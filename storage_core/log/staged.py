@@ -332,17 +332,20 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
             recovery = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
             clean = CleanShutdownFile.in_dir(log_dir).exists()
             broker_epoch = CleanShutdownFile.in_dir(log_dir).kept_epoch()
+            staged_in: dict[str, list[StagedPartition]] = {}
+            for sp in sorted(parts, key=lambda s: s.staging_dir):
+                staged_in.setdefault(sp.partition_dir, []).append(sp)
             for pdir in pdirs:
                 tp0 = TopicPartition.parse_dir_name(Path(pdir).name)
                 with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
                          had_clean_shutdown=clean) as lg:
                     leo = lg.log_end_offset
                 next_base = leo
-                for sp in sorted((s for s in parts if s.partition_dir == pdir), key=lambda s: s.staging_dir):
+                for sp in staged_in.get(pdir, ()):
                     for seg in sp.segments:
                         entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
                         next_base += seg.records
-                epoch = max((sp.leader_epoch for sp in parts if sp.partition_dir == pdir), default=-1)
+                epoch = max((sp.leader_epoch for sp in staged_in.get(pdir, ())), default=-1)
                 if epoch >= 0 and next_base > leo:
                     epochs[pdir] = (epoch, leo)
                 tp = TopicPartition.parse_dir_name(Path(pdir).name)
