@@ -230,6 +230,127 @@ def test_dirs_without_the_kraft_metadata_read_by_their_own_files(steady: Copies,
     assert all(any("the ISR is not known" in n for n in row) for row in notes), notes
 
 
+# --- a cluster snapshot ------------------------------------------------------------------------------------
+
+
+def _snapshot_of(dirs: Sequence[Path], dst: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert klog(["snapshot", _joined(dirs), str(dst)]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+def test_cluster_snapshot_reads_as_the_consumer(steady: Copies, which: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``klog snapshot b1,b2,b3 DST``: one log dir, each partition once from the replica a read reads,
+    which reads as the cluster's consumer did at both isolation levels and verifies clean; its files
+    say it is no broker's (no ``__cluster_metadata``, no node id) and keep each topic's configs; a
+    rerun copies nothing."""
+    import json
+
+    from storage_core.log.manager import find_partitions
+    from storage_core.log.topic_configs import load_topic_configs
+
+    dirs = list((steady.live if which == "live" else steady.stopped).values())
+    dst = tmp_path / "cluster-snapshot"
+    out = _snapshot_of(dirs, dst, capsys)
+    ctx = f"seed={steady.seed} {which}"
+    assert not (dst / "__cluster_metadata-0").exists(), ctx
+    props = MetaProperties.in_dir(dst).read()
+    assert "node.id" not in props and props["cluster.id"] == MetaProperties.in_dir(dirs[0]).read()["cluster.id"], props
+    for iso in ISOLATION:
+        got = storage_core.read_arrow(str(dst), topics=steady.topics, isolationLevel=iso, includeHeaders=True)
+        assert_same_rows(rows_of(got.read_all()), steady.truth[iso], f"{ctx} snapshot {iso}")
+    read = {pd.topic_partition: pd.replicas.read.broker for pd in find_partitions(dirs) if pd.replicas is not None}
+    replicas = json.loads((dst / "klog-snapshot.json").read_text())["replicas"]
+    for tp, broker in read.items():
+        if tp.topic in steady.topics:
+            assert replicas[str(tp)]["broker"] == broker, (ctx, tp, replicas)
+            assert f"{tp} from broker {broker}: offsets" in out, out
+    configs = load_topic_configs(dst)
+    assert set(steady.topics) <= set(configs), configs  # every topic's config is known (none was set here)
+    capsys.readouterr()
+    assert klog(["verify", str(dst)]) == 0, capsys.readouterr()
+    summary = storage_core.snapshot([*dirs], dst)
+    assert summary.segments_copied == 0 and summary.partitions_copied == 0, summary
+
+
+def test_cluster_snapshot_ends_at_the_high_watermark(steady: Copies, tmp_path: Path) -> None:
+    """A live copy whose followers' high-watermark checkpoints lag: the leader's and one follower's dirs
+    (so the ISR's common end is not known), every checkpoint of one partition set to a batch boundary
+    below its log end. Reads end there, and the snapshot's copy of that partition ends there too:
+    the records above it, which no consumer was served yet, are not in DST."""
+    from storage_core.log.checkpoint import OffsetCheckpointFile
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.record.file_records import FileRecords
+
+    rng = random.Random(steady.seed)
+    topic = steady.topics[0]
+    tp = f"{topic}-0"
+    leader = steady.describe[tp]["leader"]
+    follower = rng.choice([b for b in steady.describe[tp]["isr"] if b != leader])
+    dirs = []
+    for n in (leader, follower):
+        copy = tmp_path / f"b{n}"
+        shutil.copytree(steady.live[n], copy)
+        dirs.append(copy)
+    bases = [b.base_offset for seg in sorted((dirs[0] / tp).glob("*.log")) for b in FileRecords(seg).batches()]
+    hw = rng.choice(bases[1:])  # a batch boundary above the log start
+    for d in dirs:
+        cp = OffsetCheckpointFile(d / "replication-offset-checkpoint")
+        cp.write({**cp.read(), TopicPartition(topic, 0): hw})
+    want = {iso: [r for r in steady.truth[iso] if r["topic"] == topic and (r["partition"] != 0 or r["offset"] < hw)]
+            for iso in ISOLATION}
+    ctx = f"seed={steady.seed} leader {leader} follower {follower} high watermark {hw}"
+    got = storage_core.read_arrow(_joined(dirs), topics=topic, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), want["read_uncommitted"], ctx)
+    dst = tmp_path / "snap"
+    summary = storage_core.snapshot(_joined(dirs), dst)
+    assert {pc.partition: pc.end_offset for pc in summary.partitions if pc.topic == topic}[0] == hw, (ctx, summary)
+    for iso in ISOLATION:
+        klogs = rows_of(storage_core.read_arrow(_joined(dirs), topics=topic, isolationLevel=iso,
+                                                includeHeaders=True).read_all())
+        snap = storage_core.read_arrow(str(dst), topics=topic, isolationLevel=iso, includeHeaders=True)
+        assert_same_rows(rows_of(snap.read_all()), klogs, f"{ctx} {iso}")
+    last = max(b.last_offset for seg in (dst / tp).glob("*.log") for b in FileRecords(seg).batches())
+    assert last == hw - 1, ctx
+
+
+def test_cluster_snapshot_refuses_a_partition_without_an_in_sync_replica(steady: Copies, tmp_path: Path) -> None:
+    """A subset of the dirs short of an in-sync replica of some partition is refused before DST is made."""
+    from storage_core.log.cluster_metadata import find_cluster_metadata
+
+    kraft = find_cluster_metadata(list(steady.live.values()))
+    assert kraft is not None
+    for b in sorted(steady.brokers("live")):
+        short = sorted(f"{t}-{p}" for (t, p), reg in kraft.partition_states.items()
+                       if t in steady.topics and b not in reg.replicas)
+        if short:
+            break
+    else:
+        pytest.skip(f"seed={steady.seed}: every broker holds a replica of every partition")
+    dst = tmp_path / "refused"
+    with pytest.raises(ReplicaMissingError) as err:
+        storage_core.snapshot([steady.live[b], steady.live[100]], dst)
+    assert all(f"{tp}: no replica is among the log dirs" in str(err.value) for tp in short), str(err.value)
+    assert not dst.exists()
+
+
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_messy_cluster_snapshot_reads_as_its_consumer(messy, iso: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The messy scenario's live copy (the dead broker's stale dir among them) and the copy with a
+    divergent replica: the snapshot holds what the cluster served, never the divergent records."""
+    m = messy
+    truth = m.committed if iso == "read_committed" else m.uncommitted
+    storage_core.snapshot(list(m.live.values()), tmp_path / "all")
+    got = storage_core.read_arrow(str(tmp_path / "all"), topics=m.topics, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), truth, f"seed={m.seed} messy snapshot {iso} events={m.events}")
+    div = m.divergence
+    storage_core.snapshot(sorted(div.snapshot.glob("*/data")), tmp_path / "div")
+    got = storage_core.read_arrow(str(tmp_path / "div"), topics=div.topic, isolationLevel=iso, includeHeaders=True)
+    assert_same_rows(rows_of(got.read_all()), _want(truth, [div.topic]), f"seed={m.seed} divergent snapshot {iso}")
+
+
 # --- the messy scenario ----------------------------------------------------------------------------------
 
 

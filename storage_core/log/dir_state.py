@@ -60,7 +60,7 @@ from storage_core.log.cluster_metadata import ClusterMetadata, cluster_metadata
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import pending_journal_offsets
 from storage_core.log.lock import is_held
-from storage_core.log.topic_configs import config_for_topic, load_topic_configs
+from storage_core.log.topic_configs import ResolvedConfig, config_for_topic, load_topic_configs, resolve_topic_config
 from storage_core.log.topic_partition import TopicPartition
 
 __all__ = ["MTIME_MARGIN_NS", "LogDirState", "LogDirStates"]
@@ -140,6 +140,10 @@ class LogDirState:
             if config is None:
                 config = self._configs[topic] = config_for_topic(topic, self._stored_configs, kraft=kraft)
             return config
+
+    def resolved_config(self, topic: str) -> ResolvedConfig:
+        """:meth:`config_for`'s config of ``topic`` with where each value came from."""
+        return resolve_topic_config(topic, load_topic_configs(self.log_dir), kraft=cluster_metadata(self.log_dir))
 
     def config_known(self, topic: str) -> bool:
         """Whether the dir says how ``topic`` is configured (its KRaft metadata, or

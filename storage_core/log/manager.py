@@ -207,6 +207,18 @@ def _one_per_partition(found: Mapping[TopicPartition, list[PartitionDir]], roots
     return LogDirsView(out, absent, brokers)
 
 
+def replica_problems(selected: Iterable[PartitionDir], absent: Mapping[TopicPartition, tuple[int, ...]]) -> list[str]:
+    """Why the partitions ``selected`` from several brokers' log dirs (and those ``absent`` from
+    them, by the brokers holding them) cannot be read as their cluster serves them: one line each
+    for a partition with no in-sync replica among the dirs
+    (:attr:`~storage_core.log.replicas.ReplicaSet.problem`) and for a partition no dir holds."""
+    problems = [pd.replicas.problem for pd in selected if pd.replicas is not None and pd.replicas.problem]
+    for tp, brokers in sorted(absent.items()):
+        problems.append(f"{tp}: no replica is among the log dirs; it is on "
+                        f"{'broker' if len(brokers) == 1 else 'brokers'} {', '.join(map(str, brokers))}")
+    return problems
+
+
 def _none(tp: TopicPartition) -> bool:
     return False
 

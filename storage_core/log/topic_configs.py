@@ -178,6 +178,12 @@ class ResolvedConfig:
     #: KRaft configs that could not be applied: ``name=value (why)``.
     ignored: tuple[str, ...] = ()
 
+    def set_values(self) -> dict[str, str]:
+        """Each config set above Kafka's defaults, by name, as Kafka's string (what
+        ``klog-topic-configs.json`` holds): the topic's config in a file of its own."""
+        return {name: CONFIG_KEYS[name].render(self.config.get(name)) for name in sorted(self.sources)
+                if self.sources[name] != SOURCE_DEFAULT}
+
     def described(self) -> list[str]:
         """``name=value (source)`` for each config set above Kafka's defaults, by name."""
         out = []

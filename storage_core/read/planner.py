@@ -49,7 +49,13 @@ from storage_core.limits import INT64_MAX
 from storage_core.log.dir_state import LogDirState, LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import Evidence, data_loss_error, expects_data, gather_evidence, lost_data
-from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only, scan_log_dirs
+from storage_core.log.manager import (
+    PartitionDir,
+    find_partitions,
+    open_log_read_only,
+    replica_problems,
+    scan_log_dirs,
+)
 from storage_core.log.segment import LogSegment
 from storage_core.log.tiered import (
     TieredMetadata,
@@ -255,10 +261,7 @@ def check_replicas(opts: ReadOptions, selected: Iterable[PartitionDir],
     a :class:`~storage_core.errors.ReplicaMissingError` naming the partitions and the brokers that
     hold them, or with failOnDataLoss=false a warning (the best replica present is read; an absent
     partition is left out)."""
-    problems = [pd.replicas.problem for pd in selected if pd.replicas is not None and pd.replicas.problem]
-    for tp, brokers in sorted(absent.items()):
-        problems.append(f"{tp}: no replica is among the log dirs; it is on "
-                        f"{'broker' if len(brokers) == 1 else 'brokers'} {', '.join(map(str, brokers))}")
+    problems = replica_problems(selected, absent)
     if not problems:
         return
     if opts.fail_on_data_loss:

@@ -376,17 +376,15 @@ def _partitions(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The partitions of ``args.dir`` that ``--topic`` selects (each once: the replica read, from a
     cluster's dirs); a selected partition that no dir holds though the KRaft metadata assigns it to
     other brokers is a warning naming them."""
-    from storage_core.log.manager import scan_log_dirs
+    from storage_core.log.manager import replica_problems, scan_log_dirs
     from storage_core.read.planner import choose_partitions
 
     dirs = _log_dirs(args.dir)
     wanted = set(args.topic) if args.topic else None
     view = scan_log_dirs(_dirs(args), required=True, only=None if wanted is None else lambda tp: tp.topic in wanted)
     parts = view.partitions
-    for tp, brokers in sorted(view.absent.items()):
-        if not args.topic or tp.topic in args.topic:
-            print(f"warning: {tp}: no replica is among the log dirs; it is on "
-                  f"{'broker' if len(brokers) == 1 else 'brokers'} {', '.join(map(str, brokers))}", file=sys.stderr)
+    for text in replica_problems((), {tp: b for tp, b in view.absent.items() if not args.topic or tp.topic in args.topic}):
+        print(f"warning: {text}", file=sys.stderr)
     chosen = choose_partitions(parts, dirs, topics=sorted(set(args.topic))) if args.topic else None
     return parts if chosen is None else chosen
 
@@ -960,7 +958,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
                       f" (offsets {pc.remote_start_offset}..{pc.remote_end_offset} from the remote storage)"
                       if pc.remote_included else
                       f"; offsets {pc.remote_start_offset}..{pc.remote_end_offset} left in the remote storage")
-            print(f"{pc.topic}-{pc.partition}: offsets {pc.start_offset}..{pc.end_offset}, "
+            broker = "" if pc.broker is None else f" from broker {pc.broker}"
+            print(f"{pc.topic}-{pc.partition}{broker}: offsets {pc.start_offset}..{pc.end_offset}, "
                   f"{_plural(pc.segments_copied, 'segment')} of {pc.segments} copied ({_human(pc.bytes_copied)})"
                   f"{remote}")
         s = summary
@@ -1205,7 +1204,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "write. A rerun copies only what is new or changed.",
                        epilog=SNAPSHOT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
-    p.add_argument("src", metavar="SRC", help="a log dir (or one partition dir), local or a URI")
+    p.add_argument("src", metavar="SRC", help="a log dir (or one partition dir), local or a URI; or the log dirs of a "
+                   "cluster's brokers, 'b1/data,b2/data,b3/data' or a glob: a cluster snapshot (each partition once, "
+                   "from the replica a read reads, up to its high watermark)")
     p.add_argument("dst", metavar="DST", help="the snapshot's log dir: missing, empty, or an earlier snapshot of SRC")
     p.add_argument("--checksum", action="store_true",
                    help="compare every closed segment's CRC-32C with DST's, not only its identity and size")

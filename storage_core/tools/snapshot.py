@@ -59,6 +59,13 @@ from DST after what replaces them is in place. Staging dirs, commit journals, si
 ``.lock``, ``*.deleted``/``.cleaned``/``.swap`` files and ``-delete``/``-future``/``-stray``
 dirs are never copied.
 
+**A cluster snapshot.** Given the log dirs of several brokers of one cluster, each partition is
+copied once, from the replica a read reads (:mod:`storage_core.log.replicas`: the leader's, or the
+in-sync replica Kafka would elect), its active segment cut at the partition's high watermark (the
+segments above it left out), so that DST holds what the cluster served; a partition no in-sync
+replica of which is among the dirs refuses the run (``ReplicaMissingError``) before DST is made.
+DST is one log dir of the cluster's data, no broker's: see :func:`_cluster_source`.
+
 A local DST is locked (its ``.lock``) for the run; DST must be empty, missing, or a snapshot of
 the same SRC (:class:`~storage_core.errors.SnapshotError` otherwise: a live log dir of a broker
 or writer is refused).
@@ -72,12 +79,19 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-from storage_core.errors import InvalidOptionError, KlogError, PendingCommitError, SnapshotError, storage_error
+from storage_core.errors import (
+    InvalidOptionError,
+    KlogError,
+    PendingCommitError,
+    ReplicaMissingError,
+    SnapshotError,
+    storage_error,
+)
 from storage_core.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -101,10 +115,11 @@ from storage_core.fs import ObjectPath, ObjectStoreError, StorageOptions, as_pat
 from storage_core.limits import INT32_MAX
 from storage_core.log.aiven.objects import AivenPath
 from storage_core.log.checkpoint import LeaderEpochCheckpointFile, fsync_dir
+from storage_core.log.cluster_metadata import CLUSTER_METADATA_TOPIC
 from storage_core.log.dir_state import LogDirStates
 from storage_core.log.log import Log
 from storage_core.log.lost import gather_evidence, lost_data, lost_offsets_text
-from storage_core.log.manager import PartitionDir, find_partitions
+from storage_core.log.manager import PartitionDir, find_partitions, replica_problems, scan_log_dirs
 from storage_core.log.offset_index import OFFSET_INDEX_ENTRY
 from storage_core.log.segment import LogSegment
 from storage_core.log.tiered import (
@@ -180,6 +195,8 @@ class PartitionCopy:
     remote_end_offset: int | None = None
     remote_segments: int = 0
     remote_included: bool = False
+    #: a cluster snapshot's partition: the broker whose replica was copied (the one a read reads)
+    broker: int | None = None
 
 
 @dataclass
@@ -476,11 +493,13 @@ class _Streamed:
 
 
 def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: int, cut: bool, index: bool,
-                progress: Callable[[int], None]) -> _Streamed:
+                progress: Callable[[int], None], end_limit: int | None = None) -> _Streamed:
     """Copy ``limit`` bytes of a ``.log`` to ``sink``, walking its batches once if ``cut`` or
     ``index``: with ``cut`` (the active segment) the copy ends at the last complete batch with a
-    valid CRC; otherwise everything is copied and the indexes cover the valid prefix. The offset
-    and time index entries follow ``scan_segment``'s rule (Kafka's recovery)."""
+    valid CRC, and before the first batch holding ``end_limit`` (a cluster's high watermark, at a
+    batch boundary: a broker's log end offsets are); otherwise everything is copied and the
+    indexes cover the valid prefix. The offset and time index entries follow ``scan_segment``'s
+    rule (Kafka's recovery)."""
     out = _Streamed(end_offset=base)
     if not cut and not index:  # a closed segment with its indexes: bytes only
         left = limit
@@ -500,6 +519,7 @@ def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: i
     max_ts, max_ts_offset = -1, base
     last_index_entry = 0
     pending = b""
+    limited = False  # the copy reached end_limit
     pos = 0  # file position of pending[0]
     read = 0
     indexing = True
@@ -516,6 +536,12 @@ def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: i
             walk = iter_batches(data, base_position=pos)
             try:
                 for batch in walk:
+                    if cut and end_limit is not None and batch.last_offset >= end_limit:
+                        if batch.base_offset < end_limit:  # not met: high watermarks are batch boundaries
+                            out.note = (f"the batch at offsets {batch.base_offset}-{batch.last_offset} holds the high "
+                                        f"watermark {end_limit}; copied up to offset {batch.base_offset}")
+                        limited = True
+                        break
                     if cut:
                         batch.ensure_valid()
                     last = batch.last_offset
@@ -544,7 +570,10 @@ def _stream_log(f: IO[bytes], limit: int, sink: _Sink, base: int, *, interval: i
                     indexing = False  # a damaged closed segment: copied as it is, indexed up to the damage
             else:
                 tail = walk.partial_tail
-                if at_eof and tail is not None and cut:
+                if limited:
+                    at_eof = True
+                    data = data[:consumed]
+                elif at_eof and tail is not None and cut:
                     out.note = f"copied up to position {tail.position}: a batch still being written was left out"
                     data = data[:consumed]
         if not indexing or at_eof:
@@ -593,9 +622,10 @@ class _Run:
     previous manifest (read only), the progress callback and the log-start checkpoint a partition
     may have to move mid-copy (:meth:`move_log_start`), those two under ``lock``."""
 
-    def __init__(self, src: Path, dest: _Dest, summary: SnapshotSummary, progress: Progress | None,
-                 checksum: bool) -> None:
-        self.src = src
+    def __init__(self, dest: _Dest, summary: SnapshotSummary, progress: Progress | None, checksum: bool,
+                 ends: dict[TopicPartition, int | None]) -> None:
+        #: a cluster snapshot's partitions: where each copy ends (the high watermark; None: the log end)
+        self.ends = ends
         self.dest = dest
         self.summary = summary
         self.progress_cb = progress
@@ -761,7 +791,11 @@ class _Run:
             log.close()
         prefix = pd.path.name
         first = segments[0].base_offset
-        part = PartitionCopy(tp.topic, tp.partition, log_start, first, len(segments))
+        end_limit = self.ends.get(tp)
+        if end_limit is not None:  # a cluster's partition: its segments up to the high watermark
+            segments = segments[:1] + [s for s in segments[1:] if s.base_offset < end_limit]
+        part = PartitionCopy(tp.topic, tp.partition, log_start, first, len(segments),
+                             broker=None if pd.replicas is None else pd.replicas.read.broker)
         if remote is not None:
             part.remote_start_offset, part.remote_end_offset, part.remote_segments = remote
             part.remote_included = self.remote is not None
@@ -782,7 +816,7 @@ class _Run:
             self.jump = (prefix, tp, max(first, log_start), first)
         for i, seg in enumerate(segments):
             active = i == len(segments) - 1
-            copied = self._copy_segment(prefix, seg, active=active, interval=interval, part=part)
+            copied = self._copy_segment(prefix, seg, active=active, interval=interval, part=part, end_limit=end_limit)
             if copied:
                 part.segments_copied += 1
                 self.summary.segments_copied += 1
@@ -818,7 +852,9 @@ class _Run:
         return history[0].start_offset, min(local, history[-1].end_offset + 1), len(history)
 
     def _copy_segment(self, prefix: str, seg: LogSegment, *, active: bool, interval: int,
-                      part: PartitionCopy) -> bool:
+                      part: PartitionCopy, end_limit: int | None) -> bool:
+        """Copy one segment (see the module doc); the active one (the last copied) ends at its last
+        complete valid batch, and no further than ``end_limit`` (a cluster's high watermark)."""
         base = seg.base_offset
         name = filename_prefix(base)
         rel_log = f"{prefix}/{name}{LOG_SUFFIX}"
@@ -832,11 +868,12 @@ class _Run:
             if active:
                 indexes_there = all(rels[x] not in self.old_files or self.listing.get(rels[x]) ==
                                     self.old_files[rels[x]]["size"] for x in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
-                if same_file and indexes_there and not self.checksum and old.get("end") is not None:
+                if (same_file and indexes_there and not self.checksum and old.get("end") is not None
+                        and old.get("limit") == end_limit):
                     part.end_offset = int(old["end"])
                     self._skip_log(rel_log, old, st.st_size)
                     return self._put_indexes(rels, self._active_indexes(seg, rels, int(old["end"])), part)
-                return self._stream(f, st, rel_log, rels, seg, existed, True, interval, part, None)
+                return self._stream(f, st, rel_log, rels, seg, existed, True, interval, part, None, end_limit)
             # a remote segment's files are named <base>-<segment id> (seg.stem); DST names them <base>
             indexes = {INDEX_SUFFIX: _read_small(seg.log_path.with_name(seg.stem + INDEX_SUFFIX)),
                        TIME_INDEX_SUFFIX: _read_small(seg.log_path.with_name(seg.stem + TIME_INDEX_SUFFIX)),
@@ -862,7 +899,7 @@ class _Run:
                     indexes[INDEX_SUFFIX] = indexes[TIME_INDEX_SUFFIX] = None
                     return self._put_indexes(rels, {TXN_INDEX_SUFFIX: indexes[TXN_INDEX_SUFFIX]}, part)
                 return self._put_indexes(rels, indexes, part)
-            return self._stream(f, st, rel_log, rels, seg, existed, False, interval, part, indexes)
+            return self._stream(f, st, rel_log, rels, seg, existed, False, interval, part, indexes, None)
 
     def _source_crc(self, f: IO[bytes], size: int) -> int:
         crc = 0
@@ -924,7 +961,7 @@ class _Run:
 
     def _stream(self, f: IO[bytes], st: os.stat_result, rel_log: str, rels: dict[str, str], seg: LogSegment,
                 existed: bool, active: bool, interval: int, part: PartitionCopy,
-                indexes: dict[str, bytes | None] | None) -> bool:
+                indexes: dict[str, bytes | None] | None, end_limit: int | None) -> bool:
         """Copy a ``.log`` (and its indexes) that DST lacks or has in another version."""
         old = self.old_files.get(rel_log)
         grown = existed and old is not None and old["source"] is not None and old["source"][0] == st.st_ino
@@ -939,7 +976,7 @@ class _Run:
         try:
             streamed = _stream_log(f, st.st_size, sink, seg.base_offset, interval=interval, cut=active,
                                    index=indexes is not None and indexes[INDEX_SUFFIX] is None,
-                                   progress=self.progress)
+                                   progress=self.progress, end_limit=end_limit)
         except BaseException:
             sink.abort()
             raise
@@ -972,6 +1009,8 @@ class _Run:
         entry: dict[str, Any] = {"size": streamed.size, "crc32c": streamed.crc, "source": _identity(st)}
         if active:
             entry["end"] = streamed.end_offset
+            if end_limit is not None:
+                entry["limit"] = end_limit
         self.files[rel_log] = entry
         self.summary.files_copied += 1
         self.summary.bytes_copied += streamed.size
@@ -1027,12 +1066,14 @@ def _inside(a: Path, b: Path) -> bool:
     return sa == sb or sa.startswith(sb + "/")
 
 
-def _destination(dst: Path, src: Path) -> _Dest:
-    if _inside(dst, src):
-        raise SnapshotError(f"the destination {dst} is inside the source {src}: a snapshot would copy itself; "
-                            "choose a DST outside SRC")
-    if _inside(src, dst):
-        raise SnapshotError(f"the source {src} is inside the destination {dst}; choose a DST that does not hold SRC")
+def _destination(dst: Path, srcs: Sequence[Path]) -> _Dest:
+    for src in srcs:
+        if _inside(dst, src):
+            raise SnapshotError(f"the destination {dst} is inside the source {src}: a snapshot would copy itself; "
+                                "choose a DST outside SRC")
+        if _inside(src, dst):
+            raise SnapshotError(f"the source {src} is inside the destination {dst}; choose a DST that does not "
+                                "hold SRC")
     if isinstance(dst, ObjectPath):
         return _ObjectDest(dst)
     if dst.exists() and not dst.is_dir():
@@ -1040,7 +1081,7 @@ def _destination(dst: Path, src: Path) -> _Dest:
     return _LocalDest(dst)
 
 
-def _check_destination(dest: _Dest, listing: dict[str, int], src: Path) -> None:
+def _check_destination(dest: _Dest, listing: dict[str, int], src: Sequence[Path]) -> None:
     """DST is empty, or a snapshot of this SRC: never a log dir of its own (a broker's, a writer's)."""
     others = [r for r in listing if r != LOCK_FILE and not r.endswith(TMP_SUFFIX)]
     if not others:
@@ -1068,13 +1109,15 @@ def _check_destination(dest: _Dest, listing: dict[str, int], src: Path) -> None:
                             "snapshot into another destination")
 
 
-def _source_name(src: Path) -> str:
-    return str(src) if isinstance(src, ObjectPath) else os.path.realpath(src)
+def _source_name(srcs: Sequence[Path]) -> str:
+    """The manifest's ``source``: the log dir, or a cluster's log dirs in the order given, joined by commas."""
+    return ",".join(str(s) if isinstance(s, ObjectPath) else os.path.realpath(s) for s in srcs)
 
 
-def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storage: StorageOptions | None = None,
-             progress: Progress | None = None, checksum: bool = False, workers: int | None = 1,
-             remote: RemoteStorage | None = None, include_remote: bool = False) -> SnapshotSummary:
+def snapshot(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], dst: str | os.PathLike[str], *,
+             storage: StorageOptions | None = None, progress: Progress | None = None, checksum: bool = False,
+             workers: int | None = 1, remote: RemoteStorage | None = None,
+             include_remote: bool = False) -> SnapshotSummary:
     """Copy the log dir ``src`` to ``dst`` (see the module doc); returns what was copied and skipped.
 
     ``src`` and ``dst`` are local paths or URIs (``s3://bucket/prefix``) read and written through
@@ -1083,6 +1126,11 @@ def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storag
     closed segment's CRC-32C with DST's, not only its identity and size. ``workers`` copies that
     many partitions at once (None: :func:`~storage_core.workers.pool_size`'s default; 1, the default,
     one after the other); DST ends the same whatever it is.
+
+    **Several log dirs** (a sequence, or ``"b1/data,b2/data,b3/data"`` and globs as every read
+    path takes them: the brokers of one cluster) make a **cluster snapshot**: each partition is
+    copied once, from the replica a read reads (:mod:`storage_core.log.replicas`), up to its high
+    watermark, so DST is one log dir holding what the cluster serves (see the module doc).
 
     A tiered partition's remote history (KIP-405, ``__remote_log_metadata`` in SRC) is noted in
     the summary and the manifest, and left where it is; with ``include_remote`` its segments are
@@ -1095,31 +1143,85 @@ def snapshot(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, storag
     if include_remote and remote is None:
         raise InvalidOptionError("include_remote (--include-remote) needs the remote storage to copy from: "
                                  "remote (--remote-storage PATH|URI)")
-    src_path = as_path(src, storage)
+    from storage_core.read.options import split_paths
+
+    raw = split_paths(src) if isinstance(src, str) else (src,) if isinstance(src, os.PathLike) else tuple(src)
+    if not raw:
+        raise InvalidOptionError("no source log dir given; expected a log dir, or the log dirs of a cluster's "
+                                 "brokers as 'b1/data,b2/data,b3/data'")
+    src_paths = list(dict.fromkeys(as_path(p, storage) for p in raw))
     dst_path = as_path(dst, storage)
-    parts = find_partitions([src_path], required=True, storage=storage)  # SRC may be one partition dir
-    dest = _destination(dst_path, src_path)
-    _check_destination(dest, dest.listing(), src_path)  # before the lock: a refused DST gets no .lock
+    if len(src_paths) == 1:
+        parts = find_partitions(src_paths, required=True, storage=storage)  # SRC may be one partition dir
+        cluster = None
+    else:
+        cluster = _cluster_source(src_paths)
+        parts = cluster.partitions
+    dest = _destination(dst_path, src_paths)
+    _check_destination(dest, dest.listing(), src_paths)  # before the lock: a refused DST gets no .lock
     lock = None
     if isinstance(dest, _LocalDest):
         from storage_core.log.lock import LogDirLock
 
         lock = LogDirLock(dest.root)  # LogDirLockedError: a broker, a writer or another snapshot has it
     try:
-        return _snapshot(src_path, dest, parts, progress, checksum, workers, remote if include_remote else None,
-                         remote)
+        return _snapshot(src_paths, dest, parts, progress, checksum, workers, remote if include_remote else None,
+                         remote, cluster)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progress | None,
+@dataclass(frozen=True)
+class _ClusterSource:
+    """The log dirs of several brokers, as a cluster snapshot copies them: each partition's replica
+    read and where it ends, the log dir's files DST gets in place of one broker's."""
+
+    partitions: list[PartitionDir]
+    #: by partition: the offset its copy ends at (the high watermark), None for the replica's log end
+    ends: dict[TopicPartition, int | None]
+    meta_properties: bytes
+    topic_configs: bytes
+
+
+def _cluster_source(paths: list[Path]) -> _ClusterSource:
+    """Each partition of the brokers' log dirs ``paths`` once, as a read takes it; refused (before
+    anything is written) where a read would be: a partition with no in-sync replica among the dirs,
+    or none at all though the KRaft metadata assigns it (:func:`~storage_core.log.manager.replica_problems`).
+
+    DST is one log dir, not a broker's: no ``__cluster_metadata`` (its registrations name brokers
+    and ISRs that one dir cannot be read against), a ``meta.properties`` with the cluster id and no
+    node id, and ``klog-topic-configs.json`` holding each topic's configs as the replica read's dir
+    resolves them (KRaft topic and broker configs, the dir's own file), so that DST reads, compacts
+    and retains each topic as the cluster does."""
+    view = scan_log_dirs(paths, required=True)
+    problems = replica_problems(view.partitions, view.absent)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ReplicaMissingError("a cluster snapshot copies each partition from an in-sync replica: "
+                                  + "; ".join(problems[:5]) + more)
+    parts = [pd for pd in view.partitions if pd.topic_partition.topic != CLUSTER_METADATA_TOPIC]
+    clusters = sorted({b.cluster_id for b in view.brokers.values() if b.cluster_id is not None})
+    nodes = sorted({b.node_id for b in view.brokers.values() if b.node_id is not None})
+    meta = (f"#a klog cluster snapshot of brokers {', '.join(map(str, nodes)) or '(unknown)'}: one replica per "
+            "partition, up to its high watermark\n" + "".join(f"cluster.id={c}\n" for c in clusters[:1]))
+    states = LogDirStates()
+    configs: dict[str, dict[str, str]] = {}
+    for pd in parts:
+        topic = pd.topic_partition.topic
+        if topic not in configs:
+            configs[topic] = states.of(pd.log_dir).resolved_config(topic).set_values()
+    return _ClusterSource(parts, {pd.topic_partition: pd.high_watermark for pd in parts}, meta.encode("latin-1"),
+                          (json.dumps(configs, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _snapshot(src: Sequence[Path], dest: _Dest, parts: list[PartitionDir], progress: Progress | None,
               checksum: bool, workers: int | None, include: RemoteStorage | None,
-              remote: RemoteStorage | None) -> SnapshotSummary:
-    summary = SnapshotSummary(source=str(src), destination=dest.uri)
+              remote: RemoteStorage | None, cluster: _ClusterSource | None) -> SnapshotSummary:
+    summary = SnapshotSummary(source=",".join(map(str, src)), destination=dest.uri)
     listing = dest.listing()
     _check_destination(dest, listing, src)
-    run = _Run(src, dest, summary, progress, checksum)
+    run = _Run(dest, summary, progress, checksum, {} if cluster is None else cluster.ends)
     held = run.old_remote.get("included") if run.old_remote else None
     if held and include is None:
         raise SnapshotError(f"{dest.uri} holds the remote history of tiered partitions (copied from {held}); "
@@ -1180,11 +1282,15 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
         recovery[tp] = pc.end_offset
         if pc.start_offset > _first_kept(run.dst_bases(src_dirs[tp]), pc):  # as LogManager writes it
             starts[tp] = pc.start_offset
-    base_dir = parts[0].log_dir if parts else src
-    for name in (META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE, BOOTSTRAP_CHECKPOINT):
-        data = _read_small(base_dir / name)
-        if data is not None:
-            run.put_small(name, data, None)
+    if cluster is not None:  # one log dir of the cluster's data, no broker's (see _cluster_source)
+        run.put_small(META_PROPERTIES_FILE, cluster.meta_properties, None)
+        run.put_small(TOPIC_CONFIGS_FILE, cluster.topic_configs, None)
+    else:
+        base_dir = parts[0].log_dir if parts else src[0]
+        for name in (META_PROPERTIES_FILE, TOPIC_CONFIGS_FILE, BOOTSTRAP_CHECKPOINT):
+            data = _read_small(base_dir / name)
+            if data is not None:
+                run.put_small(name, data, None)
     run.put_small(RECOVERY_POINT_OFFSET_CHECKPOINT, _checkpoint_text(recovery), None)
     run.put_small(LOG_START_OFFSET_CHECKPOINT, _checkpoint_text(starts), None)
     dest.sync()
@@ -1213,6 +1319,9 @@ def _snapshot(src: Path, dest: _Dest, parts: list[PartitionDir], progress: Progr
             files[rel] = e
     manifest: dict[str, Any] = {"version": MANIFEST_VERSION, "source": _source_name(src),
                                 "files": dict(sorted(files.items()))}
+    if cluster is not None:  # where each partition came from: the broker of the replica read, and its end
+        manifest["replicas"] = {f"{pc.topic}-{pc.partition}": {"broker": pc.broker, "end": pc.end_offset}
+                                for pc in sorted(summary.partitions, key=lambda pc: (pc.topic, pc.partition))}
     tiered = [pc for pc in summary.partitions if pc.remote_segments]
     if tiered:  # where the history of the tiered partitions is (remote storage named as given, no secret)
         manifest["remote"] = {
