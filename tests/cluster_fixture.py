@@ -455,6 +455,17 @@ class Cluster:
         aborted and failed."""
         return self.produce_async(seed, specs, pause_ms).wait()
 
+    def commit_groups(self, seed: int, prefix: str, topics: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Consumer groups committing random offsets of ``topics`` (``ClusterClient groups``: two of
+        the classic protocol, two of the consumer protocol, one through Admin), and every group's
+        committed offsets as Admin's ``listConsumerGroupOffsets`` answers: ``{group: {"t-p": offset}}``."""
+        cmd = self._client_cmd("ClusterClient", "groups", self.bootstrap, prefix, str(seed), *topics)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=java_env(), check=False, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ClusterClient groups failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
+        out: dict[str, dict[str, int]] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return out
+
     def consume(self, isolation: str, topics: Sequence[str], out: Path | None = None) -> list[dict[str, Any]]:
         """Every record of ``topics`` from the log start to the high watermark (the LSO at
         read_committed) as Kafka's consumer at ``isolation`` returns them (``BrokerClient consume``),

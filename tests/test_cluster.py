@@ -78,6 +78,7 @@ class Copies:
     describe: dict[str, dict[str, Any]]
     live: dict[int, Path]  # node id -> copied data dir (the controller's included)
     stopped: dict[int, Path]
+    groups: dict[str, dict[str, int]]  # Admin's listConsumerGroupOffsets: group -> {"topic-p": offset}
 
     def brokers(self, which: str) -> dict[int, Path]:
         copy = self.live if which == "live" else self.stopped
@@ -102,6 +103,8 @@ def steady(cluster, tmp_path_factory: pytest.TempPathFactory) -> Copies:  # type
                                            (topics[1], "txn", rng.randint(600, 1200)),
                                            (topics[2], "idempotent", rng.randint(100, 300))])
     cluster.wait_replicated(topics)
+    groups = cluster.commit_groups(rng.randrange(2**31), p, topics)
+    cluster.wait_replicated(["__consumer_offsets"])
     time.sleep(2.5)  # replica.high.watermark.checkpoint.interval.ms is 1 s
     truth = {iso: cluster.consume(iso, topics) for iso in ISOLATION}
     offsets = cluster.list_offsets(topics)
@@ -109,7 +112,7 @@ def steady(cluster, tmp_path_factory: pytest.TempPathFactory) -> Copies:  # type
     root = tmp_path_factory.mktemp("steady-copies")
     live = cluster.snapshot(root / "live")
     stopped = cluster.stopped_snapshot(root / "stopped")
-    return Copies(seed, topics, topics[2], truth, offsets, describe, live, stopped)
+    return Copies(seed, topics, topics[2], truth, offsets, describe, live, stopped, groups)
 
 
 @pytest.mark.parametrize("which", ["live", "stopped"])
@@ -200,6 +203,69 @@ def test_spark_and_export_of_every_dir_equal_the_consumer(spark, steady: Copies,
         assert_same_rows(rows_of(pq.read_table(out)), _want(steady.truth["read_committed"], [topic]),
                          f"seed={steady.seed} export {topic}")
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+def test_groups_of_every_dir_equal_admin(steady: Copies, which: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``__consumer_offsets`` is replicated too: the committed offsets of groups of both protocols (and
+    one without members) read from the brokers' dirs, and from every pair of them, are those Admin's
+    listConsumerGroupOffsets gave; ``klog groups --json`` says the same."""
+    import json
+
+    assert len(steady.groups) == 5 and all(steady.groups.values()), steady.groups
+    brokers = steady.brokers(which)
+    for n in range(2, len(brokers) + 1):
+        for subset in itertools.combinations(sorted(brokers), n):
+            dirs = _joined([brokers[b] for b in subset])
+            table = storage_core.committed_offsets(dirs).to_pylist()
+            got: dict[str, dict[str, int]] = {}
+            for row in table:
+                if row["group"] in steady.groups:
+                    got.setdefault(row["group"], {})[f"{row['topic']}-{row['partition']}"] = row["committedOffset"]
+            assert got == steady.groups, f"seed={steady.seed} {which} brokers {subset}"
+    capsys.readouterr()
+    assert klog(["groups", _joined(list(brokers.values())), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    seen = {(r["group"], f"{r['topic']}-{r['partition']}"): r["committedOffset"] for r in listed
+            if r["group"] in steady.groups}
+    assert seen == {(g, tp): o for g, parts in steady.groups.items() for tp, o in parts.items()}, listed
+
+
+def test_plan_of_every_dir_equals_list_offsets(steady: Copies) -> None:
+    """Each partition's range as a read plans it: from ListOffsets' earliest to its latest (the high
+    watermark; the last stable offset at read_committed), live."""
+    dirs = _joined(list(steady.live.values()))
+    for iso, end in (("read_uncommitted", "latest"), ("read_committed", "lso")):
+        ranges = storage_core.plan(dirs, topics=steady.topics, isolationLevel=iso).ranges
+        got = {str(r.topic_partition): (r.start, r.end) for r in ranges}
+        want = {tp: (o["earliest"], o[end]) for tp, o in steady.offsets.items()}
+        assert got == want, f"seed={steady.seed} {iso}"
+
+
+@pytest.mark.parametrize("fmt", ["iceberg", "delta"])
+def test_sync_of_every_dir_equals_the_consumer(steady: Copies, fmt: str, tmp_path: Path) -> None:
+    """``klog sync`` of the brokers' dirs into an Iceberg and a Delta table: the table holds what the
+    consumer read at read_committed; a second sync appends nothing."""
+    dirs = _joined(list(steady.stopped.values()))
+    table = ["--to", "klog.cluster", "--format", "iceberg", "--warehouse", str(tmp_path / "wh")] if fmt == "iceberg" \
+        else ["--to", str(tmp_path / "delta"), "--format", "delta"]
+    topics = [a for t in steady.topics for a in ("--topic", t)]
+    for _ in range(2):
+        assert klog(["sync", dirs, *topics, "--quiet", *table]) == 0
+    if fmt == "iceberg":
+        from pyiceberg.catalog import load_catalog
+
+        catalog = load_catalog("klog", type="sql", uri=f"sqlite:///{tmp_path / 'wh' / 'catalog.db'}",
+                               warehouse=(tmp_path / "wh").as_uri())
+        got = catalog.load_table("klog.cluster").scan().to_arrow()
+    else:
+        from deltalake import DeltaTable
+
+        got = DeltaTable(str(tmp_path / "delta")).to_pyarrow_table()
+    want = steady.truth["read_committed"]
+    if "headers" not in got.schema.names:
+        want = [{k: v for k, v in r.items() if k != "headers"} for r in want]
+    assert_same_rows(rows_of(got), want, f"seed={steady.seed} sync {fmt}")
 
 
 def test_dirs_of_two_clusters_are_refused(steady: Copies, tmp_path: Path) -> None:

@@ -57,6 +57,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       elect TYPE TOPIC PARTITION   electLeaders PREFERRED | UNCLEAN; answers {"error": null} or the
  *                               error's class name (ElectionNotNeededException when the leader is already there)
  *       alter TOPIC NAME=VALUE...    incrementalAlterConfigs SET
+ * ClusterClient groups BOOTSTRAP PREFIX SEED TOPIC...
+ *     consumer groups of both protocols (and one through Admin) commit random offsets of TOPICS;
+ *     prints every group's committed offsets as Admin lists them (see groups()).
  * ClusterClient consume BOOTSTRAP COMMITTED_OUT UNCOMMITTED_OUT TOPIC...
  *     BrokerClient consume at read_committed into COMMITTED_OUT and at read_uncommitted into
  *     UNCOMMITTED_OUT, the two consumers at once in one JVM.
@@ -87,6 +90,9 @@ public class ClusterClient {
             case "consume":
                 consumeBoth(args[1], args[2], args[3], List.of(args).subList(4, args.length));
                 break;
+            case "groups":
+                groups(args[1], args[2], Long.parseLong(args[3]), List.of(args).subList(4, args.length));
+                break;
             default:
                 throw new IllegalArgumentException("unknown command " + args[0]);
         }
@@ -97,6 +103,86 @@ public class ClusterClient {
         inThreads(List.<Callable<String>>of(
                 () -> { BrokerClient.consume(bootstrap, "read_committed", committedOut, topics); return ""; },
                 () -> { BrokerClient.consume(bootstrap, "read_uncommitted", uncommittedOut, topics); return ""; }));
+    }
+
+    /**
+     * Consumer groups that commit offsets of TOPICS, one at a time: PREFIX-classic-0 and -1 with the
+     * classic protocol, PREFIX-consumer-0 and -1 with the consumer protocol (KIP-848), each subscribed
+     * until it is assigned every partition, then committing a random offset in [log start, end] of each
+     * (commitSync); PREFIX-simple through Admin.alterConsumerGroupOffsets (a group without members).
+     * Then prints one JSON line: every group's committed offsets as Admin.listConsumerGroupOffsets
+     * answers them, {"group": {"topic-p": offset}}.
+     */
+    static void groups(String bootstrap, String prefix, long seed, List<String> topics) throws Exception {
+        Random r = new Random(seed);
+        List<String> names = new ArrayList<>();
+        for (String protocol : new String[] {"classic", "consumer"}) {
+            for (int i = 0; i < 2; i++) {
+                String group = prefix + "-" + protocol + "-" + i;
+                names.add(group);
+                Properties p = new Properties();
+                p.put("bootstrap.servers", bootstrap);
+                p.put("group.id", group);
+                p.put("group.protocol", protocol);
+                p.put("enable.auto.commit", "false");
+                p.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+                p.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+                try (org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]> c =
+                         new org.apache.kafka.clients.consumer.KafkaConsumer<>(p)) {
+                    c.subscribe(topics);
+                    Set<TopicPartition> want = new java.util.HashSet<>();
+                    for (String t : topics) {
+                        for (var info : c.partitionsFor(t)) {
+                            want.add(new TopicPartition(t, info.partition()));
+                        }
+                    }
+                    long deadline = System.currentTimeMillis() + 60_000;
+                    while (!c.assignment().containsAll(want)) {
+                        if (System.currentTimeMillis() > deadline) {
+                            throw new IllegalStateException(group + " was not assigned " + want + " in 60 s: " + c.assignment());
+                        }
+                        c.poll(java.time.Duration.ofMillis(200));
+                    }
+                    Map<TopicPartition, Long> starts = c.beginningOffsets(want);
+                    Map<TopicPartition, Long> ends = c.endOffsets(want);
+                    Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> commit = new HashMap<>();
+                    for (TopicPartition tp : want) {
+                        long lo = starts.get(tp), hi = ends.get(tp);
+                        commit.put(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(
+                            lo + (long) (r.nextDouble() * (hi - lo + 1)), "m" + r.nextInt(100)));
+                    }
+                    c.commitSync(commit);
+                }
+            }
+        }
+        String simple = prefix + "-simple";
+        names.add(simple);
+        try (Admin admin = admin(bootstrap)) {
+            Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> commit = new HashMap<>();
+            for (String t : topics) {
+                var tps = admin.describeTopics(List.of(t)).allTopicNames().get().get(t).partitions();
+                for (TopicPartitionInfo info : tps) {
+                    commit.put(new TopicPartition(t, info.partition()),
+                               new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.nextInt(50)));
+                }
+            }
+            admin.alterConsumerGroupOffsets(simple, commit).all().get();
+            StringBuilder sb = new StringBuilder("{");
+            boolean first = true;
+            for (String g : names) {
+                var offsets = admin.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
+                sb.append(first ? "" : ",").append(BrokerClient.str(g)).append(":{");
+                first = false;
+                boolean f2 = true;
+                for (var e : new TreeMap<String, org.apache.kafka.clients.consumer.OffsetAndMetadata>(
+                         BrokerClient.toStrings(offsets)).entrySet()) {
+                    sb.append(f2 ? "" : ",").append(BrokerClient.str(e.getKey())).append(":").append(e.getValue().offset());
+                    f2 = false;
+                }
+                sb.append("}");
+            }
+            System.out.println(sb.append("}"));
+        }
     }
 
     /** Each job in a thread of its own, all at once; their results in order, or the first failure. */
