@@ -36,18 +36,14 @@ copied. Then:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import io
 import json
 import os
 import random
-import re
 import shutil
 import struct
-import subprocess
 import time
-from collections import Counter
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,14 +54,12 @@ from broker_fixture import (
     classpath,
     cleaned,
     consumer_row,
-    dump_log_segments_class,
-    java_env,
     kafka_version,
     required,
     settle,
     skip_reason,
 )
-from dump_text import as_newest, keyless_payloads_as
+from dump_text import NOT_FOUND, assert_same_dump, kafka_dump, klog_dump
 from kafka_corpus import assert_same_rows, env_int, rows_of
 
 import storage_core
@@ -228,104 +222,6 @@ def _cleaner_offset(log_dir: Path, topic: str, partition: int) -> int | None:
 # --- running both ----------------------------------------------------------------------------------
 
 
-#: the longest ``--files`` argument passed to one JVM: Linux refuses a single argument over 128 KiB
-#: (MAX_ARG_STRLEN), which a workload's snapshot files under a deep temporary dir can exceed
-MAX_FILES_ARG = 100_000
-
-
-def _kafka_dump(files: list[Path], *options: str, release: str = RELEASE) -> tuple[str, str]:
-    """kafka-dump-log: ``DumpLogSegments`` of ``release``'s jars, one JVM per group of files whose
-    ``--files`` list fits one argument (the files' outputs are independent of each other); its stdout
-    as 4.4.0 prints it (:func:`dump_text.as_newest`, :func:`dump_text.keyless_payloads_as`)."""
-    groups: list[list[str]] = [[]]
-    for f in map(str, files):
-        if groups[-1] and sum(len(x) + 1 for x in groups[-1]) + len(f) > MAX_FILES_ARG:
-            groups.append([])
-        groups[-1].append(f)
-    out, err = [], []
-    for group in groups:
-        # C1 only: a short run spends most of its time starting, which the optimizing compiler only slows
-        cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
-               "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(version=release),
-               dump_log_segments_class(release), "--files", ",".join(group), *options]
-        proc = subprocess.run(cmd, capture_output=True, env=java_env(), check=False, timeout=600)
-        out.append(proc.stdout.decode("utf-8"))
-        err.append(proc.stderr.decode("utf-8"))
-    text = as_newest("".join(out), release)
-    return keyless_payloads_as(text, release, options), "".join(err)
-
-
-def _klog_dump(files: list[Path], *options: str, release: str = RELEASE) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        rc = klog(["dump", "--quiet", *options, *(str(f) for f in files)])
-    return rc, keyless_payloads_as(out.getvalue(), release, options), err.getvalue()
-
-
-NON_CONSECUTIVE = "Non-consecutive offsets in "
-
-
-#: The tool stopped by an exception: 4.4.0's ``DumpLogSegments`` lets an index's sanity check
-#: escape ``main`` (``Exception in thread "main" <class>: <message>`` and its stack trace), klog
-#: says ``klog: error: <message> [file <path>]`` and exits 1; the message is the report.
-_JAVA_FATAL = re.compile(r'^Exception in thread "main" [\w.$]+: (.*)$')
-_KLOG_FATAL = re.compile(r"^klog: error: (.*?)(?: \[file [^\]]*\])?$")
-
-
-#: A time index's entries not in its log: 4.4.0 names the file (``... not found in :<path>``), 4.1.1
-#: says ``... not found in the log.``; klog says 4.4.0's words, the report is compared without them.
-NOT_FOUND = "The following indexed offsets are not found in "
-
-
-def _report_head(line: str) -> str:
-    """A report's first line as both tools' are compared (the two differences above undone)."""
-    if line.startswith(NOT_FOUND):
-        return NOT_FOUND.rstrip()
-    m = _JAVA_FATAL.match(line) or _KLOG_FATAL.match(line)
-    return f"fatal: {m.group(1)}" if m else line
-
-
-def _reports(stderr: str) -> Counter[tuple[str, ...]]:
-    """kafka-dump-log's reports on stderr, each a header line and its detail lines, as a multiset
-    (:data:`DUMP_EXCEPTIONS` ``reports-after-each-file``); a non-consecutive-offsets report's details
-    as a sorted set, without 4.4.0's report of each file's first offset (``non-consecutive-details``)."""
-    blocks: list[list[str]] = []
-    for line in stderr.split("\n"):
-        if not line:
-            continue
-        if line.startswith(("\tat ", "\t... ", "Caused by: ")) and blocks:
-            continue  # a Java stack trace: its exception line is the report
-        if line.startswith(("  ", "Indexed offset: ")) and blocks:
-            blocks[-1].append(line)
-        else:
-            blocks.append([_report_head(line)])
-    out: Counter[tuple[str, ...]] = Counter()
-    for head, *details in blocks:
-        if head.startswith(NON_CONSECUTIVE):
-            details = sorted({d for d in details if not d.startswith("  -1 is followed by ")},
-                             key=lambda d: int(d.split()[0]))
-            if not details:
-                continue
-        out[(head, *details)] += 1
-    return out
-
-
-def _assert_same_output(what: str, kafka: tuple[str, str], ours: tuple[int, str, str]) -> None:
-    rc, out, err = ours
-    want, got = kafka[0].split("\n"), out.split("\n")  # "\n" only: payloads hold other line breaks
-    if want != got:
-        ops = [op for op in difflib.SequenceMatcher(None, want, got, autojunk=False).get_opcodes() if op[0] != "equal"]
-        missing = sum(i2 - i1 for _, i1, i2, _, _ in ops)
-        extra = sum(j2 - j1 for _, _, _, j1, j2 in ops)
-        _, i1, _, j1, _ = ops[0]
-        raise AssertionError(
-            f"{CTX} klog dump {what}: {missing} of kafka-dump-log's {len(want)} lines are not klog's, klog has {extra} "
-            f"others; the first at line {i1 + 1}:\n  kafka: {want[i1] if i1 < len(want) else '<end>'!r}\n"
-            f"  klog:  {got[j1] if j1 < len(got) else '<end>'!r}")
-    assert _reports(err) == _reports(kafka[1]), f"{CTX} klog dump {what}: stderr\n{err}\nkafka-dump-log's:\n{kafka[1]}"
-    assert rc in (0, 1), f"{CTX} klog dump {what}: exit {rc}: {err}"
-
-
 def _files(log_dir: Path, pattern: str, dirs: str = "*") -> list[Path]:
     return sorted(f for d in sorted(log_dir.glob(dirs)) if d.is_dir() for f in sorted(d.glob(pattern)))
 
@@ -354,9 +250,9 @@ def test_dump_of_logs_equals_kafka(request: pytest.FixtureRequest, release: str,
     included (klog with ``--no-decoder``: :data:`DUMP_EXCEPTIONS` ``decoder-by-dir-name``)."""
     d = _dump_dir(request, release)
     files = _files(d, "*.log") + _files(d, "*.checkpoint", "__cluster_metadata-*") + _bootstrap(d)
-    kafka = _kafka_dump(files, *options, release=release)
-    _assert_same_output(f"{release} " + (" ".join(options) or "(batches)"), kafka,
-                        _klog_dump(files, *options, "--no-decoder", release=release))
+    kafka = kafka_dump(files, *options, release=release)
+    assert_same_dump(CTX, f"{release} " + (" ".join(options) or "(batches)"), kafka,
+                        klog_dump(files, *options, "--no-decoder", release=release))
     if options == ("--print-data-log",):
         # the workload reached the cases that once differed: tombstones (no payload printed), bytes
         # that are not UTF-8, offsets a cleaner removed
@@ -380,8 +276,8 @@ def test_dump_of_internal_topics_equals_kafka(request: pytest.FixtureRequest, re
     if decoder == "--cluster-metadata-decoder":
         files += _files(d, "*.checkpoint", dirs) + _bootstrap(d)
     options = (decoder, "--skip-record-metadata") if skip else (decoder,)
-    kafka = _kafka_dump(files, *options, release=release)
-    _assert_same_output(f"{release} " + " ".join(options), kafka, _klog_dump(files, *options, release=release))
+    kafka = kafka_dump(files, *options, release=release)
+    assert_same_dump(CTX, f"{release} " + " ".join(options), kafka, klog_dump(files, *options, release=release))
     lines = [x for x in kafka[0].split("\n") if "payload: " in x]
     assert lines and not any("Error at" in x or "Unknown record type" in x for x in lines), lines[:3]
     if decoder == "--offsets-decoder":  # offset commits, a classic group, a consumer (KIP-848) group's member
@@ -399,9 +295,9 @@ def test_dump_of_indexes_and_snapshots_equals_kafka(request: pytest.FixtureReque
     """Every ``.index``, ``.timeindex``, ``.txnindex`` and producer ``.snapshot``."""
     d = _dump_dir(request, release)
     files = [f for pattern in ("*.index", "*.timeindex", "*.txnindex", "*.snapshot") for f in _files(d, pattern)]
-    kafka = _kafka_dump(files, *options, release=release)
-    _assert_same_output(f"{release} " + (" ".join(options) or "(entries)"), kafka,
-                        _klog_dump(files, *options, release=release))
+    kafka = kafka_dump(files, *options, release=release)
+    assert_same_dump(CTX, f"{release} " + (" ".join(options) or "(entries)"), kafka,
+                        klog_dump(files, *options, release=release))
     if not options:
         assert "lastStableOffset: " in kafka[0] and "producerId: " in kafka[0], "no .txnindex or .snapshot entries"
 
@@ -439,12 +335,12 @@ def test_dump_of_damaged_indexes_equals_kafka(request: pytest.FixtureRequest, re
                                               options: tuple[str, ...]) -> None:
     """What both print and report on indexes that disagree with their log."""
     files = [f for fs in _craft(_dump_dir(request, release), tmp_path / "damaged").values() for f in fs]
-    kafka = _kafka_dump(files, *options, release=release)
+    kafka = kafka_dump(files, *options, release=release)
     for report in ("Mismatches in :", "Found timestamp mismatch in :", "Found out of order timestamp in :",
                    NOT_FOUND):
         assert report in kafka[1], f"kafka-dump-log did not report {report!r}: {kafka[1]}"
-    ours = _klog_dump(files, *options, release=release)
-    _assert_same_output(f"{release} " + (" ".join(options) or "(entries)"), kafka, ours)
+    ours = klog_dump(files, *options, release=release)
+    assert_same_dump(CTX, f"{release} " + (" ".join(options) or "(entries)"), kafka, ours)
     assert ours[0] == 1, f"{CTX}: klog dump found nothing wrong in damaged indexes"
 
 
@@ -465,8 +361,8 @@ def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(requ
         d.mkdir(parents=True)
         f = d / src.name
         f.write_bytes(data[:8] + struct.pack(">i", size) + data[12:])
-        kafka_out, kafka_err = _kafka_dump([f], release=release)
-        rc, out, err = _klog_dump([f], release=release)
+        kafka_out, kafka_err = kafka_dump([f], release=release)
+        rc, out, err = klog_dump([f], release=release)
         if kind == "below-overhead":
             want = f"Found record size {size} smaller than minimum record overhead (14)"
             assert f"CorruptRecordException: {want}" in kafka_err, kafka_err
@@ -478,7 +374,7 @@ def test_dump_of_a_segment_whose_first_batch_header_is_damaged_equals_kafka(requ
             assert out == kafka_out and rc == 0, f"{CTX}: {out}{err}"
         other = tmp_path / kind / "notes.log"
         other.write_bytes(f.read_bytes())
-        rc, out, err = _klog_dump([other], release=release)
+        rc, out, err = klog_dump([other], release=release)
         assert rc == 1 and "holds no Kafka record batch" in err, err
 
 
@@ -490,8 +386,8 @@ def test_sanity_check_of_damaged_indexes_equals_kafka(request: pytest.FixtureReq
     crafted = _craft(_dump_dir(request, release), tmp_path / "damaged")
     failing = crafted["untrimmed"][1]
     files = [*crafted["shifted"], *crafted["preallocated"], *crafted["empty"], crafted["untrimmed"][0], failing]
-    kafka = _kafka_dump(files, "--index-sanity-check", release=release)  # it stops at the first failure: the last file
-    rc, out, err = _klog_dump(files, "--index-sanity-check", release=release)
+    kafka = kafka_dump(files, "--index-sanity-check", release=release)  # it stops at the first failure: the last file
+    rc, out, err = klog_dump(files, "--index-sanity-check", release=release)
     assert out.split("\n")[:-1] == kafka[0].split("\n")[:-1], f"{CTX}\nklog:\n{out}\nkafka:\n{kafka[0]}"
     message = kafka[1].split("\n")[0].split("CorruptIndexException: ", 1)[1]
     assert rc == 1 and err.startswith("klog: error: "), err

@@ -268,6 +268,28 @@ def test_sync_of_every_dir_equals_the_consumer(steady: Copies, fmt: str, tmp_pat
     assert_same_rows(rows_of(got), want, f"seed={steady.seed} sync {fmt}")
 
 
+@pytest.mark.parametrize("what", ["logs", "offsets", "messy"])
+def test_dump_of_every_replica_equals_kafka(steady: Copies, messy, what: str) -> None:  # type: ignore[no-untyped-def]
+    """``klog dump`` of every broker's replica files, the followers' (which the replica fetcher wrote)
+    and those of the messy scenario (leader epochs bumped by kills, a replica truncated and rewritten)
+    among them, prints what Kafka 4.4.0's own DumpLogSegments prints, line for line; the replicated
+    ``__consumer_offsets`` with the offsets decoder."""
+    from cluster_fixture import CLUSTER_VERSION
+    from dump_text import assert_same_dump, kafka_dump, klog_dump
+
+    if what == "messy":
+        dirs, topics, options = list(messy.live.values()), messy.topics, ("--print-data-log",)
+    elif what == "offsets":
+        dirs, topics, options = list(steady.brokers("stopped").values()), ["__consumer_offsets"], ("--offsets-decoder",)
+    else:
+        dirs, topics, options = list(steady.brokers("stopped").values()), steady.topics, ("--deep-iteration",)
+    files = sorted(f for d in dirs for t in topics for f in d.glob(f"{t}-*/*.log"))
+    assert len({f.parent.parent for f in files}) > 1, files  # replicas of several brokers
+    seed = messy.seed if what == "messy" else steady.seed
+    assert_same_dump(f"seed={seed}", f"{what} {' '.join(options)}", kafka_dump(files, *options, release=CLUSTER_VERSION),
+                     klog_dump(files, *options, release=CLUSTER_VERSION))
+
+
 def test_dirs_of_two_clusters_are_refused(steady: Copies, tmp_path: Path) -> None:
     other = tmp_path / "other-cluster"
     shutil.copytree(steady.stopped[1], other)
