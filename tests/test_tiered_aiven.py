@@ -154,6 +154,34 @@ def test_spark_batch_equals_the_broker(variant: str, spark) -> None:  # type: ig
         assert_same_rows(got, truth(variant, isolation), f"aiven {variant} spark {isolation}")
 
 
+def test_spark_finds_key_pairs_whose_ids_are_not_lowercase(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A ring whose pair ids have capitals (``K1``, ``K2``: C's objects with their manifests naming the
+    pairs so), its key files given as Spark options: Spark hands the source those keys lowercased
+    (``...pairs.k2.private.key.file``), and the pair ``K2`` the manifests name is still found."""
+    remote = tmp_path / "remote"
+    shutil.copytree(FIXTURE / "C" / "remote", remote)
+    renamed = 0
+    for manifest in remote.rglob("*.rsm-manifest"):
+        text = manifest.read_text()
+        for pair in ("k1", "k2"):
+            text = text.replace(f'"dataKey":"{pair}:', f'"dataKey":"{pair.upper()}:')
+        renamed += text.count('"dataKey":"K')
+        manifest.write_text(text)
+    assert renamed, "no manifest names a key pair"
+    props = tmp_path / "rsm.properties"
+    props.write_text("".join(line + "\n" for line in (FIXTURE / "C" / "rsm.properties").read_text().splitlines()
+                             if ".key.file=" not in line).replace("key.pairs=k1,k2", "key.pairs=K1,K2"))
+    reader = spark.read.format("klog").option("kafka.isolation.level", "read_committed")
+    opts = {**options("C", remote=remote, remoteStorageConfig=str(props)),
+            **{k.replace(".k1.", ".K1.").replace(".k2.", ".K2."): v for k, v in key_options(FIXTURE / "C" / "keys").items()}}
+    opts = {k: v for k, v in opts.items() if ".k1." not in k and ".k2." not in k}
+    assert any(".K2.private.key.file" in k for k in opts), opts
+    for k, v in opts.items():
+        reader = reader.option(k, str(v).lower() if isinstance(v, bool) else str(v))
+    got = rows_of(reader.load(str(FIXTURE / "C" / "logdir")).collect())
+    assert_same_rows(got, truth("C", "read_committed"), "aiven C, key pairs K1 and K2, through Spark")
+
+
 def test_a_stream_reads_the_encrypted_history(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     reader = (spark.readStream.format("klog").option("startingOffsets", "earliest")
               .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", "3000"))

@@ -114,13 +114,28 @@ class AivenConfig:
 
     def key_pair(self, key_pair_id: str) -> KeyPairPaths | None:
         """The ring's pair ``key_pair_id`` (``encryption.key.pairs`` lists the ids); None if the ring
-        does not name it."""
+        does not name it. Its key files are looked up by the id as spelled, and then regardless of
+        case: Spark hands a data source its option keys lowercased
+        (``rsm.config.encryption.key.pairs.K2.private.key.file`` arrives as ``...pairs.k2...``)."""
         ids = [i.strip() for i in (self.get(ENCRYPTION_KEY_PAIRS, "") or "").split(",") if i.strip()]
         base = KEY_PAIR_PREFIX + key_pair_id
-        public, private = self.get(base + PUBLIC_KEY_FILE), self.get(base + PRIVATE_KEY_FILE)
+        public, private = self._key_file(base + PUBLIC_KEY_FILE), self._key_file(base + PRIVATE_KEY_FILE)
         if key_pair_id not in ids and public is None and private is None:
             return None
         return KeyPairPaths(key_pair_id, public, private)
+
+    def _key_file(self, name: str) -> str | None:
+        """The setting ``name``, or the one setting named so regardless of case; two such settings
+        (ids that differ only in case, given lowercased) are an :class:`InvalidOptionError`."""
+        value = self.get(name)
+        if value is not None:
+            return value
+        alike = sorted(k for k in self.settings if k.lower() == name.lower())
+        if len(alike) > 1:
+            raise InvalidOptionError(f"rsm.config.{name}: the settings {', '.join('rsm.config.' + k for k in alike)} "
+                                     "differ only in case, and Spark passes option keys lowercased; give the key "
+                                     "files in the remoteStorageConfig file, where their case is kept")
+        return self.get(alike[0]) if alike else None
 
     @property
     def key_pair_ids(self) -> tuple[str, ...]:
