@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import subprocess
 import time
@@ -273,6 +274,23 @@ def test_describe_gives_the_remote_range_beside_the_local_one(tiered: Tiered, ca
     assert "LOCAL START" in out and "REMOTE START" in out and "remote (tiered storage" in out
 
 
+def test_verify_reads_the_remote_segments(tiered: Tiered, capsys: pytest.CaptureFixture[str]) -> None:
+    """``klog verify --remote-storage``: the broker's remote copies pass, each batch counted; without
+    the storage a warning says they were not verified."""
+    capsys.readouterr()
+    assert klog(["verify", str(tiered.log_dir), "--topic", TOPIC]) == 0
+    local = capsys.readouterr()
+    assert "not verified: give the remote storage" in local.err, local
+    assert klog(["verify", str(tiered.log_dir), "--topic", TOPIC, "--remote-storage", str(tiered.remote)]) == 0
+    both = capsys.readouterr()
+    assert "warning:" not in both.err, both
+    copies = sum(1 for tp in tiered.tps if tp[0] == TOPIC for c in _remote_logs(tiered.remote, tp)
+                 for _ in FileRecords(c).batches())
+    counted = [int(m) for m in re.findall(r": ok \((\d+) batches", both.out)]
+    before = [int(m) for m in re.findall(r": ok \((\d+) batches", local.out)]
+    assert copies and sum(counted) - sum(before) == copies, (tiered.ctx, local.out, both.out)
+
+
 def test_export_reads_the_remote_segments(tiered: Tiered, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -500,6 +518,8 @@ def test_a_damaged_remote_segment_fails_or_is_skipped_by_name(tiered: Tiered, tm
     assert_same_rows(rows_of(got), want, ctx)
     assert klog(["export", str(log_dir), "--topic", TOPIC, "-o", str(tmp_path / "x.parquet"), "--quiet",
                  "--remote-storage", str(remote)]) == 1, ctx
+    if kind != "also-local":  # the copy itself is damaged: verify names it (the also-local copy is sound)
+        assert klog(["verify", str(log_dir), "--topic", TOPIC, "--quiet", "--remote-storage", str(remote)]) == 1, ctx
 
     def spark_read(fail: str):  # type: ignore[no-untyped-def]
         return (spark.read.format("klog").option("topics", tiered.topics).option("includeHeaders", "true")

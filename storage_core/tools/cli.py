@@ -321,6 +321,8 @@ exit codes: 0 ok, 1 an index or segment could not be read, 2 usage error (no suc
 VERIFY_EXAMPLES = """examples:
   klog verify /var/lib/kafka/data          check CRCs and indexes of every partition (read-only)
   klog verify data/orders-0 --quiet        one partition; only the exit code and problems
+  klog verify data --remote-storage s3://bucket/tiered --remote-storage-layout aiven --remote-storage-config server.properties
+                                           a tiered topic's remote segments too (every chunk fetched)
 exit codes: 0 all good (warnings allowed), 1 data is corrupt or lost, 2 usage error
 """
 
@@ -564,15 +566,18 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from storage_core.log.dir_state import LogDirStates
+    from storage_core.log.tiered import load_remote_metadata
     from storage_core.tools.report import verify_partition
 
     states = LogDirStates()  # shared by the workers: a dir's files read once, not once per partition
     status = EXIT_OK
     parts = _partitions(args)
     sizes = [_dir_bytes(p.path) for p in parts]
+    remote = _remote(args)
+    tiered = load_remote_metadata(dict.fromkeys([*(p.log_dir for p in parts), *_dirs(args)]))
 
     def verify(p: Any) -> Any:
-        return verify_partition(p, state=states.of(p.log_dir))
+        return verify_partition(p, state=states.of(p.log_dir), tiered=tiered, remote=remote)
 
     with _Bar(args, sum(sizes), "verify") as bar:
         # partitions verified at once, reported in partition order as one thread reports them
@@ -1118,6 +1123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="a log dir, several separated by commas, or a partition dir")
     p.add_argument("--topic", action="append", type=_topic_name, help="only this topic (repeatable)")
     p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    _remote_args(p)
     _workers_flag(p)
     p.set_defaults(func=_cmd_verify)
 

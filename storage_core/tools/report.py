@@ -13,6 +13,14 @@ A replicated partition read from several brokers' dirs (:mod:`storage_core.log.r
 verified in the replica read, and its other replicas are cross-checked against it: a replica that
 leaves the read one's leader-epoch lineage is a warning naming the broker and the offsets Kafka
 would truncate; batches that differ where both replicas should hold the same ones are an error.
+
+A tiered partition's remote segments (``__remote_log_metadata``) are verified too when the remote
+storage is given (:func:`verify_remote`): each copy is opened as every reader opens it
+(:meth:`~storage_core.log.tiered.RemoteStorage.segment`: the size the broker recorded; Aiven's
+manifest, chunk index, data key and every chunk's GCM tag as the batches are read), every batch's
+CRC is checked, and its offsets must rise from the segment's start offset to its end offset.
+Anything else is an error naming the segment, its offsets and its object; without the storage the
+report says the remote history was not verified.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from storage_core.log.manager import PartitionDir, open_log_read_only
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.replicas import first_disagreement
 from storage_core.log.segment import scan_segment, zero_filled
+from storage_core.log.tiered import RemoteStorage, TieredMetadata, partition_history
 from storage_core.log.time_index import TimeIndex
 from storage_core.record.file_records import FileRecords
 from storage_core.record.records import COMPRESSION_CODEC_MASK, RECORDS_OFFSET, DefaultRecordBatch
@@ -49,9 +58,11 @@ class VerifyReport:
 
 
 def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: LogDirState | None = None,
-                     ) -> VerifyReport:
+                     *, tiered: TieredMetadata | None = None, remote: RemoteStorage | None = None) -> VerifyReport:
     """``state``: the log dir's checkpoints and journals of the run (:mod:`storage_core.log.dir_state`:
-    read once per dir, not once per partition); None reads them for this partition."""
+    read once per dir, not once per partition); None reads them for this partition. ``tiered``: the
+    remote log metadata of the dirs, whose segments of this partition are verified in ``remote``
+    (:func:`verify_remote`)."""
     rep = VerifyReport(str(pd.path))
     logs = sorted(pd.path.glob("*" + LOG_SUFFIX))
     for orphan in sorted(pd.path.glob("*" + INDEX_SUFFIX)) + sorted(pd.path.glob("*" + TIME_INDEX_SUFFIX)):
@@ -101,7 +112,44 @@ def verify_partition(pd: PartitionDir, index_interval_bytes: int = 4096, state: 
     rep.lost.extend(lost)
     rep.errors.extend(f"lost data: {x}" for x in lost)
     _cross_check(pd, rep)
+    verify_remote(pd, tiered, remote, rep, index_interval_bytes)
     return rep
+
+
+def verify_remote(pd: PartitionDir, tiered: TieredMetadata | None, remote: RemoteStorage | None, rep: VerifyReport,
+                  index_interval_bytes: int = 4096) -> None:
+    """The remote segments ``tiered`` lists for ``pd``'s partition, read from ``remote`` (see the
+    module doc); without ``remote``, a warning that they were not verified."""
+    history = partition_history(tiered, pd.topic_partition, pd.path)
+    if not history:
+        return
+    if remote is None:
+        rep.warnings.append(f"{pd.topic_partition}: {len(history)} remote segments (offsets {history[0].start_offset}-"
+                            f"{history[-1].end_offset}, tiered) not verified: give the remote storage "
+                            "(--remote-storage) to verify them")
+        return
+    tp = pd.topic_partition
+    for rs in history:
+        where = f"remote segment {rs.segment_id} of {tp} (offsets {rs.start_offset}-{rs.end_offset})"
+        try:
+            seg = remote.segment(rs, index_interval_bytes=index_interval_bytes)
+            try:
+                expected, last = rs.start_offset, None
+                for batch in seg.batches(0):
+                    batch.ensure_valid()
+                    if batch.base_offset < expected:
+                        raise KlogError(f"the batch at position {batch.position} starts at offset {batch.base_offset}, "
+                                        f"below {expected} (offsets must rise from the segment's start offset)")
+                    expected, last = batch.last_offset + 1, batch.last_offset
+                    rep.batches += 1
+            finally:
+                seg.close()
+        except KlogError as exc:  # every failure of the copy: missing, cut, a bad key, tag or CRC
+            rep.errors.append(f"{where}: {exc}")
+            continue
+        if last != rs.end_offset:
+            rep.errors.append(f"{where}: its batches end at offset {last}; __remote_log_metadata says "
+                              f"{rs.end_offset}")
 
 
 def _cross_check(pd: PartitionDir, rep: VerifyReport) -> None:
