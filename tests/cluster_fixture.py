@@ -502,11 +502,14 @@ class Cluster:
 
     def snapshot(self, dest: Path) -> dict[int, Path]:
         """A volume snapshot: each node's data dir copied (``shutil.copytree``) to ``dest/b<n>/data`` and
-        ``dest/controller/data``, live or stopped, one node after another (so, live, not one instant).
+        ``dest/controller/data``, live or stopped, one node after another (so, live, not one instant):
+        the brokers first, the controller last, so that the controller's ``__cluster_metadata`` (the
+        quorum leader's log, which the brokers fetch) ends at or past every broker's copy of it, as it
+        does at any one instant (copied first, a live copy once ended below a broker's: seed 1257189204).
         A file that vanishes during a live copy (a segment deleted, a checkpoint replaced) is left out;
         any other copy error is raised. Returns node id -> copied data dir."""
         out: dict[int, Path] = {}
-        for node in self.nodes:
+        for node in [*self.brokers.values(), self.controller]:
             name = "controller" if node.node_id == CONTROLLER_ID else f"b{node.node_id}"
             target = dest / name / "data"
             copy_live(node.log_dir, target)
