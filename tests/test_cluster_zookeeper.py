@@ -1,0 +1,191 @@
+"""A ZooKeeper-era cluster's dirs read as the cluster served them (issue 57): three Kafka 3.9 brokers in
+ZooKeeper mode (``tests/zookeeper_fixture.py``; RF 3, ``min.insync.replicas`` 2). Their dirs hold no
+``__cluster_metadata`` (the leader and ISR lived in ZooKeeper), so klog chooses each partition's
+replica by what the dirs hold (the leader-epoch lineage, then the longest log), ends it at the
+checkpointed high watermarks, identifies each dir's broker by ``meta.properties``' ``broker.id``
+(``version=0``), and ``describe`` says the ISR is not known.
+
+One run per test process (module fixture, about a minute): a seeded workload from Kafka's own
+producers (idempotent, and transactional with a third aborted; every codec) while one broker is
+SIGKILLed (the controller drops it from every ISR, bumping leader epochs, and elects new leaders
+for the partitions it led) and restarted (it truncates and catches up); the truth from Kafka's
+consumer at both isolation levels and Admin ListOffsets/describeTopics once every replica caught
+up; the brokers' dirs copied live, then after a clean shutdown. Seeds are printed;
+``KLOG_CLUSTER_SEED`` replays one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import skip_unless_runs
+from kafka_corpus import assert_same_rows, rows_of
+
+import storage_core
+from storage_core.log.checkpoint import LeaderEpochCheckpointFile, MetaProperties
+from storage_core.log.replicas import broker_dir
+from storage_core.tools.cli import main as klog
+
+pytestmark = [pytest.mark.broker]
+
+ISOLATION = ("read_uncommitted", "read_committed")
+
+
+def _joined(dirs: Sequence[Path]) -> str:
+    return ",".join(map(str, dirs))
+
+
+@dataclass
+class ZkRun:
+    """What the run did, the cluster's truth, and the copies of the brokers' dirs (broker id -> data dir)."""
+
+    seed: int
+    topics: list[str]
+    killed: int
+    truth: dict[str, list[dict[str, Any]]]  # by isolation level
+    offsets: dict[str, dict[str, Any]]
+    describe: dict[str, dict[str, Any]]
+    live: dict[int, Path]
+    stopped: dict[int, Path]
+    events: list[str] = field(default_factory=list)
+
+    def copy(self, which: str) -> dict[int, Path]:
+        return self.live if which == "live" else self.stopped
+
+
+@pytest.fixture(scope="module")
+def zk(tmp_path_factory: pytest.TempPathFactory) -> ZkRun:
+    import zookeeper_fixture
+
+    skip_unless_runs(zookeeper_fixture.unavailable())
+    t0 = time.monotonic()
+    seed = int(os.environ.get("KLOG_CLUSTER_SEED") or random.randrange(2**31))
+    print(f"zookeeper cluster seed={seed} (KLOG_CLUSTER_SEED={seed} replays it), Kafka {zookeeper_fixture.ZK_KAFKA_VERSION}")
+    rng = random.Random(seed)
+    root = tmp_path_factory.mktemp("zk-cluster")
+    c = zookeeper_fixture.ZkCluster(root / "cluster")
+    events: list[str] = []
+
+    def ev(what: str) -> None:
+        events.append(f"{time.monotonic() - t0:6.1f} s  {what}")
+
+    try:
+        c.start()
+        ev("ZooKeeper and 3 brokers started")
+        p = f"z{seed % 100000}"
+        topics = [f"{p}-idem", f"{p}-txn"]
+        small = {"segment.bytes": "32768"}
+        c.create_topic(topics[0], rng.randint(2, 3), configs=small)
+        c.create_topic(topics[1], 2, configs=small)
+        c.wait_replicated(topics)
+        n_idem, n_txn = rng.randint(500, 900), rng.randint(500, 900)
+        pause = int(12000 * 20 / max(n_idem, n_txn))  # about 12 s of writes
+        with c.produce_async(rng.randrange(2**31), [(topics[0], "idempotent", n_idem), (topics[1], "txn", n_txn)],
+                             pause_ms=pause) as job:
+            time.sleep(rng.uniform(1.0, 3.0))
+            desc = c.describe(topics)
+            tp = rng.choice(sorted(desc))
+            killed = rng.choice([r for r in desc[tp]["replicas"] if r != desc[tp]["leader"]])
+            c.broker(killed).kill()
+            ev(f"SIGKILL broker {killed} (a follower of {tp}) while producing")
+            c.wait_replicated(topics, timeout=90)  # ZooKeeper's session expired: out of every ISR, new leaders
+            ev(f"every ISR without {killed}")
+            time.sleep(rng.uniform(0.5, 2.0))
+            c.start_brokers([killed])
+            ev(f"start {killed} {'while producing' if job.proc.poll() is None else 'after the producers ended'}")
+            produced = job.wait()
+        ev(f"produced {produced}")
+        c.wait_replicated(topics, timeout=90)
+        time.sleep(2.5)  # replica.high.watermark.checkpoint.interval.ms is 1 s
+        committed, uncommitted = c.consume_both(topics)
+        offsets, describe = c.list_offsets(topics), c.describe(topics)
+        ev("the truth taken")
+        live = c.snapshot(root / "live")
+        c.stop()
+        ev("live copy; clean shutdown")
+        stopped = c.snapshot(root / "stopped")
+    finally:
+        c.kill()
+    ev("stopped copy")
+    for e in events:
+        print("  " + e)
+    print(f"zookeeper cluster: {time.monotonic() - t0:.1f} s from start to the copies")
+    return ZkRun(seed, topics, killed, {"read_committed": committed, "read_uncommitted": uncommitted}, offsets,
+                 describe, live, stopped, events)
+
+
+def test_dirs_are_zookeeper_eras_and_name_their_broker_by_broker_id(zk: ZkRun) -> None:
+    """``meta.properties`` of a ZooKeeper-mode broker: ``version=0``, ``broker.id`` (no ``node.id``), the
+    cluster id; no ``__cluster_metadata``. klog's broker of each dir is its ``broker.id``. The kill bumped
+    leader epochs: some replica's lineage has more than one epoch."""
+    ids = set()
+    for which in ("live", "stopped"):
+        for n, d in zk.copy(which).items():
+            props = MetaProperties.in_dir(d).read()
+            assert props.get("version") == "0" and props.get("broker.id") == str(n) and "node.id" not in props, props
+            assert not (d / "__cluster_metadata-0").exists()
+            assert broker_dir(d).node_id == n
+            ids.add(props["cluster.id"])
+    assert len(ids) == 1
+    epochs = {len(LeaderEpochCheckpointFile.in_dir(p).read()) for d in zk.stopped.values()
+              for t in zk.topics for p in d.glob(f"{t}-*")}
+    assert max(epochs) > 1, f"seed={zk.seed}: no leader epoch bumped ({zk.events})"
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_every_dir_reads_as_the_consumer(zk: ZkRun, which: str, iso: str) -> None:
+    got = rows_of(storage_core.read_arrow(_joined(list(zk.copy(which).values())), topics=zk.topics,
+                                          isolationLevel=iso, includeHeaders=True).read_all())
+    assert_same_rows(got, zk.truth[iso], f"seed={zk.seed} {which} {iso} every dir events={zk.events}")
+    # the comparison tells the isolation levels apart (a third of the transactions aborted)
+    other = ISOLATION[1 - ISOLATION.index(iso)]
+    with pytest.raises(AssertionError):
+        assert_same_rows(got, zk.truth[other])
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+def test_two_brokers_dirs_read_as_the_consumer(zk: ZkRun, which: str) -> None:
+    """Any two of the three brokers' dirs: each partition has a replica among them (RF 3) and the ISR
+    held every broker when the truth was taken."""
+    copy = zk.copy(which)
+    for pair in itertools.combinations(sorted(copy), 2):
+        for iso in ISOLATION:
+            got = storage_core.read_arrow(_joined([copy[b] for b in pair]), topics=zk.topics, isolationLevel=iso,
+                                          includeHeaders=True)
+            assert_same_rows(rows_of(got.read_all()), zk.truth[iso], f"seed={zk.seed} {which} brokers {pair} {iso}")
+
+
+@pytest.mark.parametrize("which", ["live", "stopped"])
+def test_describe_equals_admin_and_says_the_isr_is_not_known(zk: ZkRun, which: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Start, end (the high watermark) and last stable offset are ListOffsets'; the replicas found are
+    describeTopics' brokers, none divergent; without KRaft metadata no leader, epoch or ISR is claimed,
+    and the notes (and the CLI's ISR column) say the ISR is not known."""
+    dirs = _joined(list(zk.copy(which).values()))
+    table = storage_core.describe(dirs, topics=zk.topics).to_pylist()
+    assert sorted(f"{r['topic']}-{r['partition']}" for r in table) == sorted(zk.offsets)
+    for row in table:
+        tp = f"{row['topic']}-{row['partition']}"
+        want, d = zk.offsets[tp], zk.describe[tp]
+        ctx = f"seed={zk.seed} {which} {tp}: {row}"
+        assert (row["start_offset"], row["end_offset"], row["last_stable_offset"]) == \
+            (want["earliest"], want["latest"], want["lso"]), ctx
+        assert sorted(r["broker"] for r in row["replicas"]) == sorted(d["replicas"]), ctx
+        assert all(r["diverges_at"] is None for r in row["replicas"]), ctx
+        assert row["broker"] in d["replicas"] and row["kraft_metadata"] is None, ctx
+        assert row["leader"] is None and row["leader_epoch"] is None and row["isr"] == [] and row["elr"] == [], ctx
+        assert "no KRaft metadata: the ISR is not known" in row["replica_notes"][0], ctx
+    capsys.readouterr()
+    assert klog(["describe", dirs, "--topic", zk.topics[0]]) == 0
+    out = capsys.readouterr().out
+    lines = [line.split() for line in out.splitlines() if line.startswith(zk.topics[0] + " ")]
+    assert lines and all("unknown" in cols for cols in lines), out
