@@ -33,6 +33,7 @@ the leader epoch), and a clean shutdown moves leadership away first (controlled 
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import threading
@@ -148,6 +149,17 @@ class ZkBroker(broker_fixture.Broker):
         root.mkdir(parents=True, exist_ok=True)
         (root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (root / "log4j2.properties").write_text(broker_fixture.LOG4J2)
+
+    def pause(self) -> None:
+        """SIGSTOP: the JVM stops at once, its sockets open (a follower that stops fetching; resume
+        within ``zookeeper.session.timeout.ms`` and ``replica.lag.time.max.ms`` and it is still live and
+        in sync)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
 
     def __repr__(self) -> str:
         return f"ZkBroker({self.node_id}, {'running' if self.running else 'down'})"
