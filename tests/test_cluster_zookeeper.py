@@ -104,7 +104,10 @@ def zk(tmp_path_factory: pytest.TempPathFactory) -> ZkRun:
         pause = int(12000 * 20 / max(n_idem, n_txn))  # about 12 s of writes
         with c.produce_async(rng.randrange(2**31), [(topics[0], "idempotent", n_idem), (topics[1], "txn", n_txn)],
                              pause_ms=pause) as job:
-            time.sleep(rng.uniform(3.0, 5.0))
+            # the producers' JVM takes a few seconds to start: the kill waits for their records
+            c.wait_until("the producers writing", lambda: sum(o["latest"] or 0 for o in c.list_offsets(topics).values())
+                         >= (n_idem + n_txn) // 5, timeout=90)
+            time.sleep(rng.uniform(0.0, 2.0))
             desc = c.describe(topics)
             tp = rng.choice(sorted(desc))
             killed = desc[tp]["leader"]  # the leader of tp, a follower of others: both kinds of replica go stale
