@@ -69,7 +69,7 @@ def unavailable(version: str = ZK_KAFKA_VERSION) -> str | None:
     reason = broker_fixture.skip_reason(lambda: classpath(version))
     if reason is None and not any(j.name.startswith("zookeeper-3.") for j in libs(version)):
         reason = f"Kafka {version}'s jars hold no zookeeper jar"
-    return reason
+    return None if reason is None else f"ZooKeeper-era cluster (Kafka {version} in ZooKeeper mode): {reason}"
 
 
 class ZooKeeper:
