@@ -294,6 +294,8 @@ class Broker:
 
     #: The JVM's options (a subclass running several JVMs at once gives them less heap).
     jvm_options: tuple[str, ...] = ("-Xmx768m", "-XX:+UseSerialGC")
+    #: The line of ``server.log`` that says the broker started (a ZooKeeper-mode broker says it otherwise).
+    started_line: str = STARTED
 
     def __init__(self, root: Path, version: str | None = None, **config: str) -> None:
         self.root = root
@@ -386,7 +388,7 @@ class Broker:
 
     def _started_count(self) -> int:
         try:
-            return self.server_log.read_text(errors="replace").count(STARTED)
+            return self.server_log.read_text(errors="replace").count(self.started_line)
         except FileNotFoundError:
             return 0
 

@@ -245,22 +245,37 @@ MOVED_PACKAGES = {
 }
 
 
+#: Calls of the client API that older releases spell differently: (a class only the newer
+#: kafka-clients holds, the call as the oracles write it, the call as the older release spells it).
+#: ``Admin.listGroups`` (KIP-1043, Kafka 4.0) was ``listConsumerGroups`` up to 3.9 (the ZooKeeper
+#: cluster's release, ``tests/zookeeper_fixture.py``); both listings have ``groupId()``.
+RENAMED_CALLS = (
+    ("org/apache/kafka/clients/admin/ListGroupsResult.class", "admin.listGroups()", "admin.listConsumerGroups()"),
+)
+
+
 def _sources_for(jars: list[Path], sources: list[Path]) -> dict[str, bytes]:
     """Each source's text as it compiles against ``jars``: the packages of :data:`MOVED_PACKAGES` that
-    no jar holds named as before they moved."""
+    no jar holds named as before they moved, and the calls of :data:`RENAMED_CALLS` whose marking
+    class no jar holds spelled the older release's way."""
     wanted = {new: new.replace(".", "/") for new in MOVED_PACKAGES}
     held: set[str] = set()
+    classes: set[str] = set()
     for jar in jars:
         if jar.name.startswith("kafka-clients-"):
             with zipfile.ZipFile(jar) as z:
                 names = z.namelist()
             held |= {new for new, path in wanted.items() if any(n.startswith(path) for n in names)}
+            classes |= {marker for marker, _, _ in RENAMED_CALLS if marker in names}
     out = {}
     for src in sources:
         text = src.read_bytes()
         for new, old in MOVED_PACKAGES.items():
             if new not in held:
                 text = text.replace(new.encode(), old.encode())
+        for marker, call, older in RENAMED_CALLS:
+            if marker not in classes:
+                text = text.replace(call.encode(), older.encode())
         out[src.name] = text
     return out
 

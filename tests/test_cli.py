@@ -242,3 +242,23 @@ def test_verify_takes_the_indexes_recovery_rebuilds_as_warnings(tmp_path: Path) 
     r = klog("verify", str(tmp_path))
     assert r.returncode == 0 and "t-0: ok" in r.stdout, r.stdout + r.stderr
     assert "Kafka's recovery rebuilds it" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_verify_takes_a_cleanly_shut_down_empty_partition_as_it_is(tmp_path: Path) -> None:
+    """An empty partition after a clean shutdown: Kafka trims its active segment's indexes to no bytes.
+    That is no preallocated index and no warning (the ZooKeeper-era cluster's stopped copy met this:
+    ``__transaction_state`` partitions no transaction maps to); the preallocated one of a live copy is."""
+    import os
+
+    (tmp_path / "t-0").mkdir()
+    for suffix in (".log", ".index", ".timeindex"):
+        (tmp_path / "t-0" / f"00000000000000000000{suffix}").write_bytes(b"")
+    (tmp_path / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":5}')
+    r = klog("verify", str(tmp_path))
+    assert r.returncode == 0 and "t-0: ok (0 batches, 0 errors, 0 warnings)" in r.stdout, r.stdout + r.stderr
+    assert "preallocated" not in r.stdout + r.stderr, r.stdout + r.stderr
+    (tmp_path / ".kafka_cleanshutdown").unlink()  # a running broker's dir: its indexes preallocated
+    for suffix in (".index", ".timeindex"):
+        os.truncate(tmp_path / "t-0" / f"00000000000000000000{suffix}", 10 << 20)
+    r = klog("verify", str(tmp_path))
+    assert r.returncode == 0 and "preallocated (10485760 bytes) for an empty active segment" in r.stdout + r.stderr

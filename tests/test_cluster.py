@@ -305,7 +305,8 @@ def test_dirs_of_two_clusters_are_refused(steady: Copies, tmp_path: Path) -> Non
 
 def test_dirs_without_the_kraft_metadata_read_by_their_own_files(steady: Copies, tmp_path: Path) -> None:
     """As a ZooKeeper-era cluster's dirs (no ``__cluster_metadata``): replicas chosen by their leader-epoch
-    lineage, the end at the checkpointed high watermarks; describe says the ISR is not known."""
+    lineage, the end at the checkpointed high watermarks; describe says the ISR is not known. (A real
+    ZooKeeper-era cluster's dirs, Kafka 3.9.1 in ZooKeeper mode: ``tests/test_cluster_zookeeper.py``.)"""
     dirs = []
     for n, d in steady.brokers("stopped").items():
         copy = tmp_path / f"b{n}"

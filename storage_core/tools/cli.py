@@ -449,7 +449,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         header += ["BROKER", "LEADER", "EPOCH", "ISR", "REPLICAS"]
         for row, r in zip(table, rows, strict=True):
             row += (["-"] * 5 if not r.replicas else
-                    [_id(r.broker), _id(r.leader), _id(r.leader_epoch), ",".join(map(str, r.isr)) or "-",
+                    [_id(r.broker), _id(r.leader), _id(r.leader_epoch), _isr(r),
                      ",".join(_id(x["broker"]) + ("!" if x["diverges_at"] is not None else "") for x in r.replicas)])
     if any(r.remote_segments for r in rows):  # tiered partitions: their remote range beside the local one
         header[2:4] = ["LOCAL START", "LOCAL END"]
@@ -485,6 +485,15 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 def _id(v: int | None) -> str:
     return "-" if v is None or v < 0 else str(v)
+
+
+def _isr(r: Any) -> str:
+    """The ISR column of a replicated partition: ``unknown`` without a KRaft registration (a ZooKeeper-era
+    cluster's dirs: the ISR lived in ZooKeeper; ``replica_notes`` says how the replica read was chosen),
+    ``-`` for a registration whose ISR is empty."""
+    if r.leader is None:
+        return "unknown"
+    return ",".join(map(str, r.isr)) or "-"
 
 
 def _print_topic_configs(rows: list[Any], kraft: Any, no_kraft: str) -> None:

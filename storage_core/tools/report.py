@@ -251,7 +251,9 @@ def _verify_indexes(log_path: Path, intact: list[tuple[int, int]], active: bool,
         return
     records = FileRecords(log_path)
     valid_bytes = intact[0][1] if intact else 0
-    if active and valid_bytes == 0 and len(intact) <= 1 and _all_zero(index_path) and (not time_path.exists() or _all_zero(time_path)):
+    # (an index of no bytes is the one a clean shutdown trims an empty segment's to, not preallocated)
+    if (active and valid_bytes == 0 and len(intact) <= 1 and index_path.stat().st_size > 0 and _all_zero(index_path)
+            and (not time_path.exists() or _all_zero(time_path))):
         rep.warnings.append(f"{index_path}: preallocated ({index_path.stat().st_size} bytes) for an empty active "
                             "segment, as an unclean shutdown leaves it (Kafka's recovery rebuilds it)")
         return
