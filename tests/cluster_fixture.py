@@ -509,7 +509,7 @@ class Cluster:
         A file that vanishes during a live copy (a segment deleted, a checkpoint replaced) is left out;
         any other copy error is raised. Returns node id -> copied data dir."""
         out: dict[int, Path] = {}
-        for node in [*self.brokers.values(), self.controller]:
+        for node in sorted(self.nodes, key=lambda n: n.node_id == CONTROLLER_ID):  # the controller last
             name = "controller" if node.node_id == CONTROLLER_ID else f"b{node.node_id}"
             target = dest / name / "data"
             copy_live(node.log_dir, target)
