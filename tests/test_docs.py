@@ -25,6 +25,7 @@ import doc_blocks
 import pytest
 import shared_fixtures as sf
 from doc_blocks import REPO
+from spark_env import short_jvm_env
 
 #: Blocks marked ``not-run`` may not grow past this: each is an example no test keeps true.
 MAX_NOT_RUN = 8
@@ -105,7 +106,8 @@ def test_readme_links_resolve() -> None:
 def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``klog-data`` as ``make quickstart`` leaves it and ``kafka-copy`` as broker_sample writes it."""
     root = tmp_path_factory.mktemp("docs-samples")
-    env = dict(os.environ, KLOG_QUICKSTART_DIR=str(root / "klog-data"), PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, KLOG_QUICKSTART_DIR=str(root / "klog-data"), PYSPARK_PYTHON=sys.executable,
+               **short_jvm_env())
     res = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py")], cwd=root, env=env,
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -160,7 +162,7 @@ def page_runs(request: pytest.FixtureRequest, samples: Path,
         res = subprocess.run([sys.executable, str(REPO / "tests" / "doc_blocks.py"), "--samples", str(samples),
                               "--results", str(results), "--run", *map(str, todo)], cwd=work,
                              capture_output=True, text=True, timeout=600 + 300 * len(todo),
-                             env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+                             env=dict(os.environ, PYSPARK_PYTHON=sys.executable, **short_jvm_env()))
         code, out, err = res.returncode, res.stdout, res.stderr
     except subprocess.TimeoutExpired as e:
         code = None
