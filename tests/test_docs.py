@@ -3,24 +3,29 @@
 The docs site (``mkdocs.yml``, ``docs/``) is built with ``mkdocs build --strict``: a warning, a
 page left out of the nav, a broken link or anchor fails it. The README's links must name files of
 the repository and headings that exist. Every ``python``, ``bash`` and ``console`` block of the
-README and the docs runs here (``tests/doc_blocks.py`` says how), page by page in a directory
-holding the samples ``docs/index.md`` describes: ``klog-data`` (what ``make quickstart`` writes)
-and ``kafka-copy`` (``notebooks/broker_sample.py``'s stand-in for a broker's ``log.dirs``).
+README and the docs runs here (``tests/doc_blocks.py`` says how), page by page, each page on a
+fresh copy of the samples ``docs/index.md`` describes: ``klog-data`` (what ``make quickstart``
+writes) and ``kafka-copy`` (``notebooks/broker_sample.py``'s stand-in for a broker's
+``log.dirs``). The pages run in one process with one SparkSession (a new session per page); each
+page is still its own test, which fails naming the page's failed block.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import doc_blocks
 import pytest
 import shared_fixtures as sf
 from doc_blocks import REPO
+from spark_env import short_jvm_env
 
 #: Blocks marked ``not-run`` may not grow past this: each is an example no test keeps true.
 MAX_NOT_RUN = 8
@@ -101,7 +106,8 @@ def test_readme_links_resolve() -> None:
 def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``klog-data`` as ``make quickstart`` leaves it and ``kafka-copy`` as broker_sample writes it."""
     root = tmp_path_factory.mktemp("docs-samples")
-    env = dict(os.environ, KLOG_QUICKSTART_DIR=str(root / "klog-data"), PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, KLOG_QUICKSTART_DIR=str(root / "klog-data"), PYSPARK_PYTHON=sys.executable,
+               **short_jvm_env())
     res = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py")], cwd=root, env=env,
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -132,16 +138,50 @@ def test_quickstart(samples: Path) -> None:
     assert "appended 30 clicks -> the stream has seen 60" in out
 
 
+def _absent_fixture(page: Path, samples: Path) -> str | None:
+    """Why ``page`` cannot run here (it reads a shared fixture that is absent), or None."""
+    if "flink-copy" in page.read_text(encoding="utf-8") and not (samples / "flink-copy").exists():
+        return f"{page.name} reads the shared fixture {FLINK_COPY}, absent here ({sf.MISSING_REASON})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def page_runs(request: pytest.FixtureRequest, samples: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every selected page's blocks, run in one process with one SparkSession (``doc_blocks.py
+    --samples``: each page on a fresh copy of the samples, with a session and a namespace of its
+    own), instead of a process and a SparkSession per page (10 s each to start). The outcome of
+    each page by its name, and the process's exit code, stdout and stderr."""
+    selected = {item.callspec.params["page"] for item in request.session.items
+                if getattr(item, "originalname", None) == "test_every_block_runs"}
+    todo = [p for p in RUN_PAGES if p in selected and _absent_fixture(p, samples) is None]
+    base = tmp_path_factory.mktemp("docs-pages")
+    work, results = base / "work", base / "results.json"
+    work.mkdir()
+    try:
+        res = subprocess.run([sys.executable, str(REPO / "tests" / "doc_blocks.py"), "--samples", str(samples),
+                              "--results", str(results), "--run", *map(str, todo)], cwd=work,
+                             capture_output=True, text=True, timeout=600 + 300 * len(todo),
+                             env=dict(os.environ, PYSPARK_PYTHON=sys.executable, **short_jvm_env()))
+        code, out, err = res.returncode, res.stdout, res.stderr
+    except subprocess.TimeoutExpired as e:
+        code = None
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\ntimed out after {e.timeout} s"
+    outcome = json.loads(results.read_text()) if results.exists() else {}
+    return {"pages": outcome, "returncode": code, "stdout": out, "stderr": err}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(REPO)) for p in RUN_PAGES])
-def test_every_block_runs(page: Path, samples: Path, tmp_path: Path) -> None:
+def test_every_block_runs(page: Path, samples: Path, page_runs: dict[str, Any]) -> None:
     todo = [b for b in doc_blocks.blocks(page) if b.runnable]
-    if "flink-copy" in page.read_text(encoding="utf-8") and not (samples / "flink-copy").exists():
-        pytest.skip(f"{page.name} reads the shared fixture {FLINK_COPY}, absent here ({sf.MISSING_REASON})")
-    work = tmp_path / "work"
-    shutil.copytree(samples, work, symlinks=True)
-    res = subprocess.run([sys.executable, str(REPO / "tests" / "doc_blocks.py"), "--run", str(page)], cwd=work,
-                         capture_output=True, text=True, timeout=1200,
-                         env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
-    assert res.returncode == 0, res.stderr[-6000:]
-    assert f"ran {len(todo)} blocks" in res.stdout, res.stdout[-2000:]
+    if (why := _absent_fixture(page, samples)) is not None:
+        pytest.skip(why)
+    name = str(page.relative_to(REPO))
+    outcome = page_runs["pages"].get(name)
+    assert outcome is not None, (f"{name} did not run: the pages' process exited {page_runs['returncode']}\n"
+                                 + page_runs["stderr"][-6000:])
+    assert outcome["error"] is None, outcome["error"][-6000:]
+    assert outcome["ran"] == len(todo), outcome
+    assert f"ran {len(todo)} blocks of {name}\n" in page_runs["stdout"], page_runs["stdout"][-2000:]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import shared_fixtures as sf
+from spark_env import short_jvm_env
 
 REPO = Path(__file__).resolve().parent.parent
 #: Examples with an argparse --help (the quickstart takes no arguments: it is what `make quickstart` runs).
@@ -19,6 +20,7 @@ def run(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None,
         timeout: int = 600) -> subprocess.CompletedProcess[str]:
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     full = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=pythonpath, **(env or {}))
+    full.update(short_jvm_env())
     return subprocess.run([sys.executable, str(REPO / "examples" / script), *args], capture_output=True, text=True,
                           env=full, timeout=timeout, cwd=cwd)
 
