@@ -155,6 +155,25 @@ def unavailable(version: str = CLUSTER_VERSION) -> str | None:
 # --- one node ---------------------------------------------------------------------------------------
 
 
+def init_node(node: broker_fixture.Broker, root: Path, node_id: int, version: str, props: dict[str, str],
+              cp: str) -> None:
+    """A node's fields and files (``root/server.properties`` from ``props``, its log4j config; its
+    log dir ``root/data``), down: what a KRaft node and a ZooKeeper-era broker share."""
+    node.root = root
+    node.node_id = node_id
+    node.version = version
+    node.log_dir = root / "data"
+    node.server_log = root / "server.log"
+    node.cp = cp
+    node.proc = None
+    node.port = int(props["listeners"].rsplit(":", 1)[1])
+    node.controller_port = 0
+    node.bootstrap = f"127.0.0.1:{node.port}"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    (root / "log4j2.properties").write_text(broker_fixture.LOG4J2)
+
+
 class Node(broker_fixture.Broker):
     """One node of a :class:`Cluster`, its own JVM: the controller (``process.roles=controller``) or a
     broker (``process.roles=broker``), formatted with the cluster's id. Lifecycle as a
@@ -165,20 +184,8 @@ class Node(broker_fixture.Broker):
 
     def __init__(self, root: Path, node_id: int, props: dict[str, str], cluster_id: str, cp: str,
                  version: str, initial: str) -> None:
-        self.root = root
-        self.node_id = node_id
-        self.version = version
-        self.log_dir = root / "data"
-        self.server_log = root / "server.log"
-        self.cp = cp
-        self.proc = None
-        self.port = int(props["listeners"].rsplit(":", 1)[1])
-        self.controller_port = 0
-        self.bootstrap = f"127.0.0.1:{self.port}"
+        init_node(self, root, node_id, version, props, cp)
         self.cluster_id = cluster_id
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (root / "log4j2.properties").write_text(broker_fixture.LOG4J2)
         proc = subprocess.run(
             ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", cp, "kafka.tools.StorageTool", "format",
              "-t", cluster_id, "-c", str(root / "server.properties"), initial],

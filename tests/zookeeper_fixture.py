@@ -43,7 +43,7 @@ from pathlib import Path
 
 import broker_fixture
 from broker_fixture import BrokerError, free_port, java_env, libs
-from cluster_fixture import CLIENT_LOG4J2, CLUSTER_CONFIG, JVM_OPTIONS, Cluster, classpath
+from cluster_fixture import CLIENT_LOG4J2, CLUSTER_CONFIG, JVM_OPTIONS, Cluster, classpath, init_node
 
 #: The last Kafka release with ZooKeeper mode (4.0 removed it).
 ZK_KAFKA_VERSION = "3.9.1"
@@ -136,19 +136,7 @@ class ZkBroker(broker_fixture.Broker):
     started_line = "] started (kafka.server.KafkaServer)"
 
     def __init__(self, root: Path, node_id: int, props: dict[str, str], cp: str) -> None:
-        self.root = root
-        self.node_id = node_id
-        self.version = ZK_KAFKA_VERSION
-        self.log_dir = root / "data"
-        self.server_log = root / "server.log"
-        self.cp = cp
-        self.proc = None
-        self.port = int(props["listeners"].rsplit(":", 1)[1])
-        self.controller_port = 0
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (root / "log4j2.properties").write_text(broker_fixture.LOG4J2)
+        init_node(self, root, node_id, ZK_KAFKA_VERSION, props, cp)
 
     def pause(self) -> None:
         """SIGSTOP: the JVM stops at once, its sockets open (a follower that stops fetching; resume
