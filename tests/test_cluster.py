@@ -290,6 +290,64 @@ def test_dump_of_every_replica_equals_kafka(steady: Copies, messy, what: str) ->
                      klog_dump(files, *options, release=CLUSTER_VERSION))
 
 
+def _replica_rows(partition_dir: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record of one replica's partition dir to its log end: a copy of the
+    dir alone (in the brokers' dir a read ends at the replica's own checkpointed high watermark, which
+    a follower's may leave behind the leader's)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        alone = Path(tmp) / partition_dir.name
+        shutil.copytree(partition_dir, alone)
+        got = storage_core.read_arrow(str(alone)).read_all()
+        return sorted(zip(*(got.column(c).to_pylist() for c in ("offset", "key", "value")), strict=True))
+
+
+def test_compact_and_retention_work_on_every_replica(steady: Copies, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``klog compact`` and ``klog retention`` over the brokers' dirs work on every replica given, as each
+    broker's cleaner and retention do: afterwards the replicas of each partition hold the same records;
+    compaction kept, of the keyed records the consumer read at read_committed, exactly the last of each
+    key (aborted ones gone); retention left every replica a suffix of the partition (the same one), which
+    is what the cluster's read gives."""
+    brokers = {}
+    for n, d in steady.brokers("stopped").items():
+        brokers[n] = tmp_path / f"b{n}" / "data"
+        shutil.copytree(d, brokers[n])
+    dirs = _joined([*brokers.values(), steady.stopped[100]])
+    compacted, retained = steady.topics[1], steady.topics[0]  # transactional (a third aborted); idempotent
+    ctx = f"seed={steady.seed}"
+    assert klog(["compact", dirs, "--topic", compacted, "--roll", "--quiet"]) == 0
+    assert klog(["retention", dirs, "--topic", retained, "--config", "retention.bytes=1", "--config",
+                 "retention.ms=-1", "--quiet"]) == 0
+    capsys.readouterr()
+    shortened = 0
+    for topic in (compacted, retained):
+        parts = sorted({r["partition"] for r in steady.truth["read_uncommitted"] if r["topic"] == topic})
+        read = storage_core.read_arrow(dirs, topics=topic).read_all()
+        for p in parts:
+            replicas = {n: _replica_rows(d / f"{topic}-{p}") for n, d in brokers.items()}
+            first = replicas[min(replicas)]
+            assert all(rows == first for rows in replicas.values()), (ctx, topic, p, {n: len(r) for n, r in replicas.items()})
+            assert sorted(o for t, q, o in zip(read.column("topic").to_pylist(), read.column("partition").to_pylist(),
+                                               read.column("offset").to_pylist(), strict=True)
+                          if q == p) == [o for o, _, _ in first], (ctx, topic, p, "the cluster's read")
+            if topic == compacted:
+                last: dict[bytes, int] = {}
+                for r in steady.truth["read_committed"]:
+                    if r["topic"] == topic and r["partition"] == p and r["key"] is not None:
+                        last[r["key"]] = r["offset"]
+                assert sorted(o for o, k, _ in first if k is not None) == sorted(last.values()), (ctx, topic, p)
+                shortened += len(first) < sum(1 for r in steady.truth["read_uncommitted"]
+                                              if r["topic"] == topic and r["partition"] == p)
+            else:
+                offsets = [r["offset"] for r in steady.truth["read_uncommitted"] if r["topic"] == topic and r["partition"] == p]
+                kept = [o for o, _, _ in first]
+                assert kept == offsets[len(offsets) - len(kept):], (ctx, topic, p, "not a suffix")
+                shortened += len(kept) < len(offsets)
+    assert shortened, (ctx, "neither compaction nor retention removed anything")
+
+
 def test_dirs_of_two_clusters_are_refused(steady: Copies, tmp_path: Path) -> None:
     other = tmp_path / "other-cluster"
     shutil.copytree(steady.stopped[1], other)

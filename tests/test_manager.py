@@ -153,3 +153,42 @@ def test_the_broker_epoch_of_the_clean_shutdown_marker_is_kept(tmp_path: Path, e
     w.append(pa.table({"key": [b"a"], "value": [b"b"]}), 1_700_000_000_000)
     commit_job("job1", [w.finish()])
     assert CleanShutdownFile.in_dir(tmp_path).read() == epoch
+
+
+def _broker_copy(root: Path, node: int, segments: int) -> Path:
+    """A log dir of broker ``node`` (its meta.properties) holding orders-0: ``segments`` full segments."""
+    from storage_core.log.checkpoint import MetaProperties
+
+    d = root / f"b{node}"
+    d.mkdir()
+    MetaProperties.in_dir(d).write({"version": "1", "cluster.id": "AAAAAAAAAAAAAAAAAAAAAA", "node.id": str(node)})
+    with LogManager([d], writable=True, config=CFG) as lm:
+        log = lm.create_log(TopicPartition("orders", 0))
+        for _ in range(segments * 12):
+            log.append(batch(5))
+    return d
+
+
+def test_a_manager_refuses_two_brokers_replicas_and_the_cli_works_on_each(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Two brokers' dirs holding the same partition are two replicas, each with its own checkpoints: one
+    LogManager over both is refused before anything changes (it kept one replica per partition and wrote
+    the other broker's checkpoints without it); ``klog retention`` over both works on each replica and
+    each dir's checkpoints keep their partition."""
+    from storage_core.tools.cli import main as klog
+
+    dirs = [_broker_copy(tmp_path, n, 3) for n in (1, 2)]
+    before = {d: (d / "recovery-point-offset-checkpoint").read_bytes() for d in dirs}
+    with pytest.raises(KlogError, match="orders-0 is in two of the log dirs"):
+        LogManager(dirs, writable=True, config=CFG)
+    assert {d: (d / "recovery-point-offset-checkpoint").read_bytes() for d in dirs} == before
+    assert all(CleanShutdownFile.in_dir(d).exists() for d in dirs)
+    assert klog(["retention", ",".join(map(str, dirs)), "--config", "retention.bytes=1", "--config",
+                 "retention.ms=-1"]) == 0
+    out = capsys.readouterr().out
+    for d in dirs:
+        assert f"broker {d.name[1:]}: orders-0: deleted" in out, out
+        rp = OffsetCheckpointFile(d / "recovery-point-offset-checkpoint").read()
+        starts = OffsetCheckpointFile(d / "log-start-offset-checkpoint").read()
+        first = min(int(p.name.split(".")[0]) for p in (d / "orders-0").glob("*.log"))
+        assert rp.get(TopicPartition("orders", 0)) == 180 and first > 0, (d, rp, starts)

@@ -207,6 +207,20 @@ def _one_per_partition(found: Mapping[TopicPartition, list[PartitionDir]], roots
     return LogDirsView(out, absent, brokers)
 
 
+def broker_groups(log_dirs: Iterable[str | os.PathLike[str]]) -> list[list[Path]]:
+    """The log dirs grouped by the broker that owns them (``meta.properties``: its ``cluster.id`` and
+    ``node.id``), in the order given: what one :class:`LogManager` may hold, since each broker keeps its
+    own replica of a partition and its own checkpoints. Dirs without a broker identity (klog's own, a
+    copy without ``meta.properties``) form one group, as a single writer's ``log.dirs`` do."""
+    groups: dict[object, list[Path]] = {}
+    for raw in log_dirs:
+        d = as_path(raw)
+        b = broker_dir(d)
+        key: object = (b.cluster_id, b.node_id) if b.node_id is not None else None
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())
+
+
 def replica_problems(selected: Iterable[PartitionDir], absent: Mapping[TopicPartition, tuple[int, ...]]) -> list[str]:
     """Why the partitions ``selected`` from several brokers' log dirs (and those ``absent`` from
     them, by the brokers holding them) cannot be read as their cluster serves them: one line each
@@ -402,6 +416,12 @@ class LogManager:
                         log.close()
                     return log
 
+                for pd in pds:  # the same partition in two of the dirs: two brokers' replicas (see broker_groups)
+                    if pd.topic_partition in self._dir_of:
+                        raise KlogError(f"partition {pd.topic_partition} is in two of the log dirs: "
+                                        f"{self._dir_of[pd.topic_partition]} and {d}; a log manager works on one "
+                                        "broker's dirs (each replica has its own checkpoints): open one per "
+                                        "broker (broker_groups)")
                 n = 1 if workers == 1 else pool_size(workers, len(pds))
                 for pd, log in zip(pds, ordered_map(load, pds, n, window=n), strict=False):
                     self.logs[pd.topic_partition] = log

@@ -685,56 +685,75 @@ def _configs(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
-    from storage_core.log.manager import LogManager, find_partitions
+    from storage_core.log.manager import LogManager, broker_groups, find_partitions
 
     dirs = _log_dirs(args.dir)
     parts = [p for d in dirs for p in find_partitions([d], only=lambda _tp: False)]  # every replica of every dir
     total = sum(_dir_bytes(p.path) for p in parts)
-    with _Bar(args, total, "recover") as bar:
-        lm = LogManager(dirs, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)),
-                        close_each=True,  # one partition's files open at a time per worker, whatever the count
-                        workers=pool_size(args.workers, len(parts)))
     status = EXIT_OK
-    try:
-        for what in lm.recovered_commits:
-            print(f"settled an interrupted {what}")
-        for tp, log in sorted(lm.logs.items()):
-            for note in log.recovery_notes:
-                print(f"{tp}: {note}")
-            if log.truncated_bytes:
-                status = EXIT_DATA
-                print(f"{tp}: cut {log.truncated_bytes} bytes after offset {log.log_end_offset - 1}")
-            elif not args.quiet:
-                print(f"{tp}: ok, log end offset {log.log_end_offset}")
-    finally:
-        lm.close()
+    count = 0
+    groups = broker_groups(dirs)  # each broker's replicas, and its checkpoints, by themselves
+    for group in groups:
+        with _Bar(args, total, "recover") as bar:
+            lm = LogManager(group, writable=True, full_recovery=True, on_loaded=lambda pd: bar.update(_dir_bytes(pd.path)),
+                            close_each=True,  # one partition's files open at a time per worker, whatever the count
+                            workers=pool_size(args.workers, len(parts)))
+        who = _broker_prefix(group, len(groups))
+        try:
+            for what in lm.recovered_commits:
+                print(f"{who}settled an interrupted {what}")
+            for tp, log in sorted(lm.logs.items()):
+                for note in log.recovery_notes:
+                    print(f"{who}{tp}: {note}")
+                if log.truncated_bytes:
+                    status = EXIT_DATA
+                    print(f"{who}{tp}: cut {log.truncated_bytes} bytes after offset {log.log_end_offset - 1}")
+                elif not args.quiet:
+                    print(f"{who}{tp}: ok, log end offset {log.log_end_offset}")
+            count += len(lm.logs)
+        finally:
+            lm.close()
     if not args.quiet:
-        print(f"recovered {_plural(len(lm.logs), 'partition')} in {args.dir}: "
+        print(f"recovered {_plural(count, 'partition')} in {args.dir}: "
               f"{'bytes were cut (listed above)' if status else 'nothing was cut'}")
     return status
 
 
+def _broker_prefix(group: list[Path], groups: int) -> str:
+    """``"broker N: "`` before a line of a command run on several brokers' dirs (one of ``groups``)."""
+    from storage_core.log.replicas import broker_dir
+
+    node = broker_dir(group[0]).node_id
+    return "" if groups == 1 or node is None else f"broker {node}: "
+
+
 def _cmd_retention(args: argparse.Namespace) -> int:
-    from storage_core.log.manager import LogManager
+    from storage_core.log.manager import LogManager, broker_groups, find_partitions
     from storage_core.read.planner import no_such_topics
 
     overrides = _configs(args.config)
-    lm = LogManager(_log_dirs(args.dir), writable=True, overrides=overrides,
-                    close_each=True)  # one partition's files open at a time, whatever the count
-    try:
-        if args.topic:
-            missing = set(args.topic) - {tp.topic for tp in lm.logs}
-            if missing:
-                raise no_such_topics(sorted(missing), [tp.topic for tp in lm.logs], [args.dir])
-            for tp in [tp for tp in lm.logs if tp.topic not in set(args.topic)]:
+    groups = broker_groups(_log_dirs(args.dir))  # each broker's replicas, and its checkpoints, by themselves
+    if args.topic:
+        held = {pd.topic_partition.topic for pd in find_partitions([d for g in groups for d in g], only=lambda _tp: False)}
+        missing = set(args.topic) - held
+        if missing:
+            raise no_such_topics(sorted(missing), sorted(held), [args.dir])
+    any_deleted = False
+    for group in groups:
+        lm = LogManager(group, writable=True, overrides=overrides,
+                        close_each=True)  # one partition's files open at a time, whatever the count
+        who = _broker_prefix(group, len(groups))
+        try:
+            for tp in [tp for tp in lm.logs if args.topic and tp.topic not in set(args.topic)]:
                 lm.logs.pop(tp).close()
-        deleted = lm.retention(args.now)
-        for tp, bases in sorted(deleted.items()):
-            print(f"{tp}: deleted {len(bases)} segments, log start offset now {lm.logs[tp].log_start_offset}")
-        if not deleted and not args.quiet:
-            print("nothing to delete")
-    finally:
-        lm.close()
+            deleted = lm.retention(args.now)
+            for tp, bases in sorted(deleted.items()):
+                print(f"{who}{tp}: deleted {len(bases)} segments, log start offset now {lm.logs[tp].log_start_offset}")
+            any_deleted = any_deleted or bool(deleted)
+        finally:
+            lm.close()
+    if not any_deleted and not args.quiet:
+        print("nothing to delete")
     return EXIT_OK
 
 
@@ -844,22 +863,39 @@ _partition_number = _bounded_int("a partition number", 0, INT32_MAX)
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    import json
+    from storage_core.cleaner import CleanResult
+    from storage_core.log.manager import broker_groups, find_partitions
+    from storage_core.log.replicas import broker_dir
+    from storage_core.read.planner import no_such_topics
 
+    cleaner_results: list[tuple[CleanResult, list[str]]] = []
+    groups = broker_groups(_log_dirs(args.dir))  # each broker's replicas, and its checkpoints, by themselves
+    if args.topic:
+        held = {pd.topic_partition.topic for pd in find_partitions([d for g in groups for d in g], only=lambda _tp: False)}
+        missing = set(args.topic) - held
+        if missing:
+            raise no_such_topics(sorted(missing), sorted(held), [args.dir])
+    brokers: list[int | None] = []
+    for group in groups:
+        done = _compact_group(args, group)
+        cleaner_results.extend(done)
+        node = broker_dir(group[0]).node_id if len(groups) > 1 else None
+        brokers.extend([node] * len(done))
+    return _print_compaction(args, cleaner_results, brokers)
+
+
+def _compact_group(args: argparse.Namespace, group: list[Path]) -> list[tuple[Any, list[str]]]:
+    """``klog compact`` of one broker's log dirs: (result, files set aside) per partition cleaned."""
     from storage_core.cleaner import CleanResult, LogCleaner
     from storage_core.files import DELETED_SUFFIX
     from storage_core.log.manager import LogManager
     from storage_core.log.topic_partition import TopicPartition
-    from storage_core.read.planner import no_such_topics
 
     cleaner_results: list[tuple[CleanResult, list[str]]] = []
-    lm = LogManager(_log_dirs(args.dir), writable=True, close_each=True)  # files of one partition open at a time
+    lm = LogManager(group, writable=True, close_each=True)  # files of one partition open at a time
     progress = _Progress(args)
     try:
         if args.topic:
-            missing = set(args.topic) - {tp.topic for tp in lm.logs}
-            if missing:
-                raise no_such_topics(sorted(missing), [tp.topic for tp in lm.logs], [args.dir])
             chosen = [tp for tp in sorted(lm.logs) if tp.topic in set(args.topic)]
         else:
             chosen = [tp for tp in sorted(lm.logs) if lm.logs[tp].config.compact]
@@ -889,7 +925,16 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         lm.close()
-    rows = [{**r.summary(), "deleted_files": removed} for r, removed in cleaner_results]
+    return cleaner_results
+
+
+def _print_compaction(args: argparse.Namespace, cleaner_results: list[tuple[Any, list[str]]],
+                      brokers: list[int | None]) -> int:
+    """The summary of ``klog compact``: a row per replica cleaned (the broker named, of several brokers' dirs)."""
+    import json
+
+    rows = [{**r.summary(), "deleted_files": removed, **({} if node is None else {"broker": node})}
+            for (r, removed), node in zip(cleaner_results, brokers, strict=True)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -900,14 +945,15 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         return EXIT_OK
     header = ["TOPIC", "PART", "BYTES BEFORE", "BYTES AFTER", "RECORDS READ", "REMOVED", "TOMBSTONES KEPT",
               "TOMBSTONES REMOVED", "PASSES"]
-    table = [[str(r["topic"]), str(r["partition"]), str(r["bytes_before"]), str(r["bytes_after"]),
+    table = [[str(r["topic"]) if "broker" not in r else f"{r['topic']} (broker {r['broker']})",
+              str(r["partition"]), str(r["bytes_before"]), str(r["bytes_after"]),
               str(r["records_read"]), str(r["records_removed"]), str(r["tombstones_kept"]),
               str(r["tombstones_removed"]), str(r["passes"])] for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
     for row in [header, *table]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    before = sum(int(r["bytes_before"]) for r in rows)  # type: ignore[call-overload]
-    after = sum(int(r["bytes_after"]) for r in rows)  # type: ignore[call-overload]
+    before = sum(int(r["bytes_before"]) for r in rows)
+    after = sum(int(r["bytes_after"]) for r in rows)
     if not args.quiet:
         print(f"total: {len(rows)} partitions, {before} -> {after} bytes")
     if not args.roll and any(r["passes"] == 0 for r in rows) and not args.quiet:
