@@ -292,11 +292,15 @@ class Cluster:
 
     def stop(self) -> None:
         """A clean shutdown: the brokers (controlled shutdown, in parallel), then the controller."""
+        self.stop_brokers()
+        self.controller.stop()
+
+    def stop_brokers(self) -> None:
+        """Every broker's controlled shutdown, in parallel (the admin client closed first)."""
         self.close_admin()
         with ThreadPoolExecutor(3) as pool:
             for f in [pool.submit(b.stop) for b in self.brokers.values()]:
                 f.result()
-        self.controller.stop()
 
     def kill(self) -> None:
         """SIGKILL every node (for cleanup after a failure)."""

@@ -38,7 +38,6 @@ import socket
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import broker_fixture
@@ -190,10 +189,7 @@ class ZkCluster(Cluster):
 
     def stop(self) -> None:
         """A clean shutdown: every broker (controlled shutdown, in parallel), then ZooKeeper."""
-        self.close_admin()
-        with ThreadPoolExecutor(3) as pool:
-            for f in [pool.submit(b.stop) for b in self.brokers.values()]:
-                f.result()
+        self.stop_brokers()
         self.zookeeper.stop()
 
     def kill(self) -> None:

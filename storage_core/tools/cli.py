@@ -719,25 +719,39 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     return status
 
 
-def _broker_prefix(group: list[Path], groups: int) -> str:
-    """``"broker N: "`` before a line of a command run on several brokers' dirs (one of ``groups``)."""
-    from storage_core.log.replicas import broker_dir
-
-    node = broker_dir(group[0]).node_id
-    return "" if groups == 1 or node is None else f"broker {node}: "
-
-
-def _cmd_retention(args: argparse.Namespace) -> int:
-    from storage_core.log.manager import LogManager, broker_groups, find_partitions
+def _broker_groups(args: argparse.Namespace) -> list[list[Path]]:
+    """``args.dir``'s log dirs by broker (:func:`~storage_core.log.manager.broker_groups`: each broker's
+    replicas and checkpoints by themselves), after checking that every ``--topic`` is in one of them."""
+    from storage_core.log.manager import broker_groups, find_partitions
     from storage_core.read.planner import no_such_topics
 
-    overrides = _configs(args.config)
-    groups = broker_groups(_log_dirs(args.dir))  # each broker's replicas, and its checkpoints, by themselves
+    groups = broker_groups(_log_dirs(args.dir))
     if args.topic:
         held = {pd.topic_partition.topic for pd in find_partitions([d for g in groups for d in g], only=lambda _tp: False)}
         missing = set(args.topic) - held
         if missing:
             raise no_such_topics(sorted(missing), sorted(held), [args.dir])
+    return groups
+
+
+def _broker_of(group: list[Path], groups: int) -> int | None:
+    """The broker of one of ``groups`` groups of log dirs, named only when there are several."""
+    from storage_core.log.replicas import broker_dir
+
+    return broker_dir(group[0]).node_id if groups > 1 else None
+
+
+def _broker_prefix(group: list[Path], groups: int) -> str:
+    """``"broker N: "`` before a line of a command run on several brokers' dirs (one of ``groups``)."""
+    node = _broker_of(group, groups)
+    return "" if node is None else f"broker {node}: "
+
+
+def _cmd_retention(args: argparse.Namespace) -> int:
+    from storage_core.log.manager import LogManager
+
+    overrides = _configs(args.config)
+    groups = _broker_groups(args)
     any_deleted = False
     for group in groups:
         lm = LogManager(group, writable=True, overrides=overrides,
@@ -864,23 +878,14 @@ _partition_number = _bounded_int("a partition number", 0, INT32_MAX)
 
 def _cmd_compact(args: argparse.Namespace) -> int:
     from storage_core.cleaner import CleanResult
-    from storage_core.log.manager import broker_groups, find_partitions
-    from storage_core.log.replicas import broker_dir
-    from storage_core.read.planner import no_such_topics
 
     cleaner_results: list[tuple[CleanResult, list[str]]] = []
-    groups = broker_groups(_log_dirs(args.dir))  # each broker's replicas, and its checkpoints, by themselves
-    if args.topic:
-        held = {pd.topic_partition.topic for pd in find_partitions([d for g in groups for d in g], only=lambda _tp: False)}
-        missing = set(args.topic) - held
-        if missing:
-            raise no_such_topics(sorted(missing), sorted(held), [args.dir])
+    groups = _broker_groups(args)
     brokers: list[int | None] = []
     for group in groups:
         done = _compact_group(args, group)
         cleaner_results.extend(done)
-        node = broker_dir(group[0]).node_id if len(groups) > 1 else None
-        brokers.extend([node] * len(done))
+        brokers.extend([_broker_of(group, len(groups))] * len(done))
     return _print_compaction(args, cleaner_results, brokers)
 
 
