@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from spark_env import short_jvm_env
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -31,7 +33,15 @@ def runner() -> ModuleType:
 
 
 def execute(path: Path, cwd: Path) -> Any:
-    return runner().execute(path, cwd)
+    """The notebook run by ``make notebooks``'s executor, its Spark driver with the quick JIT only
+    (:mod:`spark_env`: the kernel inherits this process's environment)."""
+    extra = short_jvm_env()
+    os.environ.update(extra)
+    try:
+        return runner().execute(path, cwd)
+    finally:
+        for k in extra:
+            os.environ.pop(k, None)
 
 
 def outputs(cell: Any) -> list[dict[str, Any]]:

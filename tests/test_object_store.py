@@ -1,8 +1,9 @@
 """Log dirs in object storage: a real S3 server (SeaweedFS, tests/s3_server.py), no mock.
 
 Every broker log dir of the shared fixtures, uploaded to a bucket, reads through Spark equal to
-Kafka's own decoding (``*.expected.jsonl``), on ``local[2]`` with the ``fs.*`` options and on
-``local-cluster[2,1,1024]`` with credentials given only by environment variables. The Python API
+Kafka's own decoding (``*.expected.jsonl``), on ``local[2]`` with the ``fs.*`` options (and on
+``local-cluster[2,1,1024]`` with credentials given only by environment variables, in
+``tests/test_spark_cluster.py``, which reads the disk in the same Spark application). The Python API
 and the CLI read the same bytes from the bucket as from the disk. Bad input and faults are typed
 errors naming the URI and never a secret: no bucket, no prefix, wrong keys, no endpoint, an object
 deleted between planning and reading, the server killed in the middle of a scan (and the rerun
@@ -16,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -101,60 +101,6 @@ def test_broker_dirs_from_s3_through_spark(spark, s3: S3Server, log_dir: Path) -
     expected = _expected(log_dir)
     assert len(got) == len(expected)
     assert got == [(t, p, o, k, v, ts) for t, p, o, k, v, ts in expected]
-
-
-CLUSTER_SCRIPT = textwrap.dedent("""
-    import json, os, sys
-    from pyspark.sql import SparkSession, functions as F
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("klog-s3-cluster")
-             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    out = {}
-    options = json.loads(os.environ.get("KLOG_TEST_OPTIONS", "{}"))  # per dir (failOnDataLoss=false where lost)
-    for d in sys.argv[1:]:
-        df = spark.read.format("klog").options(**options.get(d, {})).option("maxBytesPerPartition", "8000000").load(d)
-        rows = df.groupBy("topic", "partition").agg(
-            F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-            F.sum(F.length("value")).alias("bytes"), F.sum(F.crc32("key")).alias("kc"),
-            F.sum(F.crc32("value")).alias("vc")).collect()
-        out[d] = sorted([r.topic, r.partition, r.n, r.lo, r.hi, r.bytes or 0, r.kc or 0, r.vc or 0] for r in rows)
-    pids = set(spark.read.format("klog").options(**options.get(sys.argv[1], {}))
-               .option("maxBytesPerPartition", "1000000").load(sys.argv[1])
-               .rdd.mapPartitions(lambda it: [os.getpid()]).collect())
-    print("RESULT " + json.dumps({"dirs": out, "pids": len(pids)}))
-    spark.stop()
-""")
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-@pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)
-def test_broker_dirs_from_s3_on_local_cluster_with_env_credentials(s3: S3Server, tmp_path: Path) -> None:
-    """Two executor JVMs read the bucket with nothing but the AWS_* environment: no fs.* option, no
-    client shipped from the driver (each executor builds its own from the environment)."""
-    import pyspark
-    from test_spark_cluster import _expected
-
-    bucket = s3.bucket()
-    uris = {}
-    for i, d in enumerate(LOG_DIRS):
-        uris[f"{bucket}/dir{i}"] = d
-        s3.upload(d, f"{bucket}/dir{i}")
-    biggest = max(uris, key=lambda u: sum(f.stat().st_size for f in uris[u].rglob("*.log")))
-    order = [biggest] + [u for u in uris if u != biggest]
-    script = tmp_path / "cluster.py"
-    script.write_text(CLUSTER_SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(s3.env, SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable,
-               KLOG_TEST_OPTIONS=json.dumps({u: sf.tolerant_options(d) for u, d in uris.items()}))
-    res = subprocess.run([sys.executable, str(script), *order], capture_output=True, text=True, env=env, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    _no_secret(res.stdout + res.stderr)
-    out = json.loads(next(line for line in res.stdout.splitlines() if line.startswith("RESULT "))[7:])
-    for uri, d in uris.items():
-        assert out["dirs"][uri] == _expected(d), uri
-    assert out["pids"] >= 2  # Python workers of both executors read from the bucket
 
 
 # --- the Python API and the CLI read the same bytes ------------------------------------------------

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from spark_env import short_jvm_env
 
 import storage_core
 from storage_core.errors import InvalidOptionError
@@ -140,7 +141,7 @@ def test_the_spark_guides_examples_run_ported_verbatim(tmp_path: Path) -> None:
     sizes = {("topic1", 0): 60, ("topic1", 1): 60, ("topic2", 0): 30, ("events", 0): 10}
     for (t, p), n in sizes.items():
         append(log_dir, t, p, n)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, **short_jvm_env(), "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join(
         p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run([sys.executable, str(HERE / "porting" / "run_examples.py"), str(log_dir), str(out)],
                           capture_output=True, text=True, env=env, timeout=600)

@@ -1,8 +1,11 @@
 """The reader on ``local-cluster[2,1,1024]``: two executor JVMs, each with its own Python workers.
 
-Every broker log dir of the fixtures is read on the cluster; per partition the count, offsets,
-value bytes and the sum of CRC-32s of keys and of values (Spark's ``crc32``, zlib's here) must
-equal Kafka's decoding.
+Every broker log dir of the fixtures is read on the cluster from the disk and, uploaded to a bucket
+of the tests' S3 server (SeaweedFS), from ``s3://`` with credentials given only by the ``AWS_*``
+environment (no ``fs.*`` option, no client shipped from the driver: each executor builds its own).
+Per partition the count, offsets, value bytes and the sum of CRC-32s of keys and of values (Spark's
+``crc32``, zlib's here) must equal Kafka's decoding. Both reads run in one Spark application: a
+local cluster takes half a minute to start on the 2-core machine.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import shared_fixtures as sf
+from s3_server import SECRET_KEY, S3Server
+from spark_env import short_jvm_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -27,20 +32,20 @@ SCRIPT = textwrap.dedent("""
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("klog-cluster")
              .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    out = {}
-    pids = set()
-    options = json.loads(os.environ.get("KLOG_TEST_OPTIONS", "{}"))  # per dir (failOnDataLoss=false where lost)
-    for d in sys.argv[1:]:
-        df = spark.read.format("klog").options(**options.get(d, {})).option("maxBytesPerPartition", "1000000").load(d)
+    # {"dirs": {dir or URI: options}, "piece": {dir or URI: maxBytesPerPartition}, "pids": [dir or URI, ...]}
+    todo = json.loads(os.environ["KLOG_TEST_READS"])
+    out, pids = {}, {}
+    for d, options in todo["dirs"].items():
+        df = spark.read.format("klog").options(**options).option("maxBytesPerPartition", todo["piece"][d]).load(d)
         rows = df.groupBy("topic", "partition").agg(
             F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
             F.sum(F.length("value")).alias("bytes"), F.sum(F.crc32("key")).alias("kc"),
             F.sum(F.crc32("value")).alias("vc")).collect()
         out[d] = sorted([r.topic, r.partition, r.n, r.lo, r.hi, r.bytes or 0, r.kc or 0, r.vc or 0] for r in rows)
-    biggest = max(sys.argv[1:], key=lambda d: sum(f.stat().st_size for f in __import__("pathlib").Path(d).rglob("*.log")))
-    df = spark.read.format("klog").options(**options.get(biggest, {})).option("maxBytesPerPartition", "100000").load(biggest)
-    pids |= set(df.rdd.mapPartitions(lambda it: [os.getpid()]).collect())
-    print("RESULT " + json.dumps({"dirs": out, "pids": len(pids)}))
+    for d in todo["pids"]:  # small pieces of the biggest dir: tasks on both executors
+        df = spark.read.format("klog").options(**todo["dirs"][d]).option("maxBytesPerPartition", "100000").load(d)
+        pids[d] = len(set(df.rdd.mapPartitions(lambda it: [os.getpid()]).collect()))
+    print("RESULT " + json.dumps({"dirs": out, "pids": pids}))
     spark.stop()
 """)
 
@@ -63,19 +68,41 @@ def _expected(log_dir: Path) -> list[list[object]]:
 
 
 @pytest.mark.skipif(not sf.available(), reason=sf.MISSING_REASON)
-def test_broker_dirs_on_local_cluster(tmp_path: Path) -> None:
+def test_broker_dirs_on_local_cluster_from_disk_and_s3(tmp_path: Path) -> None:
     import pyspark
     from test_spark_read import LOG_DIRS
 
-    env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable,
-               KLOG_TEST_OPTIONS=json.dumps({str(d): sf.tolerant_options(d) for d in LOG_DIRS}))
+    try:
+        s3: S3Server | None = S3Server.shared()
+    except RuntimeError as exc:
+        s3, no_s3 = None, str(exc)
+    sources = {str(d): d for d in LOG_DIRS}
+    piece = dict.fromkeys(sources, "1000000")
+    biggest = max(LOG_DIRS, key=lambda d: sum(f.stat().st_size for f in d.rglob("*.log")))
+    pids = [str(biggest)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    if s3 is not None:
+        bucket = s3.bucket()
+        for i, d in enumerate(LOG_DIRS):
+            uri = f"{bucket}/dir{i}"
+            s3.upload(d, uri)
+            sources[uri], piece[uri] = d, "8000000"  # fewer, larger requests from the bucket
+            if d == biggest:
+                pids.append(uri)
+        env.update(s3.env)
+    reads = {"dirs": {k: sf.tolerant_options(d) for k, d in sources.items()}, "piece": piece, "pids": pids}
+    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, KLOG_TEST_READS=json.dumps(reads),
+               **short_jvm_env(executors=True))
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)
-    res = subprocess.run([sys.executable, str(script), *map(str, LOG_DIRS)], capture_output=True, text=True,
-                         env=env, timeout=900)
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert SECRET_KEY not in res.stdout + res.stderr
     out = json.loads(next(line for line in res.stdout.splitlines() if line.startswith("RESULT "))[7:])
-    for d in LOG_DIRS:
-        assert out["dirs"][str(d)] == _expected(d), d
-    assert out["pids"] >= 2  # Python workers of both executors took part
+    for key, d in sources.items():
+        assert out["dirs"][key] == _expected(d), key
+    for key in pids:
+        assert out["pids"][key] >= 2, key  # Python workers of both executors took part
+    if s3 is None:
+        pytest.skip(f"read from the disk on local-cluster: passed; the same from s3:// not run: {no_s3}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kafka.partitioner.default import murmur2 as kp_murmur2
+from spark_env import short_jvm_env
 
 from storage_core.log.segment import scan_segment
 
@@ -217,7 +218,7 @@ back = spark.read.format("klog").load({str(tmp_path / 'data')!r})
 print("RESULT", back.count(), back.select("value").distinct().count())
 spark.stop()
 """)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_FAULT_FILE=str(fault))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_FAULT_FILE=str(fault), **short_jvm_env())
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
     assert "RESULT 40000 40000" in res.stdout, res.stderr[-3000:]
     fired = (tmp_path / "fault.json.fired").read_text().splitlines()

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from spark_env import short_jvm_env
 
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
@@ -79,7 +80,7 @@ COMMIT_CRASH = textwrap.dedent("""
 
 def test_commit_worker_crashes(tmp_path: Path) -> None:
     root = tmp_path / "logs"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_CRASH_FILE=str(tmp_path / "crash-at"))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_CRASH_FILE=str(tmp_path / "crash-at"), **short_jvm_env())
     count = int(os.environ.get("KLOG_COMMIT_CRASH_TRIALS", "5"))
     res = subprocess.run([sys.executable, "-c", COMMIT_CRASH, str(root), str(count)], capture_output=True, text=True,
                          env=env, timeout=900)
@@ -136,7 +137,7 @@ def test_driver_killed_exactly_once_with_reruns(tmp_path: Path) -> None:
     trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "3"))
     rng = random.Random(11)
     root = tmp_path / "logs"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_STEP_DELAY_MS="5")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_STEP_DELAY_MS="5", **short_jvm_env())
     done: set[str] = set()
     jobs = [f"d{t}" for t in range(trials)]
     in_commit = 0
@@ -205,7 +206,8 @@ def test_executor_killed_during_writes(tmp_path: Path) -> None:
 
     trials = int(os.environ.get("KLOG_EXECUTOR_KILL_TRIALS", "2"))
     root = tmp_path / "logs"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(Path(pyspark.__file__).parent))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_HOME=str(Path(pyspark.__file__).parent),
+               **short_jvm_env(executors=True))
     res = subprocess.run([sys.executable, "-c", EXECUTOR_KILL, str(root), str(trials)], capture_output=True,
                          text=True, env=env, timeout=1800)
     lines = res.stdout.splitlines()

@@ -33,6 +33,7 @@ import broker_fixture as bf
 import iceberg_java
 import pyarrow as pa
 import pytest
+from spark_env import short_jvm_env
 from sync_gen import SyncWorkload
 
 import storage_core
@@ -165,7 +166,7 @@ def delta_spark(cases: dict[str, Case], tmp_path_factory: pytest.TempPathFactory
     specs.append({**specs[0], "name": TAMPERED, "delta": str(tampered)})
     (work / "cases.json").write_text(json.dumps(specs))
     repo = str(HERE.parent)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **short_jvm_env(),
                PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, str(HERE / "sync_spark_oracle.py"), ",".join(map(str, jars)),
                            str(work / "cases.json")], capture_output=True, text=True, timeout=600, env=env)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from spark_env import short_jvm_env
 
 from storage_core.record.records import Record, build_batch
 
@@ -25,6 +26,7 @@ PLAIN_PATH = os.pathsep.join(p for p in ("/usr/local/bin", "/usr/bin", "/bin") i
 def _run(code: str, path: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
     env["PATH"] = path
+    env.update(short_jvm_env())
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
                           timeout=timeout, check=False)
 
