@@ -236,6 +236,10 @@ def test_restore_into_a_dir_reads_back(tmp_path: Path) -> None:
     for g, parts in got.items():
         assert {c.source_partition for c in parts.values()} == {offsets_partition_for(g, 3)}
     assert group_protocols([d]) == {"classic-é": (CLASSIC, "consumer"), "k848-𝄞": (CONSUMER, "")}
+    # groups the target has already: refused (replayed over them, a consumer group's records over a
+    # classic group fail the coordinator's load of the partition)
+    with pytest.raises(GroupRestoreError, match="already has group 'classic-é'"):
+        restore_groups({"classic-é": {t0: 1}}, d, protocols={"classic-é": CONSUMER})
     # the restored dir is a source: groups and protocols carried over to another target
     d2 = _target(tmp_path / "again")
     again = restore_groups(d, d2)

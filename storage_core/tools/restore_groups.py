@@ -44,7 +44,7 @@ log end (``"end"``) or log start (``"start"``).
 The write is klog's staged commit (:mod:`storage_core.log.staged`): staged, then made visible at
 once under the log dir's lock, rolled back after a crash. Every refusal comes before anything is
 written, in one line: a dir held by a broker, a target without ``__consumer_offsets``, a group's
-topic or partition the target lacks, an offset nothing maps to.
+topic or partition the target lacks, a group the target already has, an offset nothing maps to.
 """
 
 from __future__ import annotations
@@ -273,6 +273,19 @@ def _target(log_dir: Path, wanted: set[TopicPartition]) -> _Target:
     return _Target(log_dir, offsets_dirs, num, ranges, ids)
 
 
+def _check_new_groups(target: Path, groups: set[str]) -> None:
+    """Refuse groups the target's coordinator already has (group records or committed offsets): the
+    restored records would be replayed over them, and a consumer group's records over a classic
+    group (or the reverse) fail the load of the whole ``__consumer_offsets`` partition
+    (``GroupMetadataManager.getOrMaybeCreatePersistedConsumerGroup``: "is not a consumer group")."""
+    there = set(group_offsets([target])) | set(group_protocols([target]))
+    clash = sorted(groups & there)
+    if clash:
+        raise GroupRestoreError(f"target {target} already has group {clash[0]!r} ({len(clash)} of the groups to "
+                                "restore): delete it there first (kafka-consumer-groups.sh --delete --group), or "
+                                "restore the others (only=...)")
+
+
 def _log_range(pd: PartitionDir) -> tuple[int, int]:
     lg = open_log_read_only(pd)
     try:
@@ -322,6 +335,7 @@ def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPa
             raise GroupRestoreError(f"group {g!r}: protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
         chosen[g] = (protocol, (protocol_type or CLASSIC_PROTOCOL_TYPE) if protocol == CLASSIC else "")
     tgt = _target(target, {tp for parts in found.values() for tp in parts})
+    _check_new_groups(target, set(found))
     now = int(time.time() * 1000) if now_ms is None else now_ms
 
     restored: list[RestoredOffset] = []
