@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/
 
 import pytest  # noqa: E402
 
-
 #: Each slow test file's seconds in CI on the 2-core machine (the mean of two full runs, rounded):
 #: ``make test`` hands whole files to its two workers (``--dist loadfile``) in collection order
 #: (``--no-loadscope-reorder``), and this order is longest first, so that no worker is left with a

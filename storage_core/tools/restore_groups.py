@@ -58,7 +58,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from storage_core.errors import GroupRestoreError, KlogError
 from storage_core.log.cluster_metadata import cluster_metadata
@@ -69,7 +69,14 @@ from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import GROUP_OFFSETS_TOPIC, TopicPartition
 from storage_core.read.groups import CLASSIC, CONSUMER, SIMPLE, group_offsets, group_protocols, offsets_partition_for
 from storage_core.record.compression import CompressionType
-from storage_core.record.messages.decoders import Decoder, encode_coordinator_record
+from storage_core.record.messages.coordinator import (
+    CONSUMER_GROUP_METADATA_KEY,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+    GROUP_METADATA_KEY,
+    OFFSET_COMMIT_KEY,
+)
+from storage_core.record.messages.decoders import CONSUMER_PROTOCOL_TYPE, Decoder, encode_coordinator_record
+from storage_core.record.messages.schema import MessageSpec
 
 __all__ = ["GroupOffset", "OffsetTranslation", "RestoreGroupsReport", "RestoredOffset", "SkippedOffset",
            "load_groups", "restore_groups"]
@@ -77,17 +84,15 @@ __all__ = ["GroupOffset", "OffsetTranslation", "RestoreGroupsReport", "RestoredO
 log = logging.getLogger("klog")
 
 Unmapped = Literal["fail", "skip", "end", "start"]
-UNMAPPED_POLICIES: tuple[str, ...] = ("fail", "skip", "end", "start")
+UNMAPPED_POLICIES: tuple[str, ...] = get_args(Unmapped)
 PROTOCOLS = (CLASSIC, CONSUMER, SIMPLE)
 
-#: The record types and versions written (``GroupCoordinatorRecordHelpers`` of Kafka 4.4).
-OFFSET_COMMIT_TYPE, OFFSET_COMMIT_VERSION = 1, 4
-GROUP_METADATA_TYPE, GROUP_METADATA_VERSION = 2, 3
-CONSUMER_GROUP_METADATA_TYPE, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_TYPE = 3, 6
+#: The value versions written (``GroupCoordinatorRecordHelpers`` of Kafka 4.4: ``offsetCommitValueVersion``
+#: without an expire timestamp, ``GROUP_METADATA_VALUE_VERSION``; the consumer group's records at 0).
+OFFSET_COMMIT_VERSION, GROUP_METADATA_VERSION, CONSUMER_GROUP_VERSION = 4, 3, 0
 #: The epoch of a restored consumer-protocol group (its first member's heartbeat bumps it).
 RESTORED_GROUP_EPOCH = 1
 NO_LEADER_EPOCH = -1  # RecordBatch.NO_PARTITION_LEADER_EPOCH
-CLASSIC_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
 
 #: source (topic, partition), committed offset -> target offset, None where no record maps it
 Translate = Callable[[TopicPartition, int], "int | None"]
@@ -333,7 +338,7 @@ def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPa
         protocol = (protocols or {}).get(g, protocol)
         if protocol not in PROTOCOLS:
             raise GroupRestoreError(f"group {g!r}: protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
-        chosen[g] = (protocol, (protocol_type or CLASSIC_PROTOCOL_TYPE) if protocol == CLASSIC else "")
+        chosen[g] = (protocol, (protocol_type or CONSUMER_PROTOCOL_TYPE) if protocol == CLASSIC else "")
     tgt = _target(target, {tp for parts in found.values() for tp in parts})
     _check_new_groups(target, set(found))
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -385,20 +390,26 @@ def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPa
                                sum(len(v) for v in rows.values()), partitions)
 
 
+def _record(key_spec: MessageSpec, key: dict[str, object], version: int,
+            value: dict[str, object]) -> tuple[bytes, bytes]:
+    assert key_spec.api_key is not None
+    k, v = encode_coordinator_record(Decoder.OFFSETS, key_spec.api_key, key, version, value)
+    assert v is not None
+    return k, v
+
+
 def _group_records(group: str, protocol: str, protocol_type: str, now: int) -> list[tuple[bytes, bytes]]:
     """The group's own records (none for a simple group)."""
-    out: list[tuple[bytes, bytes | None]] = []
     if protocol == CLASSIC:
-        out.append(encode_coordinator_record(Decoder.OFFSETS, GROUP_METADATA_TYPE, {"group": group},
-                                             GROUP_METADATA_VERSION, {
+        return [_record(GROUP_METADATA_KEY, {"group": group}, GROUP_METADATA_VERSION, {
             "protocolType": protocol_type, "generation": 0, "protocol": None, "leader": None,
-            "currentStateTimestamp": now, "members": []}))
-    elif protocol == CONSUMER:
-        out.append(encode_coordinator_record(Decoder.OFFSETS, CONSUMER_GROUP_METADATA_TYPE, {"groupId": group}, 0,
-                                             {"epoch": RESTORED_GROUP_EPOCH}))
-        out.append(encode_coordinator_record(Decoder.OFFSETS, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_TYPE,
-                                             {"groupId": group}, 0, {"assignmentEpoch": RESTORED_GROUP_EPOCH}))
-    return [(k, v) for k, v in out if v is not None]
+            "currentStateTimestamp": now, "members": []})]
+    if protocol == CONSUMER:
+        return [_record(CONSUMER_GROUP_METADATA_KEY, {"groupId": group}, CONSUMER_GROUP_VERSION,
+                        {"epoch": RESTORED_GROUP_EPOCH}),
+                _record(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, {"groupId": group}, CONSUMER_GROUP_VERSION,
+                        {"assignmentEpoch": RESTORED_GROUP_EPOCH})]
+    return []
 
 
 def _offset_commit(group: str, tp: TopicPartition, offset: int, metadata: str | None, now: int,
@@ -407,11 +418,8 @@ def _offset_commit(group: str, tp: TopicPartition, offset: int, metadata: str | 
                                 "commitTimestamp": now}
     if tp.topic in topic_ids:
         value["topicId"] = topic_ids[tp.topic]
-    key, val = encode_coordinator_record(Decoder.OFFSETS, OFFSET_COMMIT_TYPE,
-                                         {"group": group, "topic": tp.topic, "partition": tp.partition},
-                                         OFFSET_COMMIT_VERSION, value)
-    assert val is not None
-    return key, val
+    return _record(OFFSET_COMMIT_KEY, {"group": group, "topic": tp.topic, "partition": tp.partition},
+                   OFFSET_COMMIT_VERSION, value)
 
 
 def _append(target: Path, tgt: _Target, rows: Mapping[int, list[tuple[bytes, bytes]]], now: int,
