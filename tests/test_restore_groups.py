@@ -372,5 +372,9 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
             assert got["positions"].get(key) == o, f"{CTX} {g} ({proto}) {key}: resumed at {got}, restored {o}"
             if o < ends[tp.partition]:
                 assert got["first"].get(key) == o, f"{CTX} {g} ({proto}) {key}: first record {got['first']}, restored {o}"
+    # what the coordinator wrote of them since, read back by klog (the live dir): the classic group
+    # rejoined as classic, the simple one taken over by the consumer protocol
+    assert {g: v for g, v in group_protocols([broker.log_dir]).items() if g in groups} == {
+        names[CLASSIC]: (CLASSIC, "consumer"), names[CONSUMER]: (CONSUMER, ""), names[SIMPLE]: (CONSUMER, "")}, CTX
     found = problems(broker.log_since(mark), prefix)
     assert not found, f"{CTX}: the broker complained after the restore:\n" + "\n".join(found[:20])
