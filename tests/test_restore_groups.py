@@ -92,11 +92,12 @@ def _random_text(rnd: random.Random, n: int) -> str:
 def test_partition_is_javas() -> None:
     rnd = random.Random(SEED)
     ids = [MIN_VALUE_HASH, "a", "console-consumer-1", *(_random_text(rnd, rnd.randint(1, 40)) for _ in range(400))]
-    for n in (1, 3, 50, rnd.randint(2, 1000)):
-        java = [int(x) for x in _java("hash", str(n), stdin="".join(_hex16(g) + "\n" for g in ids)).split()]
-        mine = [offsets_partition_for(g, n) for g in ids]
-        assert mine == java, f"{CTX} partitions of {n}: " + ", ".join(
-            f"{g!r}: klog {a}, Kafka {b}" for g, a, b in zip(ids, mine, java, strict=True) if a != b)
+    counts = (1, 3, 50, rnd.randint(2, 1000))
+    out = _java("hash", *map(str, counts), stdin="".join(_hex16(g) + "\n" for g in ids))
+    java = [tuple(map(int, line.split())) for line in out.splitlines() if line]
+    mine = [tuple(offsets_partition_for(g, n) for n in counts) for g in ids]
+    assert mine == java, f"{CTX} partitions of {counts}: " + ", ".join(
+        f"{g!r}: klog {a}, Kafka {b}" for g, a, b in zip(ids, mine, java, strict=True) if a != b)
     assert offsets_partition_for(MIN_VALUE_HASH, 7) == 0
 
 

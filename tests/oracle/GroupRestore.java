@@ -1,6 +1,6 @@
 // Test oracle for klog's restore of consumer groups (tests/test_restore_groups.py), compiled against the
 // broker's jars (tests/broker_fixture.py). Strings travel as hex of their UTF-16BE code units ("-": null).
-//   java GroupRestore hash <partitions>      stdin: one group id a line; prints
+//   java GroupRestore hash <partitions>...   stdin: one group id a line; prints, for each count,
 //                                            Utils.abs(groupId.hashCode()) % partitions, as
 //                                            GroupCoordinatorService.partitionFor computes it
 //   java GroupRestore records                stdin: one record a line, "offset <group> <topic> <partition>
@@ -60,11 +60,15 @@ public class GroupRestore {
 
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
-            case "hash": {
-                int n = Integer.parseInt(args[1]);
-                for (String line : lines()) System.out.println(Utils.abs(text(line).hashCode()) % n);
+            case "hash":
+                for (String line : lines()) {
+                    StringBuilder sb = new StringBuilder();
+                    for (int i = 1; i < args.length; i++) {
+                        sb.append(i > 1 ? " " : "").append(Utils.abs(text(line).hashCode()) % Integer.parseInt(args[i]));
+                    }
+                    System.out.println(sb);
+                }
                 break;
-            }
             case "records":
                 for (String line : lines()) {
                     for (CoordinatorRecord r : records(line.split(" "))) {
