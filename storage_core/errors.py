@@ -336,6 +336,17 @@ class MessageDecodeError(KlogError):
     kafka_exception = "RuntimeException"
 
 
+class GroupRestoreError(KlogError, ValueError):
+    """A restore of consumer groups (``klog restore --groups``) refused before writing anything: a
+    target without ``__consumer_offsets``, a group's topic or partition the target lacks, a committed
+    offset no restored record maps to (under ``unmapped="fail"``), a source that is not groups."""
+
+
+class MessageEncodeError(KlogError, ValueError):
+    """A value that does not fit the message it is to be written as (a field the version lacks, a
+    null where none is allowed, a number out of its type's range)."""
+
+
 class UnknownMessageTypeError(MessageDecodeError):
     """A record type (apiKey) or version that klog has no schema for."""
 

@@ -447,6 +447,42 @@ class Broker:
         return result
 
 
+#: ERRORs a Kafka 4.1.1 broker logs with no klog in the loop (seen in the workloads of
+#: test_broker_reads, which klog never writes), by the exception on the line after them.
+KAFKA_TRANSIENTS = {
+    # KRaft: the controller's own registration racing its activation at start-up
+    "NotControllerException": "ControllerApis",
+    # a transactions-v2 producer's first batches racing the verification of its partitions; the
+    # client retries them
+    "OutOfOrderSequenceException": "Error processing append operation",
+}
+#: The logger of the ERRORs a broker logs about its own speed, whatever the dir holds: the KRaft
+#: controller logs every event slower than controller.performance.always.log.threshold.ms (2 s) at
+#: ERROR, as replaying the metadata log on a busy 2-core machine can be ("Exceptionally slow
+#: controller event handleCommit[baseOffset=0] took 2275 ms")
+KAFKA_SPEED_LOGGER = "(org.apache.kafka.controller.EventPerformanceMonitor)"
+
+
+def problems(log: str, prefix: str) -> list[str]:
+    """The broker's complaints: errors (but Kafka's own transients and its reports of its own speed,
+    above), and warnings about stray, offline, truncated, corrupt or recovered partitions, or about
+    this test's topics."""
+    bad = re.compile(r"stray|offline|truncat|corrupt|recover|invalid|inconsistent", re.IGNORECASE)
+    lines = log.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"\[[^\]]*\] (\w+) ", line)
+        level = m.group(1) if m else ""
+        cause = lines[i + 1] if i + 1 < len(lines) else ""
+        if level == "ERROR" and any(exc in cause and where in line for exc, where in KAFKA_TRANSIENTS.items()):
+            continue
+        if level == "ERROR" and line.rstrip().endswith(KAFKA_SPEED_LOGGER):
+            continue
+        if level == "ERROR" or (level == "WARN" and (bad.search(line) or prefix in line)):
+            out.append(line + (" -- " + cause.strip() if cause.startswith(("org.", "java.", "kafka.")) else ""))
+    return out
+
+
 # --- what the broker served, and waiting for it to settle ------------------------------------------
 
 

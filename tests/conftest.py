@@ -29,6 +29,7 @@ FILE_SECONDS = {
     "test_snapshot.py": 55, "test_sink_commit_crash.py": 51, "test_damage_campaign.py": 48,
     "test_commit_crash.py": 47, "test_schema_registry_avro.py": 45, "test_cluster_zookeeper.py": 44,
     "test_worker_python.py": 42, "test_spark_errors.py": 37, "test_cli_logdir.py": 35, "test_corpus.py": 34,
+    "test_restore_groups.py": 45,
 }
 
 

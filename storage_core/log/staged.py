@@ -61,7 +61,7 @@ from storage_core.log.journal import (
 from storage_core.log.lock import LogDirLock, check_free_to_stage
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, RollParams
-from storage_core.log.topic_partition import TopicPartition
+from storage_core.log.topic_partition import TopicPartition, check_appendable
 from storage_core.record.columnar import EncodeBuffer, RowSelection, RowsEncoder, prepare_columns
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import NO_TIMESTAMP
@@ -121,7 +121,7 @@ class StagingWriter:
     @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
                  compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None,
-                 registered_epoch: int | None = None) -> None:
+                 registered_epoch: int | None = None, *, group_records: bool = False) -> None:
         """``buffer``: the encode buffer to use, which writers that never append at the same time may
         share (a task's writers, on its one staging thread); a buffer of its own when None.
         ``registered_epoch``: the partition's leader epoch by the KRaft metadata, stamped when the
@@ -129,9 +129,14 @@ class StagingWriter:
 
         The partition dir must exist: making it is the job's (the topic's creation), and one missing
         here was removed by the job's own abort (Spark aborts a job without waiting for the tasks it
-        is killing), which a task must not undo."""
+        is killing), which a task must not undo.
+
+        An internal topic is refused (:func:`~storage_core.log.topic_partition.check_appendable`),
+        but ``__consumer_offsets`` when ``group_records`` says the rows are the group coordinator's
+        records (the restore of consumer groups alone passes it)."""
         self.partition_dir = Path(partition_dir)
         self.topic_partition = TopicPartition.parse_dir_name(self.partition_dir.name)
+        check_appendable(self.topic_partition.topic, group_records=group_records)
         self.staging = self.partition_dir / staging_name
         check_free_to_stage(self.partition_dir.parent, None)  # never a file in a running broker's dir
         if self.staging.exists():

@@ -31,6 +31,7 @@ from storage_core.files import MARKED_DIR_SUFFIXES
 from storage_core.limits import INT32_MAX
 
 __all__ = [
+    "GROUP_OFFSETS_TOPIC",
     "INTERNAL_TOPICS",
     "LEGAL_TOPIC_CHARS",
     "MAX_PARTITION",
@@ -68,14 +69,25 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
                              "__cluster_metadata", "__remote_log_metadata"})
 
 
-def check_appendable(topic: str) -> None:
+#: The one internal topic klog appends to, and only the group coordinator's records restored into it by
+#: :func:`storage_core.tools.restore_groups.restore_groups` (OffsetCommit and group metadata records,
+#: encoded as the coordinator encodes them, into a stopped broker's dir, under its lock).
+GROUP_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def check_appendable(topic: str, *, group_records: bool = False) -> None:
     """Raise :class:`InvalidTopicError` for an internal topic, which klog's writers refuse before any
     task runs, as a broker refuses a producer's append: its records are the coordinators' and the
-    controller's own, in their formats (a record of another shape makes them fail to load)."""
-    if topic in INTERNAL_TOPICS:
+    controller's own, in their formats (a record of another shape makes them fail to load).
+
+    ``group_records``: the caller writes group coordinator records into ``__consumer_offsets`` (the
+    restore of consumer groups, and nothing else); every other internal topic is refused still."""
+    if topic in INTERNAL_TOPICS and not (group_records and topic == GROUP_OFFSETS_TOPIC):
         raise InvalidTopicError(f"Cannot append to internal topic {topic!r}: only Kafka's own coordinators and "
                                 "controller write it (a broker refuses produce requests to it with "
-                                "InvalidTopicException); expected a topic of your own")
+                                "InvalidTopicException); expected a topic of your own"
+                                + ("" if topic == GROUP_OFFSETS_TOPIC else
+                                   " (klog restores consumer groups into __consumer_offsets only)"))
 
 
 def validate_topic_name(name: str) -> None:

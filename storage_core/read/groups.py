@@ -34,7 +34,7 @@ from storage_core.errors import InvalidOptionError, PendingCommitError
 from storage_core.files import has_log_files
 from storage_core.log.log import Log
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
-from storage_core.log.topic_partition import TopicPartition
+from storage_core.log.topic_partition import GROUP_OFFSETS_TOPIC, TopicPartition
 from storage_core.read.piece_reader import read_piece
 from storage_core.read.pieces import Piece, aborted_for, slices
 from storage_core.record.messages.decoders import Decoder, decode_coordinator_record
@@ -42,14 +42,41 @@ from storage_core.record.messages.decoders import Decoder, decode_coordinator_re
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["OFFSETS_TOPIC", "Committed", "committed_offsets", "group_offsets", "offsets_of_group"]
+__all__ = ["OFFSETS_TOPIC", "Committed", "committed_offsets", "group_offsets", "group_protocols", "offsets_of_group",
+           "offsets_partition_for"]
 
 log = logging.getLogger("klog")
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = GROUP_OFFSETS_TOPIC
 _OFFSET_COMMIT_TYPES = (0, 1)  # LegacyOffsetCommitKey, OffsetCommitKey
 
 GroupOffsets = dict[str, dict[TopicPartition, "Committed"]]
+
+#: A group's protocol by the records its coordinator keeps of it: ``classic`` (a GroupMetadata record:
+#: JoinGroup/SyncGroup members), ``consumer`` (ConsumerGroupMetadata, KIP-848), ``simple`` (offsets
+#: only: a consumer that commits without joining, ``assign()``).
+CLASSIC, CONSUMER, SIMPLE = "classic", "consumer", "simple"
+_GROUP_METADATA_TYPES = {"2": CLASSIC, "3": CONSUMER}  # GroupMetadataKey, ConsumerGroupMetadataKey
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code units, in
+    int32 arithmetic."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def offsets_partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode()) %
+    offsets.topic.num.partitions`` (``GroupCoordinatorService.partitionFor``; ``Utils.abs`` maps
+    ``Integer.MIN_VALUE`` to 0)."""
+    if num_partitions <= 0:
+        raise ValueError(f"{OFFSETS_TOPIC} has {num_partitions} partitions; expected at least 1")
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 @dataclass(frozen=True)
@@ -131,6 +158,28 @@ def group_offsets(paths: Iterable[str | os.PathLike[str]]) -> GroupOffsets:
     for (group, topic, partition), c in sorted(state.items()):
         out.setdefault(group, {})[TopicPartition(topic, partition)] = c
     return out
+
+
+def group_protocols(paths: Iterable[str | os.PathLike[str]]) -> dict[str, tuple[str, str]]:
+    """Each group's protocol (:data:`CLASSIC` or :data:`CONSUMER`) and, for a classic group, its
+    protocolType (``consumer``, ``connect``, ...; empty for the consumer protocol), by the group
+    records the coordinator would replay (compaction semantics: a tombstone deletes). Groups with
+    offsets and no such record are :data:`SIMPLE` groups (not listed here)."""
+    state: dict[str, tuple[str, str]] = {}
+    for pd in _offsets_partitions(paths):
+        for _off, key, value in _records(pd):
+            rec = decode_coordinator_record(Decoder.OFFSETS, key, value)
+            k = rec.key or {}
+            protocol = _GROUP_METADATA_TYPES.get(k.get("type") or "")
+            if protocol is None or "data" not in k:
+                continue
+            group = k["data"].get("group", k["data"].get("groupId"))
+            if rec.value is None:
+                state.pop(group, None)
+            else:
+                data = rec.value.get("data") or {}
+                state[group] = (protocol, data.get("protocolType", "") if protocol == CLASSIC else "")
+    return state
 
 
 def offsets_of_group(paths: Sequence[str | os.PathLike[str]], group: str, option: str) -> dict[TopicPartition, int]:

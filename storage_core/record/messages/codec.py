@@ -20,6 +20,11 @@ version left out, a tagged field written only when it is not its default. Tags t
 know are kept under ``_unknownTaggedFields`` (Kafka keeps them too, but its JSON drops them).
 Any malformed input raises :class:`~storage_core.errors.MessageDecodeError`, naming the message,
 its version, the field and the byte position.
+
+:func:`write_message` is the other direction, by the same rules (the generated ``write(Writable, ...,
+short version)``): the JSON :func:`read_message` returns, back to the bytes. A field absent from the
+JSON is written as its default (a tagged field at its default is left out, as Kafka leaves it out);
+a value that does not fit its field raises :class:`~storage_core.errors.MessageEncodeError`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import base64
 import struct
 from typing import Any
 
-from storage_core.errors import MessageDecodeError, UnknownMessageTypeError
+from storage_core.errors import MessageDecodeError, MessageEncodeError, UnknownMessageTypeError
 from storage_core.record.messages.schema import FieldSpec, Kind, MessageSpec
 from storage_core.record.text import java_utf8
 
@@ -207,3 +212,121 @@ def _read_primitive(r: Reader, type_: str, name: str, nullable: bool, flexible: 
             return None
         return b64(r.take(n, name))
     raise r.fail(f"field {name} has type {type_}, which klog cannot read")
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+
+def unsigned_varint(n: int) -> bytes:
+    """Kafka's ``ByteUtils.writeUnsignedVarint``."""
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def uuid_bytes(text: str) -> bytes:
+    """Kafka's ``Uuid.fromString``: the 16 bytes of a URL-safe base64 uuid (22 characters)."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise MessageEncodeError(f"uuid {text!r} is {len(raw)} bytes, expected 16")
+    return raw
+
+
+def write_message(spec: MessageSpec, version: int, data: Json) -> bytes:
+    """Encode ``data`` (the JSON :func:`read_message` returns, field names as Kafka's JSON spells them)
+    as ``spec`` at ``version``; the inverse of :func:`read_message`."""
+    if not spec.valid.contains(version):
+        raise UnknownMessageTypeError(
+            f"{spec.name} has no version {version} (klog knows versions {spec.valid}, from {spec.source})")
+    out = bytearray()
+    _write_struct(out, spec.fields, version, spec.flexible.contains(version), data, f"{spec.name} v{version}")
+    return bytes(out)
+
+
+def _write_struct(out: bytearray, fields: tuple[FieldSpec, ...], version: int, flexible: bool, data: Json,
+                  what: str) -> None:
+    known = {f.json_name for f in fields} | {"_unknownTaggedFields"}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise MessageEncodeError(f"{what}: no field {', '.join(extra)} (fields: {', '.join(f.json_name for f in fields)})")
+    tagged: list[tuple[int, bytes]] = []
+    for f in fields:
+        if not f.versions.contains(version):
+            if f.json_name in data and data[f.json_name] != _default(f, version):
+                raise MessageEncodeError(f"{what}: field {f.json_name} is not in version {version} "
+                                         f"(versions {f.versions})")
+            continue
+        value = data.get(f.json_name, _default(f, version))
+        if f.tagged.contains(version):
+            assert f.tag is not None
+            if value is _NEW_STRUCT or value == _default(f, version):
+                continue  # Kafka writes a tagged field only when it is not its default
+            buf = bytearray()
+            _write_field(buf, f, version, flexible, value, what, tagged=True)
+            tagged.append((f.tag, bytes(buf)))
+            continue
+        _write_field(out, f, version, flexible, value, what)
+    if flexible:
+        for unknown in data.get("_unknownTaggedFields") or ():
+            tagged.append((int(unknown["tag"]), base64.b64decode(unknown["data"])))
+        tagged.sort()
+        out += unsigned_varint(len(tagged))
+        for tag, raw in tagged:
+            out += unsigned_varint(tag) + unsigned_varint(len(raw)) + raw
+    elif data.get("_unknownTaggedFields"):
+        raise MessageEncodeError(f"{what}: tagged fields in version {version}, which is not flexible")
+
+
+def _write_field(out: bytearray, f: FieldSpec, version: int, flexible: bool, value: Any, what: str,
+                 tagged: bool = False) -> None:
+    nullable = f.nullable.contains(version)
+    name = f"{what} field {f.json_name}"
+    if value is None and not nullable:
+        raise MessageEncodeError(f"{name} is null, which version {version} does not allow")
+    kind = f.kind
+    if kind is Kind.STRUCT:
+        if value is _NEW_STRUCT:
+            value = {}
+        if nullable:
+            if value is None:
+                out += unsigned_varint(0) if tagged else b"\xff"
+                return
+            out += unsigned_varint(1) if tagged else b"\x01"
+        _write_struct(out, f.fields, version, flexible, value, name)
+        return
+    if kind in (Kind.ARRAY, Kind.STRUCT_ARRAY):
+        if value is None:
+            out += unsigned_varint(0) if flexible else _FIXED["int32"].pack(-1)
+            return
+        out += unsigned_varint(len(value) + 1) if flexible else _FIXED["int32"].pack(len(value))
+        for i, v in enumerate(value):
+            if kind is Kind.STRUCT_ARRAY:
+                _write_struct(out, f.fields, version, flexible, v, f"{name}[{i}]")
+            else:
+                _write_primitive(out, f.element, f"{name}[{i}]", v, flexible)
+        return
+    _write_primitive(out, f.type, name, value, flexible)
+
+
+def _write_primitive(out: bytearray, type_: str, name: str, value: Any, flexible: bool) -> None:
+    try:
+        if type_ in _FIXED:
+            out += _FIXED[type_].pack(value)
+        elif type_ == "bool":
+            out.append(1 if value else 0)
+        elif type_ == "uuid":
+            out += uuid_bytes(value)
+        elif type_ in ("string", "bytes"):
+            if value is None:
+                out += unsigned_varint(0) if flexible else _FIXED["int16" if type_ == "string" else "int32"].pack(-1)
+                return
+            raw = value.encode("utf-8") if type_ == "string" else base64.b64decode(value, validate=True)
+            out += unsigned_varint(len(raw) + 1) if flexible else _FIXED["int16" if type_ == "string" else "int32"].pack(len(raw))
+            out += raw
+        else:
+            raise MessageEncodeError(f"{name} has type {type_}, which klog cannot write")
+    except (struct.error, TypeError, ValueError, AttributeError) as e:
+        raise MessageEncodeError(f"{name}: {value!r} is not a {type_} ({e})") from e

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from storage_core.errors import MessageDecodeError, UnknownMessageTypeError
+from storage_core.errors import MessageDecodeError, MessageEncodeError, UnknownMessageTypeError
 from storage_core.record.control import ControlRecordType
 from storage_core.record.messages import clients, coordinator, metadata, remote
-from storage_core.record.messages.codec import Json, Reader, b64, read_message
+from storage_core.record.messages.codec import Json, Reader, b64, read_message, write_message
 from storage_core.record.messages.schema import MessageSpec
 
 #: Frame version of a metadata record (``AbstractApiMessageSerde.DEFAULT_FRAME_VERSION``).
@@ -168,6 +168,20 @@ def decode_coordinator_record(decoder: Decoder, key: bytes | None, value: bytes 
             raise
         return DecodedRecord(key_json, {"version": None if version is None else str(version), "error": str(e),
                                         "raw": b64(value)}, str(e))
+
+
+def encode_coordinator_record(decoder: Decoder, record_type: int, key: Json, version: int | None = None,
+                              value: Json | None = None) -> tuple[bytes, bytes | None]:
+    """The key and value bytes of a coordinator record (``CoordinatorRecordSerde.serializeKey/Value``):
+    the inverse of :func:`decode_coordinator_record` for one record of type ``record_type``, its key's
+    fields ``key`` and its value's fields ``value`` at ``version`` (None: a tombstone)."""
+    key_spec, value_spec = COORDINATOR_TABLES[decoder][record_type]
+    key_bytes = struct.pack(">h", record_type) + write_message(key_spec, 0, key)
+    if value is None:
+        return key_bytes, None
+    if version is None:
+        raise MessageEncodeError(f"a {value_spec.name} needs the version to write it at")
+    return key_bytes, struct.pack(">h", version) + write_message(value_spec, version, value)
 
 
 #: ``TransactionState.stateName()`` by id (transaction-coordinator's ``TransactionState``, Kafka 4.4).
