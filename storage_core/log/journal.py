@@ -88,9 +88,12 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
             journal = load_journal(j)
         except FileNotFoundError:
             continue  # the commit finished (and removed it) since the listing
+        before: dict[str, int] = journal.get("starts", {})  # type: ignore[assignment]
         for e in journal["entries"]:  # type: ignore[attr-defined]
             name = os.path.basename(os.path.normpath(str(e["partition_dir"])))
-            out[name] = min(out.get(name, INT64_MAX), int(e["final_base"]))
+            # from the partition's end before the commit: a restore's segments start above it (a gap)
+            first = min(int(e["final_base"]), before.get(str(e["partition_dir"]), INT64_MAX))
+            out[name] = min(out.get(name, INT64_MAX), first)
     return out
 
 
@@ -302,6 +305,8 @@ def finish_commit(log_dir: Path, journal: dict[str, object], jpath: Path) -> Non
     rp_file.write(recovery)
     starts_file.write(starts)
     maybe_crash_at_step()
+    for pdir, new_start in log_starts.items():
+        _remove_empty_segments_below(Path(pdir), new_start)
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         write_json(sink_mark_path(log_dir, str(sink["id"])), {"batch": sink["batch"], "job": journal["job"]})
@@ -310,6 +315,19 @@ def finish_commit(log_dir: Path, journal: dict[str, object], jpath: Path) -> Non
         staging = Path(e.partition_dir) / e.staging_dir
         if staging.exists() and not any(staging.glob("*" + LOG_SUFFIX)):
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_empty_segments_below(pdir: Path, new_start: int) -> None:
+    """A restore into an empty partition starts its log at the first restored offset, as Kafka's
+    ``UnifiedLog.truncateFullyAndStartAt`` does: the empty segments below it go (a segment with
+    records below a log start offset is left to retention, as the broker leaves it). Idempotent."""
+    for p in sorted(pdir.glob("*" + LOG_SUFFIX)):
+        base = base_offset_of(p)
+        if base < new_start and p.stat().st_size == 0:
+            for suffix in reversed(SEGMENT_SUFFIXES):  # the .log last: no index is left without it
+                (pdir / (filename_prefix(base) + suffix)).unlink(missing_ok=True)
+            maybe_crash_at_step()
+    fsync_dir(pdir)
 
 
 def advance_high_watermarks(log_dir: Path, ends: dict[str, int]) -> None:
@@ -355,6 +373,11 @@ def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
         checkpointed = starts_file.read()
         for pdir in log_starts.keys() & starts.keys():
             checkpointed[TopicPartition.parse_dir_name(Path(pdir).name)] = starts[pdir]
+            part = Path(pdir)
+            if part.is_dir() and not any(part.glob("*" + LOG_SUFFIX)):  # its empty segment was removed: again
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    (part / (filename_prefix(starts[pdir]) + suffix)).touch()
+                fsync_dir(part)
         starts_file.write(checkpointed)
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:

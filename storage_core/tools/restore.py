@@ -44,11 +44,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage_core.errors import InvalidTopicError, RestoreError
-from storage_core.files import staging_prefix
+from storage_core.files import LOG_SUFFIX, staging_prefix
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import LogConfig
 from storage_core.log.lock import check_free_to_stage
 from storage_core.log.log import Log
+from storage_core.log.lost import gaps_are_lost, gather_evidence
+from storage_core.log.manager import PartitionDir
 from storage_core.log.staged import StagedPartition, StagingWriter, check_ends_at_or_below, commit_job
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import INTERNAL_TOPICS, TopicPartition, check_appendable, validate_topic_name
@@ -208,11 +210,23 @@ def _check_names(topics: Iterable[str]) -> None:
         check_appendable(topic)
 
 
-def _log_end(pdir: Path, config: LogConfig) -> int | None:
-    if not pdir.is_dir():
-        return None
+def _check_partition(target: Path, tp: TopicPartition, first: int, config: LogConfig) -> None:
+    """Refuse a partition of the target that ends above ``first`` (the source's first offset), or ends
+    below it in a log where klog's readers would take the gap for lost data
+    (:func:`~storage_core.log.lost.gaps_are_lost`: a log known never compacted rolls at its end). An
+    empty partition takes any first offset: its log then starts there."""
+    pdir = target / tp.dir_name
+    if not pdir.is_dir() or not any(pdir.glob("*" + LOG_SUFFIX)):
+        return
+    evidence = gather_evidence(PartitionDir(tp, pdir, target))
     with Log(pdir, config) as lg:
-        return lg.log_end_offset
+        end, empty = lg.log_end_offset, lg.log_start_offset >= lg.log_end_offset
+        check_ends_at_or_below(pdir, end, first)
+        if end < first and not empty and gaps_are_lost(lg, evidence):
+            raise RestoreError(f"{tp} in {target} ends at offset {end} and the source starts at {first}: its topic "
+                               "is not compacted, and klog's readers take a gap between segments of such a log "
+                               f"for lost data (offsets {end}..{first - 1}); expected a source starting at {end}, "
+                               "an empty partition, or a compacted topic")
 
 
 def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], *,
@@ -239,9 +253,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
     stored = load_topic_configs(target) if target.is_dir() else {}
     configs = {t: config_for_topic(t, stored, kraft=kraft) for t in {tp.topic for tp in src.starts}}
     for tp, first in sorted(src.starts.items()):
-        end = _log_end(target / tp.dir_name, configs[tp.topic])
-        if end is not None:
-            check_ends_at_or_below(target / tp.dir_name, end, first)
+        _check_partition(target, tp, first, configs[tp.topic])
     # every refusal asked: from here on the target is written (staging, then the commit)
     target.mkdir(parents=True, exist_ok=True)
     job = uuid.uuid4().hex[:16]
@@ -259,9 +271,13 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
                     pdir = target / tp.dir_name
                     pdir.mkdir(exist_ok=True)
                     reg = kraft.partition(tp.topic, tp.partition) if kraft is not None else None
+                    # the partition's first segment starts at its first restored record (at or above the
+                    # source's first offset, checked above: a read_committed source may begin with
+                    # records it leaves out)
+                    first = int(batch.column("offset")[a].as_py())
                     w = writers[tp] = StagingWriter(pdir, staging_prefix(job) + "restore", configs[tp.topic], codec,
                                                     max_batch_bytes, buffer, None if reg is None else reg.leader_epoch,
-                                                    pinned_base=src.starts[tp])
+                                                    pinned_base=first)
                 counts[tp] = counts.get(tp, 0) + _stage(w, batch.slice(a, b - a))
         staged: list[StagedPartition] = [w.finish() for w in writers.values()]
     except BaseException:
