@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
 
 from storage_core.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
 from storage_core.log.manager import LogManager
+from storage_core.record.columnar import HEADER_TYPE
 from storage_core.record.compression import CompressionType
 from storage_core.record.control import ControlRecordType, EndTransactionMarker
 from storage_core.record.records import Header, Record, TimestampType, build_batch, build_end_txn_marker
@@ -83,3 +87,32 @@ class RestoreSource:
                 rows.append((r.offset, r.key, r.value, tuple((h.key, h.value) for h in r.headers),
                              r.timestamp if append_time is None else append_time,
                              int(TimestampType.CREATE_TIME if append_time is None else TimestampType.LOG_APPEND_TIME)))
+
+
+def export_table(rng: random.Random, topic: str, partitions: int, records: int, first: int, t0: int) -> pa.Table:
+    """A ``klog export``'s table made up by the generator (the truth is the table itself): per partition,
+    ``records`` records from offset ``first`` with gaps, null keys and values, headers, and runs of
+    LogAppendTime records (each run one time, as a broker stamps a batch) between CreateTime ones."""
+    cols: dict[str, list[Any]] = {c: [] for c in ("topic", "partition", "offset", "key", "value", "timestamp",
+                                                   "timestampType", "headers")}
+    for p in range(partitions):
+        offset, append_time = first, None
+        for _ in range(records):
+            if rng.random() < 0.1:  # a run starts or ends
+                append_time = None if append_time is not None else t0 + rng.randint(0, 10**6)
+            cols["topic"].append(topic)
+            cols["partition"].append(p)
+            cols["offset"].append(offset)
+            cols["key"].append(None if rng.random() < 0.2 else b"k%d" % rng.randrange(50))
+            cols["value"].append(None if rng.random() < 0.1 else f"{topic}/{p}/{offset}".encode() + rng.randbytes(8))
+            cols["timestamp"].append(append_time if append_time is not None else t0 + rng.randint(-10**6, 10**6))
+            cols["timestampType"].append(int(TimestampType.CREATE_TIME if append_time is None
+                                             else TimestampType.LOG_APPEND_TIME))
+            cols["headers"].append([] if rng.random() < 0.5 else [
+                {"key": rng.choice(("trace", "é")), "value": None if rng.random() < 0.2 else rng.randbytes(4)}
+                for _ in range(rng.randint(1, 2))])
+            offset += 1 if rng.random() < 0.7 else rng.randint(2, 9)
+    return pa.table({**cols, "partition": pa.array(cols["partition"], pa.int32()),
+                     "timestamp": pa.array(cols["timestamp"], pa.timestamp("ms", tz="UTC")),
+                     "timestampType": pa.array(cols["timestampType"], pa.int32()),
+                     "headers": pa.array(cols["headers"], HEADER_TYPE)})

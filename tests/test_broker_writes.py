@@ -9,7 +9,10 @@ is stopped and klog writes into the same partitions, after what the broker wrote
 * ``klog compact`` (``--roll``, the broker having been kept from cleaning by
   ``min.compaction.lag.ms``), ``klog retention`` (``retention.bytes``), and ``klog recover`` of a
   torn tail (the last batch of a segment cut short, the clean-shutdown marker removed, as after a
-  crash).
+  crash);
+* ``klog restore`` of an export into a topic the broker created empty: records from an offset above
+  0, with gaps and LogAppendTime batches, which its consumer must return at the same offsets, and
+  ListOffsets earliest at the first of them.
 
 What klog then reads from the dir is what it claims to have written; the rows the Spark writers
 were given are in it. The broker restarts on the dir: it must log no error, no stray or offline
@@ -31,9 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from broker_fixture import Broker, consumer_row
 from kafka_corpus import assert_same_rows, rows_of
+from restore_gen import export_table
 from sink_rows import sink_frame, sink_rows
 
 import storage_core
@@ -117,6 +123,8 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
     broker.produce(retain_topic, 3000, rnd.randrange(1 << 40), "idempotent", "none")
     broker.create_topic(torn_topic, 1, small)
     broker.produce(torn_topic, 1500, rnd.randrange(1 << 40), "idempotent", "gzip")
+    restore_topic = f"{prefix}-restore"
+    broker.create_topic(restore_topic, 2)  # empty: klog restores into it
     topics = [*spark_topics, stream_topic, compact_topic, retain_topic, torn_topic]
     broker.stop()
     log_dir = broker.log_dir
@@ -161,9 +169,16 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
     finally:
         q.stop()
     given[stream_topic] = [_payload(r) for r in rows]
+
+    # klog restore of an export (made up by the generator) at its offsets, from an offset above 0
+    export = export_table(rnd, restore_topic, 2, rnd.randint(200, 400), rnd.randint(1, 10**6),
+                          int(time.time() * 1000) - 3600_000)  # recent: the topic's retention.ms keeps it
+    pq.write_table(export, tmp / "export.parquet")
+    storage_core.restore(tmp / "export.parquet", log_dir, topics=[restore_topic], compression=rnd.choice(CODECS))
     after = {iso: _klog_rows(log_dir, topics, iso) for iso in ISOLATION}
     return {"log_dir": log_dir, "prefix": prefix, "topics": topics, "before": before, "after": after,
-            "given": given, "torn": torn_topic, "compact": compact_topic, "retain": retain_topic, "tmp": tmp}
+            "given": given, "torn": torn_topic, "compact": compact_topic, "retain": retain_topic, "tmp": tmp,
+            "restore": restore_topic, "restored": export}
 
 
 def test_klog_wrote_what_it_was_given(written: dict[str, Any]) -> None:
@@ -227,6 +242,24 @@ def restarted(written: dict[str, Any], broker: Broker) -> dict[str, Any]:
 def test_broker_serves_klogs_records(restarted: dict[str, Any], broker: Broker, iso: str) -> None:
     got = [consumer_row(d) for d in broker.consume(iso, restarted["topics"], restarted["tmp"] / f"c-{iso}.jsonl")]
     assert_same_rows(got, restarted["after"][iso], f"{CTX} the broker's consumer ({iso}) on klog's dir vs klog")
+
+
+def test_broker_serves_restored_records(restarted: dict[str, Any], broker: Broker) -> None:
+    """The restored topic: Kafka's consumer returns every record of the export at its offset, with its
+    key, value, headers, timestamp and timestamp type; ListOffsets earliest is the first restored
+    offset, latest one past the last."""
+    export, topic = restarted["restored"], restarted["restore"]
+    millis = export.column("timestamp").cast(pa.int64()).to_pylist()
+    want = sorted(({**r, "timestamp": ms, "headers": [(h["key"], h["value"]) for h in r["headers"]] or None}
+                   for r, ms in zip(export.to_pylist(), millis, strict=True)), key=lambda r: (r["partition"], r["offset"]))
+    got = sorted((consumer_row(d) for d in broker.consume("read_committed", [topic], restarted["tmp"] / "r.jsonl")),
+                 key=lambda r: (r["partition"], r["offset"]))
+    assert got == want, f"{CTX}: the broker's consumer on the restored topic"
+    offsets = broker.admin([topic])["offsets"]
+    for p in (0, 1):
+        mine = [r["offset"] for r in want if r["partition"] == p]
+        assert offsets[f"{topic}-{p}"]["earliest"][0] == mine[0], f"{CTX} {topic}-{p}: ListOffsets earliest"
+        assert offsets[f"{topic}-{p}"]["latest"][0] == mine[-1] + 1, f"{CTX} {topic}-{p}: ListOffsets latest"
 
 
 def test_broker_and_producers_carry_on(restarted: dict[str, Any], broker: Broker) -> None:

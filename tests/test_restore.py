@@ -193,3 +193,30 @@ def test_restore_lock_file_is_the_one_a_broker_takes(tmp_path: Path) -> None:
     klog.restore(tmp_path / "src", tmp_path / "dst")
     with open(tmp_path / "dst" / ".lock", "a") as f:
         fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@pytest.mark.parametrize("policy", ["delete", "compact"])
+def test_gap_after_records_where_readers_would_take_it_for_lost_data(tmp_path: Path, policy: str) -> None:
+    """A partition holding records, in a dir that says its topic is not compacted (and so rolls at its
+    end, by the lost-data rule every reader applies), refuses a restore that would leave a gap below
+    the first restored offset; a compacted topic's takes it."""
+    from storage_core.log.manager import LogManager
+    from storage_core.log.topic_configs import save_topic_configs
+    from storage_core.record.records import Record, build_batch
+
+    gen = RestoreSource(tmp_path / "src", seeded("gap"), topics=("g",), partitions=1, batches=4, start=1000)
+    target = tmp_path / "dst"
+    (target / "g-0").mkdir(parents=True)
+    save_topic_configs(target, {"g": {"cleanup.policy": policy}})
+    with Log(target / "g-0", writable=True) as lg:
+        lg.append(build_batch([Record(i, 1_700_000_000_000, b"k", b"old") for i in range(3)]))
+    LogManager([target], writable=True).close()  # the recovery point checkpoint knows the partition
+    if policy == "delete":
+        before = files_of(target)
+        with pytest.raises(klog.RestoreError, match="g-0 in .* ends at offset 3 and the source starts at 1000") as e:
+            klog.restore(tmp_path / "src", target)
+        assert "lost data (offsets 3..999)" in str(e.value) and files_of(target) == before
+    else:
+        klog.restore(tmp_path / "src", target)
+        got = read(target)[("g", 0)]
+        assert got[3:] == gen.expected[("g", 0)] and len(got) == 3 + len(gen.expected[("g", 0)])
