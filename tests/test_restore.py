@@ -154,6 +154,10 @@ def test_restore_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
     pq.write_table(pa.table({"topic": ["t", "t"], "partition": [0, 0], "offset": [7, 7], "value": [b"a", b"b"]}),
                    backwards)
     refused(klog.RestoreError, backwards, "offset 7", "follows offset 7")
+    # a topic the export does not hold
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [7], "value": [b"a"]}), good)
+    refused(klog.RestoreError, good, "holds no record of topic 'nope'", "['t']", topics=["nope"])
     # an internal topic
     refused(klog.InvalidTopicError, tmp_path / "src", "__consumer_offsets", topics=["__consumer_offsets"])
     # a broker holding the dir

@@ -47,11 +47,18 @@ from storage_core.errors import InvalidTopicError, RestoreError
 from storage_core.files import LOG_SUFFIX, staging_prefix
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import LogConfig
+from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
 from storage_core.log.log import Log
 from storage_core.log.lost import gaps_are_lost, gather_evidence
 from storage_core.log.manager import PartitionDir
-from storage_core.log.staged import StagedPartition, StagingWriter, check_ends_at_or_below, commit_job
+from storage_core.log.staged import (
+    StagedPartition,
+    StagingWriter,
+    check_ends_at_or_below,
+    collect_staging,
+    commit_job,
+)
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import INTERNAL_TOPICS, TopicPartition, check_appendable, validate_topic_name
 from storage_core.record.columnar import DEFAULT_BATCH_BYTES, EncodeBuffer, RowSelection, prepare_columns
@@ -132,6 +139,10 @@ def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
     def batches(f: Path) -> Iterator[pa.RecordBatch]:
         return iter(pq.ParquetFile(f).iter_batches(batch_size=1 << 16))
 
+    absent = sorted(set(topics or ()) - {tp.topic for tp in starts})
+    if absent:
+        raise RestoreError(f"{', '.join(map(str, files))} holds no record of topic {', '.join(map(repr, absent))}; "
+                           f"expected one of the topics it holds: {sorted({tp.topic for tp in starts})}")
     return _Source(", ".join(map(str, files)), starts,
                    stream_in_order(files, batches, pool_size(None, len(files)), depth=4))
 
@@ -287,7 +298,14 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
         for w in writers.values():
             w.discard()
         raise
-    committed = commit_job(job, [sp for sp in staged if sp.segments], lock_timeout_s=lock_timeout_s)
+    try:
+        committed = commit_job(job, [sp for sp in staged if sp.segments], lock_timeout_s=lock_timeout_s)
+    except BaseException:
+        # refused before its journal was written (a partition that moved since the checks): the staging
+        # goes; a journal written is settled by the next writable open, which removes it with the commit
+        if not journal_path(target, job).exists():
+            collect_staging([w.partition_dir for w in writers.values()], job_id=job)
+        raise
     done = [RestoredPartition(tp.topic, tp.partition, first, end, counts.get(tp, 0))
             for tp, (first, end) in sorted(committed.items())]
     return RestoreSummary(str(target), tuple(done))
