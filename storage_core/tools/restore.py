@@ -115,6 +115,7 @@ def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
 
     starts: dict[TopicPartition, int] = {}
     last: dict[TopicPartition, int] = {}
+    held: set[str] = set()
     for f in files:
         names = pq.read_schema(f).names
         missing = [c for c in (*PARQUET_COLUMNS, "value") if c not in names]
@@ -123,6 +124,7 @@ def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
                                f"klog export writes (topic, partition, offset, key, value, timestamp, timestampType), "
                                f"so that each record goes back at its partition and offset; found {names}")
         index = pq.read_table(f, columns=list(PARQUET_COLUMNS))
+        held.update(str(t) for t in pc.unique(index.column("topic")).to_pylist())
         for tp, offsets in _runs(index, topics):
             first, top = int(offsets[0]), last.get(tp)
             bad = np.flatnonzero(np.diff(offsets) <= 0)
@@ -139,10 +141,10 @@ def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
     def batches(f: Path) -> Iterator[pa.RecordBatch]:
         return iter(pq.ParquetFile(f).iter_batches(batch_size=1 << 16))
 
-    absent = sorted(set(topics or ()) - {tp.topic for tp in starts})
+    absent = sorted(set(topics or ()) - held)
     if absent:
         raise RestoreError(f"{', '.join(map(str, files))} holds no record of topic {', '.join(map(repr, absent))}; "
-                           f"expected one of the topics it holds: {sorted({tp.topic for tp in starts})}")
+                           f"expected one of the topics it holds: {sorted(held)}")
     return _Source(", ".join(map(str, files)), starts,
                    stream_in_order(files, batches, pool_size(None, len(files)), depth=4))
 
