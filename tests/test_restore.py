@@ -142,7 +142,7 @@ def test_restore_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
         assert files_of(into) == before
 
     # a source overlapping what the target holds (the same records again)
-    first = gen.expected[("zz-restore-probe", 0)][0][0]
+    first = gen.starts[("zz-restore-probe", 0)]  # the source's first offset (its log start)
     end = Log(target / "zz-restore-probe-0").log_end_offset
     refused(klog.OffsetOverlapError, tmp_path / "src", "zz-restore-probe-0", f"ends at offset {end}", f"at or below {first}")
     # a Parquet file without offsets
@@ -224,3 +224,16 @@ def test_gap_after_records_where_readers_would_take_it_for_lost_data(tmp_path: P
         klog.restore(tmp_path / "src", target)
         got = read(target)[("g", 0)]
         assert got[3:] == gen.expected[("g", 0)] and len(got) == 3 + len(gen.expected[("g", 0)])
+
+
+def test_restore_from_the_tables_klog_sync_made(tmp_path: Path) -> None:
+    """A Delta table and an Iceberg table (read from its newest metadata file, no catalog) that `klog
+    sync` made of a log dir: restored, they read as the log dir read read_committed."""
+    RestoreSource(tmp_path / "src", seeded("tables"), partitions=2, batches=15)
+    want = read(tmp_path / "src", isolationLevel="read_committed")
+    klog.sync(str(tmp_path / "src"), str(tmp_path / "delta"), format="delta", includeHeaders="true")
+    klog.sync(str(tmp_path / "src"), "ns.orders", format="iceberg", warehouse=str(tmp_path / "wh"),
+              includeHeaders="true")
+    for name, table in (("delta", tmp_path / "delta"), ("iceberg", tmp_path / "wh" / "ns" / "orders")):
+        klog.restore(table, tmp_path / f"dst-{name}")
+        assert read(tmp_path / f"dst-{name}") == want, name

@@ -446,7 +446,7 @@ def check_ends_at_or_below(partition_dir: str | os.PathLike[str], log_end: int, 
     allowed: the records start a segment of their own at ``first``."""
     if log_end > first:
         raise OffsetOverlapError(f"{Path(partition_dir).name} in {Path(partition_dir).parent} ends at offset "
-                                 f"{log_end}, above the first restored offset {first}: the source overlaps what the "
+                                 f"{log_end}, above the first offset to restore, {first}: the source overlaps what the "
                                  f"target holds; expected a partition that ends at or below {first}; nothing was "
                                  "written")
 

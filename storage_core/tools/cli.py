@@ -1086,6 +1086,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 RESTORE_EXAMPLES = """examples:
   klog restore backup /var/lib/kafka/data                   every topic of a klog snapshot (or log dir)
   klog restore orders.parquet /var/lib/kafka/data           a klog export file (or a dir of them, --per-partition)
+  klog restore lake/ns/orders /var/lib/kafka/data           a Delta or Iceberg table klog sync made (its dir)
   klog restore backup /var/lib/kafka/data --topic orders --compression zstd --json
 Each record goes back at its partition and offset, with its key, value, headers, timestamp and
 timestamp type; gaps between offsets stay gaps. A log dir or snapshot is read read_committed (aborted
@@ -1361,11 +1362,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("restore", help="records back into a log dir at their original offsets (writes; broker stopped)",
                        description="Write the records of SOURCE into the log dir DIR at their original offsets, "
-                       "partitions and timestamps.\nSOURCE: a log dir or klog snapshot (read read_committed), or a "
-                       "klog export Parquet file or dir.",
+                       "partitions and timestamps.\nSOURCE: a log dir or klog snapshot (read read_committed), a "
+                       "klog export Parquet file or dir, or the dir of a Delta or Iceberg table klog sync made.",
                        epilog=RESTORE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
-    p.add_argument("source", metavar="SOURCE", help="a log dir or klog snapshot, or a klog export Parquet file or dir")
+    p.add_argument("source", metavar="SOURCE", help="a log dir or klog snapshot, a klog export Parquet file or dir, "
+                   "or a Delta or Iceberg table's dir (klog sync's)")
     p.add_argument("dir", metavar="DIR", help="the log dir to restore into (a stopped broker's, or klog's own)")
     p.add_argument("--topic", action="append", type=_topic_name,
                    help="a topic to restore (repeatable; default: every topic of SOURCE but Kafka's internal ones)")

@@ -1,6 +1,6 @@
 """``klog restore``: records taken out of Kafka (a log dir or a ``klog snapshot`` of one, a ``klog
-export`` Parquet file or dir) written back into a log dir at their **original offsets**, so that a
-broker started on it serves them where the source had them.
+export`` Parquet file or dir, a Delta or Iceberg table ``klog sync`` made) written back into a log dir
+at their **original offsets**, so that a broker started on it serves them where the source had them.
 
 What is kept, per record: topic, partition, offset, key, value, headers, timestamp and timestamp
 type. A LogAppendTime record goes into a batch whose attributes say LogAppendTime and whose
@@ -25,10 +25,11 @@ The rules of the target, checked before anything is written:
   is allowed, the records starting a segment of their own. A partition that was empty gets that
   first offset as its log start offset (a consumer at ``earliest`` starts there).
 
-The first offset restored into a partition is the source's first: its log start offset for a log
-dir (or the start of the range read), the first row's offset for Parquet. The records are staged
-and committed by the staged-write protocol (:mod:`storage_core.log.staged`), with each partition's
-offsets pinned: a crash at any step leaves the target as it was.
+The source's first offset of a partition (its log start offset for a log dir, the first row's for
+Parquet and tables) is what the target's end is checked against; the first restored record's offset
+is where the partition's first new segment starts (and its log start, when it was empty). The records
+are staged and committed by the staged-write protocol (:mod:`storage_core.log.staged`), with each
+partition's offsets pinned: a crash at any step leaves the target as it was.
 """
 
 from __future__ import annotations
@@ -110,43 +111,91 @@ def _parquet_files(path: Path) -> list[Path] | None:
     return files or None
 
 
-def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
-    import pyarrow.parquet as pq
+class _Index:
+    """Each partition's first offset over the rows of a source's files or tables, in their order, each
+    partition's offsets checked to increase from one to the next."""
 
-    starts: dict[TopicPartition, int] = {}
-    last: dict[TopicPartition, int] = {}
-    held: set[str] = set()
-    for f in files:
-        names = pq.read_schema(f).names
+    def __init__(self) -> None:
+        self.starts: dict[TopicPartition, int] = {}
+        self.last: dict[TopicPartition, int] = {}
+        self.held: set[str] = set()
+
+    def add(self, where: str, names: Sequence[str], index: pa.Table, topics: Sequence[str] | None) -> None:
+        """``index``: the ``topic``, ``partition`` and ``offset`` columns of ``where`` (its columns ``names``)."""
         missing = [c for c in (*PARQUET_COLUMNS, "value") if c not in names]
         if missing:
-            raise RestoreError(f"{f} has no {', '.join(repr(c) for c in missing)} column; expected the columns a "
+            raise RestoreError(f"{where} has no {', '.join(repr(c) for c in missing)} column; expected the columns a "
                                f"klog export writes (topic, partition, offset, key, value, timestamp, timestampType), "
-                               f"so that each record goes back at its partition and offset; found {names}")
-        index = pq.read_table(f, columns=list(PARQUET_COLUMNS))
-        held.update(str(t) for t in pc.unique(index.column("topic")).to_pylist())
+                               f"so that each record goes back at its partition and offset; found {list(names)}")
+        self.held.update(str(t) for t in pc.unique(index.column("topic")).to_pylist())
         for tp, offsets in _runs(index, topics):
-            first, top = int(offsets[0]), last.get(tp)
+            first, top = int(offsets[0]), self.last.get(tp)
             bad = np.flatnonzero(np.diff(offsets) <= 0)
             if (top is not None and first <= top) or len(bad):
                 at, prev = (first, top) if top is not None and first <= top else \
                     (int(offsets[bad[0] + 1]), int(offsets[bad[0]]))
-                raise RestoreError(f"{f}: offset {at} of {tp} follows offset {prev}; expected each partition's "
-                                   "offsets increasing, as a klog export writes them")
-            starts.setdefault(tp, first)
-            last[tp] = int(offsets[-1])
+                raise RestoreError(f"{where}: offset {at} of {tp} follows offset {prev}; expected each partition's "
+                                   "offsets increasing, each once, as a klog export or sync writes them")
+            self.starts.setdefault(tp, first)
+            self.last[tp] = int(offsets[-1])
+
+    def check_topics(self, where: str, topics: Sequence[str] | None) -> None:
+        absent = sorted(set(topics or ()) - self.held)
+        if absent:
+            raise RestoreError(f"{where} holds no record of topic {', '.join(map(repr, absent))}; expected one of "
+                               f"the topics it holds: {sorted(self.held)}")
+
+
+def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
+    import pyarrow.parquet as pq
+
+    index = _Index()
+    for f in files:
+        names = pq.read_schema(f).names
+        index.add(str(f), names, pq.read_table(f, columns=[c for c in PARQUET_COLUMNS if c in names]), topics)
+    where = ", ".join(map(str, files))
+    index.check_topics(where, topics)
 
     # decoded on threads (each file on one, the next batches while the caller stages these), the rows in
     # file order: Parquet's decode is what a restore from an export waits for most
     def batches(f: Path) -> Iterator[pa.RecordBatch]:
         return iter(pq.ParquetFile(f).iter_batches(batch_size=1 << 16))
 
-    absent = sorted(set(topics or ()) - held)
-    if absent:
-        raise RestoreError(f"{', '.join(map(str, files))} holds no record of topic {', '.join(map(repr, absent))}; "
-                           f"expected one of the topics it holds: {sorted(held)}")
-    return _Source(", ".join(map(str, files)), starts,
-                   stream_in_order(files, batches, pool_size(None, len(files)), depth=4))
+    return _Source(where, index.starts, stream_in_order(files, batches, pool_size(None, len(files)), depth=4))
+
+
+def _latest_iceberg_metadata(path: Path) -> Path | None:
+    """The newest ``metadata/<version>-<uuid>.metadata.json`` of an Iceberg table's dir, or None: not one."""
+    found = sorted(path.glob("metadata/*.metadata.json"), key=lambda p: (int(p.name.split("-", 1)[0])
+                                                                        if p.name.split("-", 1)[0].isdigit() else -1,
+                                                                        p.name))
+    return found[-1] if found else None
+
+
+def _open_table(path: Path, topics: Sequence[str] | None) -> _Source | None:
+    """A table ``klog sync`` made, by its dir: Delta (``_delta_log``) or Iceberg (``metadata/*.metadata.json``,
+    read from its newest metadata file without a catalog); None: neither. Its rows are read whole and put in
+    offset order (a table's files need not be in commit order)."""
+    if (path / "_delta_log").is_dir():
+        from deltalake import DeltaTable
+
+        table = DeltaTable(str(path)).to_pyarrow_table()
+    else:
+        metadata = _latest_iceberg_metadata(path) if path.is_dir() else None
+        if metadata is None:
+            return None
+        from pyiceberg.table import StaticTable
+
+        table = StaticTable.from_metadata(str(metadata)).scan().to_arrow()
+    names = table.column_names
+    if all(c in names for c in PARQUET_COLUMNS):
+        if topics is not None:
+            table = table.filter(pc.is_in(table.column("topic"), pa.array(list(topics), table.column("topic").type)))
+        table = table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+    index = _Index()
+    index.add(str(path), names, table.select([c for c in PARQUET_COLUMNS if c in names]), topics)
+    index.check_topics(str(path), topics)
+    return _Source(str(path), index.starts, iter(table.to_batches(max_chunksize=1 << 16)))
 
 
 def _open_log_dir(path: Path, topics: Sequence[str] | None) -> _Source:
@@ -198,6 +247,9 @@ def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None) -
     if not path.exists():
         raise RestoreError(f"source {source} does not exist; expected a log dir, a klog snapshot, or a klog export "
                            "Parquet file or dir")
+    table = _open_table(path, topics)
+    if table is not None:
+        return table
     files = _parquet_files(path)
     return _open_parquet(files, topics) if files is not None else _open_log_dir(path, topics)
 
@@ -250,8 +302,8 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
             lock_timeout_s: float = 0.0, max_batch_bytes: int = DEFAULT_BATCH_BYTES) -> RestoreSummary:
     """Restore the records of ``source`` into the log dir ``target_dir`` at their original offsets.
 
-    ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``), or a ``klog
-    export`` Parquet file or dir of them. ``topics``: those to restore (default: every topic of the
+    ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``), a ``klog export``
+    Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made. ``topics``: those to restore (default: every topic of the
     source but Kafka's internal ones). ``compression``: the codec of the written batches.
     ``lock_timeout_s``: how long to wait for another klog writer's lock (a broker's is refused at
     once). Raises :class:`~storage_core.errors.RestoreError` (a source without offsets),
