@@ -389,7 +389,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
                          had_clean_shutdown=clean) as lg:
                     leo = lg.log_end_offset
-                    empty = lg.log_start_offset == leo
+                    empty = lg.log_start_offset >= leo
                 first, next_base = _final_bases(job_id, pdir, staged_in.get(pdir, ()), leo, entries)
                 if first > leo and empty:  # a restore into an empty partition: a consumer at earliest starts there
                     log_starts[pdir] = first
