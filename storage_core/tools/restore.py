@@ -156,12 +156,14 @@ def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
     where = ", ".join(map(str, files))
     index.check_topics(where, topics)
 
-    # decoded on threads (each file on one, the next batches while the caller stages these), the rows in
-    # file order: Parquet's decode is what a restore from an export waits for most
-    def batches(f: Path) -> Iterator[pa.RecordBatch]:
-        return iter(pq.ParquetFile(f).iter_batches(batch_size=1 << 16))
+    # row groups decoded on threads, the next ones while the caller stages these, the rows in file order:
+    # Parquet's decode is what a restore from an export waits for most
+    groups = [(f, g) for f in files for g in range(pq.ParquetFile(f).num_row_groups)]
 
-    return _Source(where, index.starts, stream_in_order(files, batches, pool_size(None, len(files)), depth=4))
+    def batches(group: tuple[Path, int]) -> Iterator[pa.RecordBatch]:
+        return iter(pq.ParquetFile(group[0]).read_row_group(group[1]).to_batches(max_chunksize=1 << 16))
+
+    return _Source(where, index.starts, stream_in_order(groups, batches, pool_size(None, len(groups)), depth=4))
 
 
 def _latest_iceberg_metadata(path: Path) -> Path | None:
