@@ -18,17 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import _summary as summary
+from benchmarks.export import _export  # the export the restore is measured against, as benchmarks.export runs it
 from benchmarks.spark_read import build
 
 #: The issue's target: a restore from an export at >= 0.8x that export's throughput.
 TARGET = 0.8
-
-
-def _export(logs: Path, out: Path, compression: str) -> int:
-    from storage_core.tools.export import ExportRequest, export_parquet, plan_export
-
-    req = ExportRequest(log_dirs=(str(logs),), topic="bench")
-    return export_parquet(req, plan_export(req), out, compression=compression, overwrite=True).records
 
 
 def _restore(source: Path, target: Path) -> int:
