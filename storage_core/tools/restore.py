@@ -265,12 +265,19 @@ def _check_target(target: Path, topics: Iterable[str], partitions: Iterable[Topi
     for topic in sorted(set(topics)):
         check_new_topic(kraft, topic)
     for tp in sorted(partitions):
-        known = kraft.topics.get(tp.topic) if kraft is not None else None
+        if kraft is None:
+            continue
+        known = kraft.topics.get(tp.topic)
         if known is not None and tp.partition not in known.partitions:
-            raise InvalidTopicError(f"partition {tp} is not in the KRaft metadata of {kraft.log_dir if kraft else ''}, "
-                                    f"which gives {tp.topic!r} partitions {sorted(known.partitions)}; expected a "
-                                    "partition of the topic as it was created (kafka-topics.sh --create with the "
-                                    "source's partition count)")
+            raise InvalidTopicError(f"partition {tp} is not in the KRaft metadata of {kraft.log_dir}, which gives "
+                                    f"{tp.topic!r} partitions {sorted(known.partitions)}; expected a partition of the "
+                                    "topic as it was created (kafka-topics.sh --create with the source's partition "
+                                    "count)")
+        reg = kraft.partition(tp.topic, tp.partition)
+        if reg is not None and (kraft.node_id or "").isdigit() and reg.replicas and int(kraft.node_id or 0) not in reg.replicas:
+            raise InvalidTopicError(f"partition {tp} is not hosted by broker {kraft.node_id}, whose log dir {target} "
+                                    f"is: its replicas are brokers {list(reg.replicas)}, and a broker treats a "
+                                    "partition dir it does not host as stray; expected the log dir of one of them")
 
 
 def _check_names(topics: Iterable[str]) -> None:
@@ -305,8 +312,9 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
     """Restore the records of ``source`` into the log dir ``target_dir`` at their original offsets.
 
     ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``), a ``klog export``
-    Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made. ``topics``: those to restore (default: every topic of the
-    source but Kafka's internal ones). ``compression``: the codec of the written batches.
+    Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made.
+    ``topics``: those to restore (default: every topic of the source but Kafka's internal ones).
+    ``compression``: the codec of the written batches.
     ``lock_timeout_s``: how long to wait for another klog writer's lock (a broker's is refused at
     once). Raises :class:`~storage_core.errors.RestoreError` (a source without offsets),
     :class:`~storage_core.errors.OffsetOverlapError` (a partition holding offsets at or above the
