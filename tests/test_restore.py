@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -176,6 +177,20 @@ def test_restore_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
             broker_dir.mkdir()
             shutil.copytree(meta[0].parent, broker_dir / CLUSTER_METADATA_DIR)
             refused(klog.InvalidTopicError, tmp_path / "src", "'zz-restore-probe'", "KRaft metadata", into=broker_dir)
+            # a topic it knows, in the dir of a broker that is not among the partition's replicas
+            from storage_core.log.cluster_metadata import replay_cluster_metadata
+
+            kraft = replay_cluster_metadata(meta[0].parent.parent)
+            props = meta[0].parent.parent / "meta.properties"
+            if kraft is not None and props.exists():
+                known = sorted(t for t in kraft.topics if not t.startswith("_") and 0 in kraft.topics[t].partitions)[0]
+                other = tmp_path / "broker-77"
+                other.mkdir()
+                shutil.copytree(meta[0].parent, other / CLUSTER_METADATA_DIR)
+                (other / "meta.properties").write_text(re.sub(r"node\.id=\d+", "node.id=77", props.read_text()))
+                RestoreSource(tmp_path / "known", 1, topics=(known,), partitions=1, batches=2)
+                refused(klog.InvalidTopicError, tmp_path / "known", f"{known}-0 is not hosted by broker 77",
+                        into=other)
 
 
 def test_cli_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
