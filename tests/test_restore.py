@@ -194,13 +194,14 @@ def test_restore_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
 
 
 def test_cli_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    RestoreSource(tmp_path / "src", seeded("cli"), partitions=1, batches=5, start=42)
+    gen = RestoreSource(tmp_path / "src", seeded("cli"), partitions=1, batches=5, start=42)
+    first = gen.expected[("orders", 0)][0][0]  # the first committed record's offset, 42 or above
     assert main(["restore", str(tmp_path / "src"), str(tmp_path / "dst"), "--topic", "orders", "--json"]) == 0
     text = capsys.readouterr().out
     out = json.loads(text[text.index("{"):])  # after the seed's line
-    assert out["partitions"][0]["first"] == 42 and out["records"] > 0
+    assert out["partitions"][0]["first"] == first and out["records"] == len(gen.expected[("orders", 0)])
     assert OffsetCheckpointFile(tmp_path / "dst" / "log-start-offset-checkpoint").read() == \
-        {TopicPartition("orders", 0): 42}
+        {TopicPartition("orders", 0): first}
     assert main(["restore", str(tmp_path / "src"), str(tmp_path / "dst")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("klog: error: orders-0 in ") and "\n" not in err and "overlaps" in err, err
