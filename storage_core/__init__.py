@@ -57,6 +57,7 @@ from storage_core.errors import (
     MixedClustersError,
     NotALogDirError,
     OffsetOutOfRangeError,
+    OffsetOverlapError,
     PendingCommitError,
     RecordTooLargeError,
     RemoteChunkError,
@@ -66,6 +67,7 @@ from storage_core.errors import (
     RemoteSegmentUnreadableError,
     ReplicaMissingError,
     ReplicatedWriteError,
+    RestoreError,
     SchemaRegistryError,
     SegmentGoneError,
     SnapshotError,
@@ -90,6 +92,7 @@ if TYPE_CHECKING:  # the real signatures for type checkers; at run time __getatt
     from storage_core.record.compression import CompressionType
     from storage_core.record.records import Header, Record, TimestampType
     from storage_core.tables.run import SyncSummary, sync
+    from storage_core.tools.restore import RestoreSummary, restore
     from storage_core.tools.snapshot import snapshot
 
 __version__ = "0.1.0"
@@ -107,6 +110,8 @@ _LAZY = {
     "describe": "storage_core.read.describe",
     "plan": "storage_core.read.api",
     "read_arrow": "storage_core.read.api",
+    "restore": "storage_core.tools.restore",
+    "RestoreSummary": "storage_core.tools.restore",
     "snapshot": "storage_core.tools.snapshot",
     "sync": "storage_core.tables.run",
     "SyncSummary": "storage_core.tables.run",
@@ -146,6 +151,7 @@ __all__ = [
     "NotALogDirError",
     "ObjectStoreError",
     "ObjectStoreReadOnlyError",
+    "OffsetOverlapError",
     "OffsetOutOfRangeError",
     "PendingCommitError",
     "Record",
@@ -157,6 +163,8 @@ __all__ = [
     "ReplicaMissingError",
     "ReplicatedWriteError",
     "RemoteSegmentUnreadableError",
+    "RestoreError",
+    "RestoreSummary",
     "SchemaRegistryError",
     "SegmentGoneError",
     "SnapshotError",
@@ -174,6 +182,7 @@ __all__ = [
     "describe",
     "plan",
     "read_arrow",
+    "restore",
     "snapshot",
     "sync",
 ]

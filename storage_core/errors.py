@@ -52,6 +52,8 @@ __all__ = [
     "SchemaRegistryError",
     "UnknownSchemaError",
     "ValueDecodeError",
+    "RestoreError",
+    "OffsetOverlapError",
     "USER_NAME_SCHEMES",
     "redact_uris",
 ]
@@ -383,3 +385,17 @@ class SyncError(KlogError, ValueError):
 class SyncConflictError(SyncError):
     """Another sync of the same table committed first, from the same offsets: this one's commit was
     refused (nothing of it is in the table) and a rerun continues from the offsets that one recorded."""
+
+
+class RestoreError(KlogError, ValueError):
+    """A restore's source that cannot be put back at its original offsets (``klog restore``,
+    :func:`storage_core.restore`): a file without the ``offset`` (or ``partition``, ``topic``) column
+    a ``klog export`` writes, offsets that do not increase within a partition, a source that is
+    neither a log dir nor Parquet. Raised before anything is written; the message names the source
+    and what was expected."""
+
+
+class OffsetOverlapError(RestoreError):
+    """Records to be written at their own offsets (a restore) into a partition that already holds
+    those offsets or later ones: the partition must end at or below the first offset written. The
+    message names the partition, its end and the first offset. Nothing is written."""

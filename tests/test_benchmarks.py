@@ -241,3 +241,11 @@ def test_sync_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"ratio sync {fmt}/export throughput:" in out, out
     rows = _summary.rows()[-2:]
     assert [r.target for r in rows] == [sync_bench.TARGET] * 2 and all(r.ratio > 0 for r in rows)
+
+
+def test_restore_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import restore
+
+    restore.main(["--records", "2000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "ratio restore/export zstd throughput:" in out and "ratio restore/export none throughput:" in out

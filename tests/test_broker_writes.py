@@ -9,7 +9,10 @@ is stopped and klog writes into the same partitions, after what the broker wrote
 * ``klog compact`` (``--roll``, the broker having been kept from cleaning by
   ``min.compaction.lag.ms``), ``klog retention`` (``retention.bytes``), and ``klog recover`` of a
   torn tail (the last batch of a segment cut short, the clean-shutdown marker removed, as after a
-  crash).
+  crash);
+* ``klog restore`` of an export into a topic the broker created empty: records from an offset above
+  0, with gaps and LogAppendTime batches, which its consumer must return at the same offsets, and
+  ListOffsets earliest at the first of them.
 
 What klog then reads from the dir is what it claims to have written; the rows the Spark writers
 were given are in it. The broker restarts on the dir: it must log no error, no stray or offline
@@ -30,10 +33,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from broker_fixture import Broker, consumer_row
 from broker_fixture import problems as _problems
 from kafka_corpus import assert_same_rows, rows_of
+from restore_gen import export_table
 from sink_rows import sink_frame, sink_rows
 
 import storage_core
@@ -81,7 +87,9 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
     broker.produce(retain_topic, 3000, rnd.randrange(1 << 40), "idempotent", "none")
     broker.create_topic(torn_topic, 1, small)
     broker.produce(torn_topic, 1500, rnd.randrange(1 << 40), "idempotent", "gzip")
-    topics = [*spark_topics, stream_topic, compact_topic, retain_topic, torn_topic]
+    restore_topic = f"{prefix}-restore"
+    broker.create_topic(restore_topic, 2)  # empty: klog restores into it
+    topics = [*spark_topics, stream_topic, compact_topic, retain_topic, torn_topic, restore_topic]
     broker.stop()
     log_dir = broker.log_dir
     before = {iso: _klog_rows(log_dir, topics, iso) for iso in ISOLATION}
@@ -125,9 +133,16 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
     finally:
         q.stop()
     given[stream_topic] = [_payload(r) for r in rows]
+
+    # klog restore of an export (made up by the generator) at its offsets, from an offset above 0
+    export = export_table(rnd, restore_topic, 2, rnd.randint(200, 400), rnd.randint(1, 10**6),
+                          int(time.time() * 1000) - 3600_000)  # recent: the topic's retention.ms keeps it
+    pq.write_table(export, tmp / "export.parquet")
+    storage_core.restore(tmp / "export.parquet", log_dir, topics=[restore_topic], compression=rnd.choice(CODECS))
     after = {iso: _klog_rows(log_dir, topics, iso) for iso in ISOLATION}
     return {"log_dir": log_dir, "prefix": prefix, "topics": topics, "before": before, "after": after,
-            "given": given, "torn": torn_topic, "compact": compact_topic, "retain": retain_topic, "tmp": tmp}
+            "given": given, "torn": torn_topic, "compact": compact_topic, "retain": retain_topic, "tmp": tmp,
+            "restore": restore_topic, "restored": export}
 
 
 def test_klog_wrote_what_it_was_given(written: dict[str, Any]) -> None:
@@ -193,6 +208,27 @@ def test_broker_serves_klogs_records(restarted: dict[str, Any], broker: Broker, 
     assert_same_rows(got, restarted["after"][iso], f"{CTX} the broker's consumer ({iso}) on klog's dir vs klog")
 
 
+def _restored_rows(written: dict[str, Any]) -> list[Row]:
+    """The export the restore was given, as rows of klog's reader and of the broker's consumer."""
+    export = written["restored"]
+    millis = export.column("timestamp").cast(pa.int64()).to_pylist()
+    return sorted(({**r, "timestamp": ms, "headers": [(h["key"], h["value"]) for h in r["headers"]] or None}
+                   for r, ms in zip(export.to_pylist(), millis, strict=True)),
+                  key=lambda r: (r["partition"], r["offset"]))
+
+
+def test_klog_restored_the_export(written: dict[str, Any]) -> None:
+    """Every record of the export at its offset, with its key, value, headers, timestamp and timestamp
+    type (the broker's consumer returns the same: test_broker_serves_klogs_records, whose topics hold
+    the restored one; ListOffsets: test_broker_loads_klogs_dir_clean)."""
+    want = _restored_rows(written)
+    for iso in ISOLATION:
+        got = sorted((dict(r) for r in written["after"][iso] if r["topic"] == written["restore"]),
+                     key=lambda r: (r["partition"], r["offset"]))
+        assert [{**r, "headers": [tuple(h) for h in r["headers"]] if r["headers"] else None} for r in got] == want, \
+            f"{CTX} {iso}: klog's read of the restored topic"
+
+
 def test_broker_and_producers_carry_on(restarted: dict[str, Any], broker: Broker) -> None:
     """Kafka's idempotent and transactional producers append after klog's offsets; klog reads the
     result (live) exactly as the broker's consumer does, at both isolation levels."""
@@ -219,3 +255,6 @@ def test_broker_loads_klogs_dir_clean(restarted: dict[str, Any], broker: Broker)
         mine = [r["offset"] for r in restarted["after"]["read_uncommitted"]
                 if r["topic"] == topic and r["partition"] == int(p)]
         assert o["latest"][0] >= (max(mine) + 1 if mine else 0), f"{CTX} {tp}: the broker truncated klog's records"
+        if topic == restarted["restore"]:  # a consumer at earliest starts at the first restored record
+            first = min(r["offset"] for r in _restored_rows(restarted) if r["partition"] == int(p))
+            assert o["earliest"][0] == first, f"{CTX} {tp}: ListOffsets earliest after a restore"

@@ -137,3 +137,82 @@ def test_an_unfinished_commit_is_hidden_however_the_reader_spells_the_dir(tmp_pa
             assert new == 0 and len(values_seen) == 1800, (crash_at, spelling, new, len(values_seen))
         checked += 1
     assert checked >= 3
+
+
+RESTORE_CHILD = textwrap.dedent("""
+    import sys
+    from storage_core import restore
+    restore(sys.argv[1], sys.argv[2])
+    print("RESTORED")
+""")
+
+
+def test_restore_crash_at_every_step(tmp_path: Path) -> None:
+    """A restore (records pinned at their own offsets, a gap after what a partition holds, the log
+    start offset of an empty partition moved up) killed at each step of its commit: a reader sees all
+    of it or none of it, and recovery leaves each partition as it was, log start offset included;
+    a rerun then restores it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import storage_core
+    from storage_core.record.records import Record, build_batch
+
+    rng = random.Random(55)
+    offsets = sorted(rng.sample(range(500, 900), 150))
+    rows = {"topic": ["t"] * 300, "partition": [0] * 150 + [1] * 150, "offset": offsets + offsets,
+            "key": [None if i % 7 == 0 else b"k%d" % i for i in range(300)],
+            "value": [b"restored-%d" % i for i in range(300)],
+            "timestamp": pa.array([1_500_000_000_000 + (0 if (i // 10) % 2 else i) for i in range(300)],
+                                  pa.timestamp("ms", tz="UTC")),
+            "timestampType": pa.array([(i // 10) % 2 for i in range(300)], pa.int32())}
+    source = tmp_path / "export.parquet"
+    pq.write_table(pa.table(rows), source)
+    seed = tmp_path / "seed"
+    for p in range(2):
+        (seed / f"t-{p}").mkdir(parents=True)
+    with Log(seed / "t-0", writable=True) as lg:  # t-0 holds 0..2; t-1 is empty
+        lg.append(build_batch([Record(i, 1_700_000_000_000, None, b"old%d" % i) for i in range(3)]))
+    LogManager([seed], writable=True).close()
+
+    def state(root: Path) -> tuple[list[tuple[int, int, bytes]], dict[int, int]]:
+        t = storage_core.read_arrow(str(root)).read_all()
+        got = sorted(zip(t.column("partition").to_pylist(), t.column("offset").to_pylist(),
+                         t.column("value").to_pylist(), strict=True))
+        starts = {r.topic_partition.partition: r.start for r in storage_core.plan(str(root)).ranges}
+        return got, starts
+
+    before = state(seed)
+    assert before == ([(0, i, b"old%d" % i) for i in range(3)], {0: 0, 1: 0})
+    after_rows = sorted(before[0] + [(p, o, v) for p, o, v in zip(rows["partition"], rows["offset"], rows["value"],
+                                                                      strict=True)])
+    complete = (after_rows, {0: 0, 1: offsets[0]})
+    outcomes = {"absent": 0, "rolled back": 0, "complete": 0}
+    # steps: 1 before the journal, 2 after it, 3-5 and 6-8 each segment's patch and renames (the
+    # second segment's are the first's again: not run), 9 the checkpoints, 10 the empty segment removed,
+    # 11 and 12 before the journal goes
+    for crash_at in (s for s in range(1, 40) if s not in (6, 7, 8)):
+        root = tmp_path / f"crash{crash_at}"
+        subprocess.run(["cp", "-a", str(seed), str(root)], check=True)
+        env = {k: v for k, v in os.environ.items() if k != "KLOG_CRASH_AT"} | {"KLOG_CRASH_AT": str(crash_at)}
+        res = subprocess.run([sys.executable, "-c", RESTORE_CHILD, str(source), str(root)], capture_output=True,
+                             text=True, env=env, timeout=120)
+        finished = "RESTORED" in res.stdout
+        assert finished or res.returncode == 137, res.stderr[-2000:]
+        journal = list(root.glob(".klog-commit-*.json"))
+        assert state(root)[0] in (before[0], after_rows), crash_at  # a reader: all of it or none
+        with LogManager([root], writable=True):  # recovery rolls an unfinished commit back
+            pass
+        collect_staging([root / f"t-{p}" for p in range(2)], older_than_s=0)
+        if finished:
+            assert state(root) == complete, crash_at
+            outcomes["complete"] += 1
+            break
+        assert state(root) == before, crash_at
+        outcomes["rolled back" if journal else "absent"] += 1
+        assert not list(root.rglob(".klog-staging-*")), crash_at
+        if crash_at == 10:  # the partitions take the restore again
+            assert "RESTORED" in subprocess.run([sys.executable, "-c", RESTORE_CHILD, str(source), str(root)],
+                                                capture_output=True, text=True, timeout=120).stdout
+            assert state(root) == complete
+    assert outcomes["complete"] == 1 and outcomes["rolled back"] >= 5 and outcomes["absent"] >= 1, outcomes

@@ -5,7 +5,9 @@ A commit of staged segments (:func:`storage_core.log.staged.commit_job`) writes 
 a partition: one :class:`JournalEntry` per staged segment (its partition dir, its staging dir,
 its staged base offset and the final one it gets), each partition's log end before (``starts``)
 and after (``ends``) the commit, the partitions an overwrite empties (``overwrite``), the
-``phase`` and, for a streaming sink, the sink mark it sets and the one it replaces.
+``phase``, for a streaming sink, the sink mark it sets and the one it replaces, and, for a
+restore into an empty partition, the log start offset it moves up to (``log_starts``: the
+records keep their offsets, and a consumer at ``earliest`` starts at the first).
 
 :func:`finish_commit` applies it: entry by entry, each staged batch's base offset is patched in
 place (it lies outside the CRC: nothing is re-encoded), the files are fsynced and renamed into
@@ -86,9 +88,12 @@ def pending_journal_offsets(log_dir: str | os.PathLike[str]) -> dict[str, int]:
             journal = load_journal(j)
         except FileNotFoundError:
             continue  # the commit finished (and removed it) since the listing
+        before: dict[str, int] = journal.get("starts", {})  # type: ignore[assignment]
         for e in journal["entries"]:  # type: ignore[attr-defined]
             name = os.path.basename(os.path.normpath(str(e["partition_dir"])))
-            out[name] = min(out.get(name, INT64_MAX), int(e["final_base"]))
+            # from the partition's end before the commit: a restore's segments start above it (a gap)
+            first = min(int(e["final_base"]), before.get(str(e["partition_dir"]), INT64_MAX))
+            out[name] = min(out.get(name, INT64_MAX), first)
     return out
 
 
@@ -145,7 +150,7 @@ def load_journal(path: str | os.PathLike[str]) -> dict[str, object]:
                 or e["final_base"] >= STAGED_ORIGIN:
             raise _bad_journal(p, f"entry bases {e['staged_base']!r}, {e['final_base']!r} are not a staged offset "
                                   f"(>= {STAGED_ORIGIN}) and a final one (below it)")
-    for key in ("ends", "starts", "overwrite"):
+    for key in ("ends", "starts", "overwrite", "log_starts"):
         m = journal.get(key, {})
         if not isinstance(m, dict):
             raise _bad_journal(p, f"{key!r} is not an object")
@@ -285,6 +290,7 @@ def finish_commit(log_dir: Path, journal: dict[str, object], jpath: Path) -> Non
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 (Path(pdir) / (filename_prefix(new_start) + suffix)).touch()
     ends: dict[str, int] = journal["ends"]  # type: ignore[assignment]
+    log_starts: dict[str, int] = journal.get("log_starts", {})  # type: ignore[assignment]
     rp_file = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT)
     recovery = rp_file.read()
     starts_file = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
@@ -294,8 +300,13 @@ def finish_commit(log_dir: Path, journal: dict[str, object], jpath: Path) -> Non
         recovery[tp] = end
         if pdir in overwrite:
             starts.pop(tp, None)  # the first segment now starts at the new log start
+        if pdir in log_starts:
+            starts[tp] = log_starts[pdir]
     rp_file.write(recovery)
     starts_file.write(starts)
+    maybe_crash_at_step()
+    for pdir, new_start in log_starts.items():
+        _remove_empty_segments_below(Path(pdir), new_start)
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         write_json(sink_mark_path(log_dir, str(sink["id"])), {"batch": sink["batch"], "job": journal["job"]})
@@ -304,6 +315,19 @@ def finish_commit(log_dir: Path, journal: dict[str, object], jpath: Path) -> Non
         staging = Path(e.partition_dir) / e.staging_dir
         if staging.exists() and not any(staging.glob("*" + LOG_SUFFIX)):
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_empty_segments_below(pdir: Path, new_start: int) -> None:
+    """A restore into an empty partition starts its log at the first restored offset, as Kafka's
+    ``UnifiedLog.truncateFullyAndStartAt`` does: the empty segments below it go (a segment with
+    records below a log start offset is left to retention, as the broker leaves it). Idempotent."""
+    for p in sorted(pdir.glob("*" + LOG_SUFFIX)):
+        base = base_offset_of(p)
+        if base < new_start and p.stat().st_size == 0:
+            for suffix in reversed(SEGMENT_SUFFIXES):  # the .log last: no index is left without it
+                (pdir / (filename_prefix(base) + suffix)).unlink(missing_ok=True)
+            maybe_crash_at_step()
+    fsync_dir(pdir)
 
 
 def advance_high_watermarks(log_dir: Path, ends: dict[str, int]) -> None:
@@ -343,6 +367,18 @@ def _rollback(log_dir: Path, journal: dict[str, object]) -> None:
     for pdir in sorted({e.partition_dir for e in entries}):
         if Path(pdir).is_dir():  # a partition dir removed since the crash: nothing of the commit is left there
             fsync_dir(Path(pdir))
+    log_starts: dict[str, int] = journal.get("log_starts", {})  # type: ignore[assignment]
+    if log_starts:  # a restore into empty partitions: their log start back at their end, where it was
+        starts_file = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        checkpointed = starts_file.read()
+        for pdir in log_starts.keys() & starts.keys():
+            checkpointed[TopicPartition.parse_dir_name(Path(pdir).name)] = starts[pdir]
+            part = Path(pdir)
+            if part.is_dir() and not any(part.glob("*" + LOG_SUFFIX)):  # its empty segment was removed: again
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    (part / (filename_prefix(starts[pdir]) + suffix)).touch()
+                fsync_dir(part)
+        starts_file.write(checkpointed)
     sink: dict[str, object] | None = journal.get("sink")  # type: ignore[assignment]
     if sink is not None:
         mark_path = sink_mark_path(log_dir, str(sink["id"]))

@@ -453,6 +453,14 @@ def _last_segment_losses(name: str, lg: Log, ev: Evidence, full: bool) -> list[L
     return out
 
 
+def gaps_are_lost(lg: Log, ev: Evidence) -> bool:
+    """Whether offsets between a segment's last record and the next segment's base offset are lost data
+    in this log: it is known never compacted (its recovery point checkpoint knows the partition, the
+    dir says how its topic is configured and it is not compacted, the cleaner never listed it), and
+    such a log rolls at its end (see the module)."""
+    return ev.recovery_point is not None and ev.config_known and not _compacted(lg) and not ev.cleaned
+
+
 def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = False,
               within: tuple[int, int] | None = None) -> list[LostData]:
     """What of ``pd`` its evidence ``ev`` (:func:`gather_evidence`, taken before the open) says
@@ -480,7 +488,7 @@ def lost_data(pd: PartitionDir, lg: Log | None, ev: Evidence, *, full: bool = Fa
     # a log known never compacted (its recovery point checkpoint knows the partition, the dir says how
     # its topic is configured and it is not compacted, the cleaner never listed it) rolls at its end:
     # a gap between its segments is lost, and a segment starts at its base (see the module)
-    gaps = ev.recovery_point is not None and ev.config_known and not _compacted(lg) and not ev.cleaned
+    gaps = gaps_are_lost(lg, ev)
     for base in ev.orphan_indexes:
         if base < first_base and (ev.log_start is None or ev.log_start <= base):
             out.append(LostData(name, str(segment_file(pd.path, base, LOG_SUFFIX)), base, first_base - 1,

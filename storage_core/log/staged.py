@@ -8,10 +8,14 @@ Protocol (what a Spark job, or any batch writer, does):
    ``<topic>-<p>/.klog-staging-<job>-<task>-<attempt>/``. Kafka's loader only looks at files in
    a partition dir, so a broker ignores staging, and nothing staged is visible to readers.
    Offsets are staged from :data:`~storage_core.log.journal.STAGED_ORIGIN` (2**62), far above
-   any real offset.
+   any real offset. A restore (:meth:`StagingWriter.append_at`) stages records at their own
+   offsets instead: its writer is *pinned* to a final base offset, STAGED_ORIGIN standing for it,
+   and the gaps between the records' offsets are kept.
 2. **Commit** (:func:`commit_job`, on the driver, holding the log dir's ``.lock``): the log end
    offset of each partition is read, every staged segment gets its final base offset (in task
-   order), and the plan is written to a journal ``<log dir>/.klog-commit-<job>.json``, which is
+   order; a pinned partition keeps its base offset, refused if the partition ends above it, a gap
+   below it allowed, and an empty partition's log start offset moves up to it: the journal's
+   ``log_starts``), and the plan is written to a journal ``<log dir>/.klog-commit-<job>.json``, which is
    then applied (:func:`~storage_core.log.journal.finish_commit`): batches rebased in place,
    files renamed in, checkpoints and the clean-shutdown marker written, the journal removed.
 3. **Crash.** A journal left behind is settled by the next commit, writable open or the job's
@@ -30,13 +34,14 @@ import functools
 import logging
 import os
 import shutil
+import struct
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from storage_core.errors import CommitError, KlogError, LogDirLockedError, storage_error
+from storage_core.errors import CommitError, KlogError, LogDirLockedError, OffsetOverlapError, storage_error
 from storage_core.faults import maybe_crash_at_step
 from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
 from storage_core.log.checkpoint import (
@@ -62,7 +67,7 @@ from storage_core.log.lock import LogDirLock, check_free_to_stage
 from storage_core.log.log import Log
 from storage_core.log.segment import LogSegment, RollParams
 from storage_core.log.topic_partition import TopicPartition, check_appendable
-from storage_core.record.columnar import EncodeBuffer, RowSelection, RowsEncoder, prepare_columns
+from storage_core.record.columnar import EncodeBuffer, EncodedBatch, RowSelection, RowsEncoder, prepare_columns
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import NO_TIMESTAMP
 
@@ -70,6 +75,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 _log = logging.getLogger(__name__)
+_BASE_OFFSET = struct.Struct(">q")  # a batch's first 8 bytes
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,9 @@ class StagedPartition:
     #: the partition leader epoch its batches carry (:func:`~storage_core.log.checkpoint.current_leader_epoch`),
     #: which the commit records in each replica's leader-epoch-checkpoint; -1: none
     leader_epoch: int = -1
+    #: a restore's: the final offset STAGED_ORIGIN stands for (the first segment's base), kept by the
+    #: commit instead of rebasing to the log end; None: offsets from the log end
+    pinned_base: int | None = None
 
     @property
     def records(self) -> int:
@@ -121,11 +130,14 @@ class StagingWriter:
     @_staging_io("creating the staging directory")
     def __init__(self, partition_dir: str | os.PathLike[str], staging_name: str, config: LogConfig,
                  compression: CompressionType, max_batch_bytes: int, buffer: EncodeBuffer | None = None,
-                 registered_epoch: int | None = None, *, group_records: bool = False) -> None:
+                 registered_epoch: int | None = None, pinned_base: int | None = None, *,
+                 group_records: bool = False) -> None:
         """``buffer``: the encode buffer to use, which writers that never append at the same time may
         share (a task's writers, on its one staging thread); a buffer of its own when None.
         ``registered_epoch``: the partition's leader epoch by the KRaft metadata, stamped when the
         partition has no leader-epoch checkpoint (:func:`~storage_core.log.checkpoint.current_leader_epoch`).
+        ``pinned_base``: the records keep their own offsets (:meth:`append_at`), from this one up,
+        which becomes the first staged segment's base offset.
 
         The partition dir must exist: making it is the job's (the topic's creation), and one missing
         here was removed by the job's own abort (Spark aborts a job without waiting for the tasks it
@@ -146,6 +158,7 @@ class StagingWriter:
         self.compression = compression
         self.max_batch_bytes = min(max_batch_bytes, config.max_message_bytes)
         self.next_offset = STAGED_ORIGIN
+        self.pinned_base = pinned_base
         self.segment: LogSegment | None = None
         self.segments: list[StagedSegment] = []
         # each batch carries the partition's leader epoch, as a broker's appends do
@@ -153,10 +166,10 @@ class StagingWriter:
         self.encoder = RowsEncoder(compression, max_batch_bytes=self.max_batch_bytes, buffer=buffer,
                                    partition_leader_epoch=self.leader_epoch)
 
-    def _new_segment(self) -> LogSegment:
+    def _new_segment(self, base_offset: int) -> LogSegment:
         if self.segment is not None:
             self._close_segment()
-        self.segment = LogSegment(self.staging, self.next_offset, index_interval_bytes=self.config.index_interval_bytes,
+        self.segment = LogSegment(self.staging, base_offset, index_interval_bytes=self.config.index_interval_bytes,
                                   max_index_size=self.config.segment_index_bytes, writable=True)
         return self.segment
 
@@ -185,22 +198,57 @@ class StagingWriter:
         """Encode and stage rows picked from prepared columns, where they lie; returns records staged."""
         if rows.num_rows == 0:
             return 0
+        if self.pinned_base is not None:
+            raise CommitError(f"{self.topic_partition}: a restore's writer stages records at their own offsets "
+                              "(append_at), not from the log end")
         self._check_timestamps(rows.timestamps)
         now = int(time.time() * 1000)
         for batch in self.encoder.encode(rows, self.next_offset):
-            size = len(batch.data)
-            if size > self.config.max_message_bytes:
-                from storage_core.errors import RecordTooLargeError
-
-                raise RecordTooLargeError(f"a record batch of {size} bytes is larger than "
-                                          f"max.message.bytes ({self.config.max_message_bytes})")
-            seg = self.segment or self._new_segment()
-            if seg.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes, batch.max_timestamp,
-                                          batch.last_offset, size, now)):
-                seg = self._new_segment()
-            seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, batch.data)
-            self.next_offset = batch.last_offset + 1
+            self._stage_batch(batch, self.next_offset, now)
         return rows.num_rows
+
+    @_staging_io("staging restored records")
+    def append_at(self, rows: RowSelection, offsets: np.ndarray, log_append_time: int | None = None) -> int:
+        """Stage rows at their own offsets (a restore's; the writer is pinned): ``offsets`` (int64, one
+        per row, strictly increasing, at or above the pinned base and above what was staged before)
+        are kept, gaps between them included (offset deltas within a batch, as compaction leaves
+        them). ``log_append_time``: the rows are LogAppendTime records of that time, staged as a batch
+        a broker stamped (:meth:`RowsEncoder.encode`). Timestamps are not checked against
+        ``message.timestamp.*.max.ms``: those records were appended once, and a broker checks a
+        producer's append, not a replica's copy. Returns records staged."""
+        if self.pinned_base is None:
+            raise CommitError(f"{self.topic_partition}: records at their own offsets need a writer pinned to a "
+                              "base offset (pinned_base)")
+        if rows.num_rows == 0:
+            return 0
+        first = int(offsets[0])
+        staged_first = STAGED_ORIGIN + first - self.pinned_base
+        if first < self.pinned_base or staged_first < self.next_offset:
+            raise CommitError(f"{self.topic_partition}: offset {first} staged after offset "
+                              f"{self.next_offset - 1 - STAGED_ORIGIN + self.pinned_base} or below the base "
+                              f"{self.pinned_base}; expected increasing offsets from the base")
+        now = int(time.time() * 1000)
+        for batch in self.encoder.encode(rows, staged_first, offsets=offsets, log_append_time=log_append_time):
+            # a segment starts at the pinned base, later ones at the first offset of their first batch
+            # (UnifiedLog.maybeRoll rolls at the append's first offset)
+            self._stage_batch(batch, _BASE_OFFSET.unpack_from(batch.data)[0], now)
+        return rows.num_rows
+
+    def _stage_batch(self, batch: EncodedBatch, base_offset: int, now: int) -> None:
+        """Append one encoded batch (of first offset ``base_offset``) to the staged segment, rolling first
+        where Kafka's ``LogSegment.shouldRoll`` would."""
+        size = len(batch.data)
+        if size > self.config.max_message_bytes:
+            from storage_core.errors import RecordTooLargeError
+
+            raise RecordTooLargeError(f"a record batch of {size} bytes is larger than "
+                                      f"max.message.bytes ({self.config.max_message_bytes})")
+        seg = self.segment or self._new_segment(self.next_offset)
+        if seg.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes, batch.max_timestamp,
+                                      batch.last_offset, size, now)):
+            seg = self._new_segment(base_offset)
+        seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, batch.data)
+        self.next_offset = batch.last_offset + 1
 
     def _check_timestamps(self, timestamps: np.ndarray) -> None:
         """Kafka's ``LogValidator.validateTimestamp``: under CreateTime, a record's timestamp (other than
@@ -242,7 +290,7 @@ class StagingWriter:
         if self.segment is not None:
             self._close_segment()
         return StagedPartition(self.topic_partition.topic, self.topic_partition.partition, str(self.partition_dir),
-                               self.staging.name, tuple(self.segments), self.leader_epoch)
+                               self.staging.name, tuple(self.segments), self.leader_epoch, self.pinned_base)
 
 
 def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str] = (),
@@ -301,7 +349,7 @@ def _replicate_staging(staged: Sequence[StagedPartition], replicas: Mapping[str,
                     os.fsync(fh.fileno())
             fsync_dir(copy)
             more.append(StagedPartition(sp.topic, sp.partition, str(target), sp.staging_dir, sp.segments,
-                                        sp.leader_epoch))
+                                        sp.leader_epoch, sp.pinned_base))
     return more, last
 
 
@@ -330,7 +378,9 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
             entries: list[dict[str, object]] = []
             ends: dict[str, int] = {}
             epochs: dict[str, tuple[int, int]] = {}  # by partition dir: (epoch, first offset) to assign
+            log_starts: dict[str, int] = {}  # by partition dir: the log start offset a pinned commit sets
             overwrite: dict[str, int] = {}
+            starts: dict[str, int] = {}  # by partition dir: its log end before the commit
             overwrite_set = set(overwrite_topics)
             pdirs = sorted({sp.partition_dir for sp in parts} |
                            {str(p) for p in log_dir.iterdir() if p.is_dir() and _topic_of(p) in overwrite_set})
@@ -345,26 +395,27 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
                          had_clean_shutdown=clean) as lg:
                     leo = lg.log_end_offset
-                next_base = leo
-                for sp in staged_in.get(pdir, ()):
-                    for seg in sp.segments:
-                        entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
-                        next_base += seg.records
+                    empty = lg.log_start_offset >= leo
+                first, next_base = _final_bases(job_id, pdir, staged_in.get(pdir, ()), leo, entries)
+                if first > leo and empty:  # a restore into an empty partition: a consumer at earliest starts there
+                    log_starts[pdir] = first
                 epoch = max((sp.leader_epoch for sp in staged_in.get(pdir, ())), default=-1)
-                if epoch >= 0 and next_base > leo:
-                    epochs[pdir] = (epoch, leo)
+                if epoch >= 0 and next_base > first:
+                    epochs[pdir] = (epoch, first)
                 tp = TopicPartition.parse_dir_name(Path(pdir).name)
-                if tp in result and result[tp] != (leo, next_base):  # a replica that moved since the job began
+                if tp in result and result[tp] != (first, next_base):  # a replica that moved since the job began
                     raise CommitError(f"job {job_id}: the replica of {tp} in {pdir} ends at {leo}, another at "
                                       f"{result[tp][0]}: the same offsets cannot be committed to both; the replicas "
                                       "committed so far are followers, which Kafka truncates to their leader")
-                result[tp] = (leo, next_base)
+                result[tp] = (first, next_base)
                 ends[pdir] = next_base
+                starts[pdir] = leo
                 if tp.topic in overwrite_set:
                     overwrite[pdir] = leo
-            starts = {str(Path(pdir)): result[TopicPartition.parse_dir_name(Path(pdir).name)][0] for pdir in pdirs}
             journal: dict[str, object] = {"job": job_id, "entries": entries, "ends": ends, "overwrite": overwrite,
                                           "starts": starts, "phase": "applying"}
+            if log_starts:
+                journal["log_starts"] = log_starts
             if sink is not None:
                 journal["sink"] = {"id": sink.sink_id, "batch": sink.batch_id, "previous": previous_mark}
             jpath = journal_path(log_dir, job_id)
@@ -393,6 +444,46 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
         finally:
             lock.release()
     return result
+
+
+def check_ends_at_or_below(partition_dir: str | os.PathLike[str], log_end: int, first: int) -> None:
+    """Refuse records at their own offsets from ``first`` (a restore's) into a partition that ends at
+    ``log_end`` above it: they would overlap what it holds. A gap (``log_end`` below ``first``) is
+    allowed: the records start a segment of their own at ``first``."""
+    if log_end > first:
+        raise OffsetOverlapError(f"{Path(partition_dir).name} in {Path(partition_dir).parent} ends at offset "
+                                 f"{log_end}, above the first offset to restore, {first}: the source overlaps what the "
+                                 f"target holds; expected a partition that ends at or below {first}; nothing was "
+                                 "written")
+
+
+def _final_bases(job_id: str, pdir: str, staged: Sequence[StagedPartition], leo: int,
+                 entries: list[dict[str, object]]) -> tuple[int, int]:
+    """Each staged segment of a partition its final base offset (one journal entry each, added to
+    ``entries``); returns the first offset and the end offset of what the commit adds. Staged from the
+    log end ``leo`` in task order; a pinned partition (a restore's, one writer) at its own offsets,
+    refused when the partition ends above them (a restore never overwrites nor shifts a record)."""
+    pinned = [sp for sp in staged if sp.pinned_base is not None]
+    if pinned:
+        if len(staged) != 1:
+            raise CommitError(f"job {job_id}: {pdir} has {len(staged)} staged writers, {len(pinned)} of them pinned "
+                              "to their offsets; expected one pinned writer per partition")
+        sp = pinned[0]
+        base = sp.pinned_base
+        assert base is not None
+        check_ends_at_or_below(pdir, leo, base)
+        end = base
+        for seg in sp.segments:
+            final = base + seg.staged_base - STAGED_ORIGIN
+            entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, final)))
+            end = final + seg.records
+        return base, end
+    next_base = leo
+    for sp in staged:
+        for seg in sp.segments:
+            entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, next_base)))
+            next_base += seg.records
+    return leo, next_base
 
 
 def _topic_of(p: Path) -> str | None:

@@ -68,9 +68,10 @@ def encode_v2_batches(keys: _BinCol | None, values: _BinCol, timestamps: Buffer,
 def encode_v2_rows(sources: Sequence[tuple[_BinCol | None, _BinCol, Buffer, Buffer | None, _BinCol | None,
                                             _BinCol | None]],
                    which: Buffer, local: Buffer, max_bytes: int, header: tuple[int, int, int] | None,
-                   out: bytearray | None, /) -> tuple[bytearray, OwnedBuffer]:
+                   out: bytearray | None, offsets: Buffer | None = None, /) -> tuple[bytearray, OwnedBuffer]:
     """encode_v2_batches over row ``local[r]`` of ``sources[which[r]]``, read in place, into ``out``
-    (reused if large enough, else a new bytearray); meta is (end row, first ts, max ts, end position)."""
+    (reused if large enough, else a new bytearray); meta is (end row, first ts, max ts, end position).
+    ``offsets`` (int64, strictly increasing, one per row): the rows' offsets, gaps kept as offset deltas."""
 def crc32c(data: Buffer, software: bool = False, /) -> int: ...
 def lz4_frame_decompress(data: Buffer, /) -> bytes | None:
     """One LZ4 frame decoded by the kernel, or None where it declines the frame (the Python codec decides)."""

@@ -562,9 +562,11 @@ def _bincol(arr: pa.Array) -> tuple[Any, Any, Any, int]:
     return (validity if arr.null_count else None, offsets, data, arr.offset)
 
 
-def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) -> tuple[bytes, int, int, int]:
+def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int,
+                  offsets: np.ndarray | None = None) -> tuple[bytes, int, int, int]:
     """One records area of rows from ``start`` (the reference the kernel's ``encode_v2_batches`` is
-    compared with, batch by batch): one Python object per row."""
+    compared with, batch by batch): one Python object per row. ``offsets``: each row's offset (the
+    deltas are taken from them; a batch is cut before a delta past int32), else consecutive."""
     base_ts = int(cols.timestamps[start]) if start < stop else -1
     max_ts = base_ts
     out = bytearray()
@@ -580,7 +582,10 @@ def _py_encode_v2(cols: EncodeColumns, start: int, stop: int, max_bytes: int) ->
             hk = cols.header_keys[k].as_py()
             headers.append(Header(java_utf8(hk), cols.header_values[k].as_py()))
         t = int(cols.timestamps[row])
-        rec = encode_record(row - start, wrap_int64(t - base_ts), key, value, headers)
+        delta = row - start if offsets is None else int(offsets[row]) - int(offsets[start])
+        if row > start and delta > INT32_MAX:
+            break
+        rec = encode_record(delta, wrap_int64(t - base_ts), key, value, headers)
         if row > start and len(out) + len(rec) > max_bytes:
             break
         out += rec
@@ -595,25 +600,30 @@ MAX_RECORDS_AREA = INT32_MAX - RECORD_BATCH_OVERHEAD
 
 
 def _py_encode_v2_batches(cols: EncodeColumns, start: int, stop: int, max_bytes: int,
-                          header: tuple[int, int, int] | None) -> tuple[list[bytes], np.ndarray]:
+                          header: tuple[int, int, int] | None, offsets: np.ndarray | None = None
+                          ) -> tuple[list[bytes], np.ndarray]:
     """Reference twin of ``_kernel.encode_v2_batches``: rows ``[start, stop)`` as consecutive
     batches, each a records area (``header`` None) or a whole batch with its header and CRC
     (``header`` = ``(base_offset, partition_leader_epoch, attributes)``, base offset of row
-    ``start``); plus an int64 array of ``(end row, first timestamp, max timestamp)`` per batch."""
+    ``start``); plus an int64 array of ``(end row, first timestamp, max timestamp)`` per batch.
+    ``offsets`` (one per row, increasing): the rows' offsets, gaps kept as offset deltas within a
+    batch (the kernel's ``encode_v2_rows`` twin); None: consecutive."""
     max_bytes = min(max(1, max_bytes), MAX_RECORDS_AREA)
     out: list[bytes] = []
     meta: list[tuple[int, int, int]] = []
     row = start
     while row < stop:
-        area, end, first_ts, max_ts = _py_encode_v2(cols, row, stop, max_bytes)
+        area, end, first_ts, max_ts = _py_encode_v2(cols, row, stop, max_bytes, offsets)
         if header is None:
             out.append(area)
         else:
             base_offset, leader_epoch, attributes = header
             buf = bytearray(RECORD_BATCH_OVERHEAD + len(area))
             buf[RECORD_BATCH_OVERHEAD:] = area
-            write_batch_header(buf, base_offset=base_offset + row - start, partition_leader_epoch=leader_epoch,
-                               attributes=attributes, last_offset_delta=end - row - 1, base_timestamp=first_ts,
+            first, last = (row - start, end - 1 - start) if offsets is None else \
+                (int(offsets[row]) - int(offsets[start]), int(offsets[end - 1]) - int(offsets[start]))
+            write_batch_header(buf, base_offset=base_offset + first, partition_leader_epoch=leader_epoch,
+                               attributes=attributes, last_offset_delta=last - first, base_timestamp=first_ts,
                                max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
                                records_count=end - row)
             out.append(bytes(buf))
@@ -727,23 +737,29 @@ class RowSelection:
 
 
 def encode_v2_rows(rows: RowSelection, max_bytes: int, header: tuple[int, int, int] | None,
-                   out: bytearray | None = None, native: bool | None = None) -> tuple[bytearray, np.ndarray]:
+                   out: bytearray | None = None, native: bool | None = None,
+                   offsets: np.ndarray | None = None) -> tuple[bytearray, np.ndarray]:
     """The picked rows as consecutive v2 batches (as :func:`encode_v2_batches` cuts them), written one
     after another into ``out`` if it is large enough (else into a new bytearray); returns that
     buffer and an int64 array of ``(end row, first timestamp, max timestamp, end position)`` per
-    batch. The kernel encodes the rows where they lie; the pure-Python twin gathers them first."""
+    batch. The kernel encodes the rows where they lie; the pure-Python twin gathers them first.
+    ``offsets``: each row's offset (int64, strictly increasing; a restore's, with gaps), the header's
+    base offset being that of row 0; None: consecutive from it."""
     kernel = native_kernel() if native is not False else None
     if native and kernel is None:
         raise KlogError("the native kernel was requested but is not available")
     if kernel is None:
-        batches, meta = _py_encode_v2_batches(rows.gather(), 0, rows.num_rows, max_bytes, header)
+        if offsets is not None and len(offsets) > 1 and not bool((np.diff(offsets) > 0).all()):
+            raise ValueError("encode_v2_rows: offsets are not strictly increasing")
+        batches, meta = _py_encode_v2_batches(rows.gather(), 0, rows.num_rows, max_bytes, header, offsets)
         ends = np.cumsum([len(b) for b in batches], dtype=np.int64).reshape(-1, 1)
         return bytearray(b"".join(batches)), np.hstack([meta, ends])
     sources = [(_bincol(c.keys) if c.keys is not None else None, _bincol(c.values), c.timestamps, c.header_counts,
                 _bincol(c.header_keys) if c.header_keys is not None else None,
                 _bincol(c.header_values) if c.header_values is not None else None) for c in rows.sources]
     buf, meta = kernel.encode_v2_rows(sources, np.ascontiguousarray(rows.which, dtype=np.int32),
-                                      np.ascontiguousarray(rows.local, dtype=np.int64), max_bytes, header, out)
+                                      np.ascontiguousarray(rows.local, dtype=np.int64), max_bytes, header, out,
+                                      None if offsets is None else np.ascontiguousarray(offsets, dtype=np.int64))
     return buf, np.frombuffer(meta, dtype=np.int64).reshape(-1, 4)
 
 
@@ -754,14 +770,16 @@ def _check_offsets(base_offset: int, records: int) -> None:
 
 
 def _compressed_batch(area: Any, compression: CompressionType, compression_level: int | None, base_offset: int,
-                      partition_leader_epoch: int, attributes: int, count: int, first_ts: int, max_ts: int
-                      ) -> bytearray:
-    """A whole batch of ``count`` records from an encoded records area: compressed, header and CRC."""
+                      partition_leader_epoch: int, attributes: int, count: int, first_ts: int, max_ts: int,
+                      last_offset_delta: int | None = None) -> bytearray:
+    """A whole batch of ``count`` records from an encoded records area: compressed, header and CRC;
+    ``last_offset_delta`` that of the area's last record (``count - 1`` unless offsets have gaps)."""
     payload = compress(compression, area, compression_level)
     buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
     buf[RECORD_BATCH_OVERHEAD:] = payload
     write_batch_header(buf, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
-                       attributes=attributes, last_offset_delta=count - 1, base_timestamp=first_ts,
+                       attributes=attributes, last_offset_delta=count - 1 if last_offset_delta is None
+                       else last_offset_delta, base_timestamp=first_ts,
                        max_timestamp=max_ts, producer_id=-1, producer_epoch=-1, base_sequence=-1,
                        records_count=count)
     return buf
@@ -800,24 +818,45 @@ class RowsEncoder:
         self.budget = max(1, max_batch_bytes - RECORD_BATCH_OVERHEAD)
         self.partition_leader_epoch = partition_leader_epoch
         self.native = native
-        self.attributes = batch_attributes(compression, TimestampType.CREATE_TIME, False, False)
         self.buffer = buffer if buffer is not None else EncodeBuffer()
 
-    def encode(self, rows: RowSelection, base_offset: int) -> list[EncodedBatch]:
-        """The rows as batches, offsets from ``base_offset`` up."""
-        _check_offsets(base_offset, rows.num_rows)
+    def encode(self, rows: RowSelection, base_offset: int, *, offsets: np.ndarray | None = None,
+               log_append_time: int | None = None) -> list[EncodedBatch]:
+        """The rows as batches, offsets from ``base_offset`` up: consecutive, or, with ``offsets``
+        (int64, strictly increasing, one per row), ``base_offset + offsets[i] - offsets[0]`` (a
+        restore keeps a log's gaps as offset deltas within its batches).
+
+        ``log_append_time``: the batches are LogAppendTime's, every record's timestamp that time,
+        and so their maxTimestamp, as a broker stamps a batch (``LogValidator``,
+        ``MemoryRecordsBuilder``: a reader takes a LogAppendTime record's timestamp from its
+        batch's maxTimestamp); the rows' timestamps must all be that time."""
+        span = rows.num_rows if offsets is None or not len(offsets) else int(offsets[-1]) - int(offsets[0]) + 1
+        _check_offsets(base_offset, span)
+        if offsets is not None and len(offsets) != rows.num_rows:
+            raise KlogError(f"{len(offsets)} offsets for {rows.num_rows} rows; expected one per row")
+        ts_type = TimestampType.CREATE_TIME
+        if log_append_time is not None:
+            ts = rows.timestamps
+            if len(ts) and not bool((ts == log_append_time).all()):
+                raise KlogError(f"LogAppendTime batch of time {log_append_time} given rows of other timestamps "
+                                f"({int(ts.min())}..{int(ts.max())}); expected all {log_append_time}")
+            ts_type = TimestampType.LOG_APPEND_TIME
+        attributes = batch_attributes(self.compression, ts_type, False, False)
         whole = self.compression == CompressionType.NONE
-        header = (base_offset, self.partition_leader_epoch, self.attributes) if whole else None
-        buf, meta = encode_v2_rows(rows, self.budget, header, self.buffer.data, self.native)
+        header = (base_offset, self.partition_leader_epoch, attributes) if whole else None
+        buf, meta = encode_v2_rows(rows, self.budget, header, self.buffer.data, self.native, offsets)
         self.buffer.data = buf
         view = memoryview(buf)
         out: list[EncodedBatch] = []
         row = pos = 0
+        first_offset = 0 if offsets is None or not len(offsets) else int(offsets[0])
         for end, first_ts, max_ts, stop in meta.tolist():
+            first, last = (row, end - 1) if offsets is None else \
+                (int(offsets[row]) - first_offset, int(offsets[end - 1]) - first_offset)
             data = view[pos:stop] if whole else _compressed_batch(
-                view[pos:stop], self.compression, self.compression_level, base_offset + row,
-                self.partition_leader_epoch, self.attributes, end - row, first_ts, max_ts)
-            out.append(EncodedBatch(data, base_offset + end - 1, max_ts))
+                view[pos:stop], self.compression, self.compression_level, base_offset + first,
+                self.partition_leader_epoch, attributes, end - row, first_ts, max_ts, last - first)
+            out.append(EncodedBatch(data, base_offset + last, max_ts))
             row, pos = end, stop
         return out
 

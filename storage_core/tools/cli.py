@@ -23,6 +23,7 @@ from storage_core.errors import (
     NotALogDirError,
     OffsetOutOfRangeError,
     PendingCommitError,
+    RestoreError,
     SnapshotError,
     StorageError,
     SyncError,
@@ -50,6 +51,7 @@ MAIN_EPILOG = """examples:
   klog dump data/orders-0/00000000000000000000.log --print-data-log
   klog groups /var/lib/kafka/data --group billing  a consumer group's committed offsets and lag
   klog snapshot /var/lib/kafka/data s3://bucket/kafka   a consistent copy of a live log dir, incremental
+  klog restore backup /var/lib/kafka/data --topic orders   records back at their original offsets (broker stopped)
   klog COMMAND --help                            options and examples of a command
 exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
 """
@@ -1081,6 +1083,41 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+RESTORE_EXAMPLES = """examples:
+  klog restore backup /var/lib/kafka/data                   every topic of a klog snapshot (or log dir)
+  klog restore orders.parquet /var/lib/kafka/data           a klog export file (or a dir of them, --per-partition)
+  klog restore lake/ns/orders /var/lib/kafka/data           a Delta or Iceberg table klog sync made (its dir)
+  klog restore backup /var/lib/kafka/data --topic orders --compression zstd --json
+Each record goes back at its partition and offset, with its key, value, headers, timestamp and
+timestamp type; gaps between offsets stay gaps. A log dir or snapshot is read read_committed (aborted
+records and transaction markers are not restored); an export holds what it was exported with.
+DIR: a stopped broker's log dir (the topics created first with Kafka's Admin, as many partitions as
+the source's: kafka-topics.sh --create) or a dir of klog's own. Each partition must end at or below the
+first offset restored into it; an empty one gets that offset as its log start offset. The commit is
+atomic: a restore killed at any moment leaves DIR as it was.
+exit codes: 0 ok, 1 corrupt or lost data in the source, 2 usage error (a source without offsets, a
+partition that already holds the offsets, a topic the broker's metadata does not know, a broker holding DIR)
+"""
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from storage_core.tools.restore import restore
+
+    summary = restore(args.source, args.dir, topics=args.topic, compression=args.compression,
+                      lock_timeout_s=args.lock_timeout)
+    if args.json:
+        print(json.dumps({"target": summary.target, "records": summary.records,
+                          "partitions": [dataclasses.asdict(p) for p in summary.partitions]}, indent=2))
+    elif not args.quiet:
+        for p in summary.partitions:
+            print(f"{p.topic}-{p.partition}: {_plural(p.records, 'record')} at offsets {p.first}..{p.end}")
+        print(f"restored {summary.records:,} records into {_plural(len(summary.partitions), 'partition')} of "
+              f"{summary.target}")
+    return EXIT_OK
+
+
 def _version() -> str:
     """The installed distribution's version (pyproject.toml's), as ``pip show klog`` reports it."""
     from importlib.metadata import PackageNotFoundError, version
@@ -1322,6 +1359,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=_cmd_sync)
+
+    p = sub.add_parser("restore", help="records back into a log dir at their original offsets (writes; broker stopped)",
+                       description="Write the records of SOURCE into the log dir DIR at their original offsets, "
+                       "partitions and timestamps.\nSOURCE: a log dir or klog snapshot (read read_committed), a "
+                       "klog export Parquet file or dir, or the dir of a Delta or Iceberg table klog sync made.",
+                       epilog=RESTORE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       parents=[_common()])
+    p.add_argument("source", metavar="SOURCE", help="a log dir or klog snapshot, a klog export Parquet file or dir, "
+                   "or a Delta or Iceberg table's dir (klog sync's)")
+    p.add_argument("dir", metavar="DIR", help="the log dir to restore into (a stopped broker's, or klog's own)")
+    p.add_argument("--topic", action="append", type=_topic_name,
+                   help="a topic to restore (repeatable; default: every topic of SOURCE but Kafka's internal ones)")
+    p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                   help="the codec of the written batches (default none)")
+    p.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+                   help="how long to wait for another klog writer's lock on DIR (a broker's is refused at once)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    p.set_defaults(func=_cmd_restore)
     return parser
 
 
@@ -1329,7 +1385,7 @@ def _is_usage(exc: KlogError) -> bool:
     """A wrong path, name or value given by the user, a file system that is full or read-only, or
     object storage that cannot be reached or refuses (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
-                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError, SyncError,
+                        UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError, SyncError, RestoreError,
                         OffsetOutOfRangeError)):  # an offset asked for that the log does not hold
         return True
     return exc.detail.startswith(("no such ", "not a directory"))

@@ -149,7 +149,13 @@ typedef struct {
     const int32_t *which;
     const int64_t *local;
     Py_ssize_t start, stop;
+    const int64_t *offs; /* each row's offset (rows increasing), or NULL: consecutive from the first row */
 } EncRows;
+
+/* The offset delta of row r in a batch whose first row is `first`. */
+static inline int64_t row_delta(const EncRows *R, Py_ssize_t r, Py_ssize_t first) {
+    return R->offs ? R->offs[r] - R->offs[first] : (int64_t)(r - first);
+}
 
 /* Row r of rows: its source (NULL if which/local point outside the sources) and its row there. */
 static inline const EncCols *row_at(const EncRows *R, Py_ssize_t r, Py_ssize_t *i) {
@@ -235,7 +241,9 @@ static int cut_batches(const EncRows *R, Py_ssize_t max_bytes, Buf *cuts) {
         EncBatch e = {row, row, 0, c->tsv[i], c->tsv[i]};
         for (; row < R->stop; row++) {
             if (!(c = row_at(R, row, &i))) return kerr_value("a picked row lies outside its source");
-            Py_ssize_t body = row_size(c, i, (int32_t)(row - e.first), e.base_ts);
+            int64_t delta = row_delta(R, row, e.first);
+            if (row > e.first && delta > INT32_LIMIT) break; /* an offset delta is an int32 */
+            Py_ssize_t body = row_size(c, i, (int32_t)delta, e.base_ts);
             if (body < 0) return -1;
             Py_ssize_t total = uleb_size(zz32((int32_t)body)) + body;
             if (row > e.first && e.area + total > max_bytes) break;
@@ -257,7 +265,7 @@ static int write_batch(const EncRows *R, const EncBatch *e, uint8_t *base, Py_ss
     Py_ssize_t i;
     for (Py_ssize_t r = e->first; r < e->end; r++) {
         const EncCols *c = row_at(R, r, &i); /* cannot fail: pass 1 checked it */
-        int32_t delta = (int32_t)(r - e->first);
+        int32_t delta = (int32_t)row_delta(R, r, e->first);
         Py_ssize_t body = row_size(c, i, delta, e->base_ts);
         w = row_write(c, w, i, delta, e->base_ts, (int32_t)body);
     }
@@ -265,8 +273,9 @@ static int write_batch(const EncRows *R, const EncBatch *e, uint8_t *base, Py_ss
     if (hsize) {
         int32_t count = (int32_t)(e->end - e->first);
         /* no producer: id -1, epoch -1, base sequence -1 */
-        write_v2_header(base, hsize + e->area, (int64_t)(base_offset + (long long)(e->first - R->start)),
-                        (int32_t)leader_epoch, (uint16_t)attributes, count - 1, e->base_ts, e->max_ts, -1, -1, -1, count);
+        write_v2_header(base, hsize + e->area, (int64_t)(base_offset + row_delta(R, e->first, R->start)),
+                        (int32_t)leader_epoch, (uint16_t)attributes, (int32_t)row_delta(R, e->end - 1, e->first),
+                        e->base_ts, e->max_ts, -1, -1, -1, count);
     }
     return 0;
 }
@@ -362,7 +371,7 @@ done:
     return result;
 }
 
-/* encode_v2_rows(sources, which, local, max_bytes, header, out) -> (buffer, meta)
+/* encode_v2_rows(sources, which, local, max_bytes, header, out[, offsets]) -> (buffer, meta)
  *
  * encode_v2_batches over picked rows, in place: sources is a sequence of (keys, values, timestamps,
  * header_counts, header_keys, header_values) as encode_v2_batches takes them; row r of the
@@ -372,16 +381,22 @@ done:
  * The batches are written one after another into one bytearray: `out` if it is a bytearray large
  * enough (it is reused, so a writer does not fault in fresh memory for every call), else a new one
  * with room to spare. Returns that bytearray and meta: int64, 4 entries per batch - end row
- * (exclusive), first timestamp, max timestamp, end position in the buffer. */
+ * (exclusive), first timestamp, max timestamp, end position in the buffer.
+ *
+ * offsets (int64 buffer, one per row, strictly increasing) or None: each row's offset, so that a
+ * batch's records carry the offset deltas of a log with gaps (as compaction leaves it: Kafka's
+ * DefaultRecordBatch allows them, lastOffsetDelta being the last record's); the base offset of a
+ * batch is base_offset + offsets[first row] - offsets[0], and a batch is also cut before a delta
+ * past int32. None: consecutive offsets. */
 PyObject *kernel_encode_v2_rows(PyObject *self, PyObject *args) {
-    PyObject *sources, *wobj, *lobj, *hdr, *out;
+    PyObject *sources, *wobj, *lobj, *hdr, *out, *oobj = Py_None;
     Py_ssize_t max_bytes;
-    if (!PyArg_ParseTuple(args, "OOOnOO", &sources, &wobj, &lobj, &max_bytes, &hdr, &out)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOnOO|O", &sources, &wobj, &lobj, &max_bytes, &hdr, &out, &oobj)) return NULL;
     PyObject *seq = PySequence_Fast(sources, "encode_v2_rows: sources must be a sequence");
     if (!seq) return NULL;
     Py_ssize_t nsrc = PySequence_Fast_GET_SIZE(seq);
     EncCols *src = (EncCols *)calloc((size_t)(nsrc ? nsrc : 1), sizeof(EncCols));
-    Py_buffer wb = {0}, lb = {0}, ob = {0};
+    Py_buffer wb = {0}, lb = {0}, ob = {0}, offb = {0};
     Buf cuts = {0}, meta = {0};
     PyObject *buf = NULL, *result = NULL;
     Py_ssize_t got = 0;
@@ -401,10 +416,28 @@ PyObject *kernel_encode_v2_rows(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "encode_v2_rows: which (int32) and local (int64) differ in length");
         goto done;
     }
+    const int64_t *offs = NULL;
+    if (oobj != Py_None) {
+        if (PyObject_GetBuffer(oobj, &offb, PyBUF_SIMPLE) < 0) goto done;
+        if (offb.len % 8 || offb.len / 8 != rows) {
+            PyErr_SetString(PyExc_ValueError, "encode_v2_rows: offsets (int64) and which differ in length");
+            goto done;
+        }
+        offs = (const int64_t *)offb.buf;
+        for (Py_ssize_t r = 1; r < rows; r++)
+            if (offs[r] <= offs[r - 1]) {
+                PyErr_Format(PyExc_ValueError, "encode_v2_rows: offset %lld of row %zd is not above the previous "
+                             "row's %lld; expected strictly increasing offsets", (long long)offs[r], r,
+                             (long long)offs[r - 1]);
+                goto done;
+            }
+    }
     long long base_offset;
     int leader_epoch, attributes;
-    if (parse_header(hdr, rows, &base_offset, &leader_epoch, &attributes) < 0) goto done;
-    EncRows R = {src, nsrc, (const int32_t *)wb.buf, (const int64_t *)lb.buf, 0, rows};
+    /* the rows' span of offsets, for parse_header's check that they stay within int64 */
+    Py_ssize_t span = offs && rows ? (Py_ssize_t)(offs[rows - 1] - offs[0] + 1) : rows;
+    if (parse_header(hdr, span, &base_offset, &leader_epoch, &attributes) < 0) goto done;
+    EncRows R = {src, nsrc, (const int32_t *)wb.buf, (const int64_t *)lb.buf, 0, rows, offs};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = cut_batches(&R, clamp_max_bytes(max_bytes), &cuts);
@@ -443,6 +476,7 @@ done:
     Py_XDECREF(buf);
     if (wb.obj) PyBuffer_Release(&wb);
     if (lb.obj) PyBuffer_Release(&lb);
+    if (offb.obj) PyBuffer_Release(&offb);
     for (Py_ssize_t i = 0; i < got; i++) enccols_release(&src[i]);
     free(src);
     Py_DECREF(seq);
