@@ -13,32 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/
 
 import pytest  # noqa: E402
 
-#: Each slow test file's seconds in CI on the 2-core machine (the mean of two full runs, rounded):
-#: ``make test`` hands whole files to its two workers (``--dist loadfile``) in collection order
-#: (``--no-loadscope-reorder``), and this order is longest first, so that no worker is left with a
-#: long file at the end while the other idles. Files not named here come after, in their usual
-#: order. Off by some seconds, the order is still good; a file that grew a lot belongs here.
-FILE_SECONDS = {
-    "test_cluster.py": 275, "test_kafka_source_parity.py": 265, "test_docs.py": 240, "test_examples.py": 220,
-    "test_object_store.py": 120, "test_spark_write_faults.py": 195, "test_broker_reads.py": 195,
-    "test_broker_tools.py": 140, "test_benchmarks.py": 130, "test_notebooks.py": 130,
-    "test_read_paths_corpus.py": 130, "test_wrong_inputs_table.py": 130, "test_spark_write.py": 130,
-    "test_spark_cluster.py": 150, "test_tiered_storage.py": 120, "test_broker_writes.py": 115,
-    "test_parallel.py": 85, "test_dump_groups.py": 80, "test_sync.py": 78, "test_streaming.py": 77,
-    "test_streaming_kill.py": 75, "test_sync_oracles.py": 65, "test_porting.py": 60, "test_cleaner_crash.py": 55,
-    "test_snapshot.py": 55, "test_sink_commit_crash.py": 51, "test_damage_campaign.py": 48,
-    "test_commit_crash.py": 47, "test_schema_registry_avro.py": 45, "test_cluster_zookeeper.py": 44,
-    "test_worker_python.py": 42, "test_spark_errors.py": 37, "test_cli_logdir.py": 35, "test_corpus.py": 34,
-    "test_restore_groups.py": 45,
-}
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slowest files first (:data:`FILE_SECONDS`), each file's tests in their own order."""
-    first = {name: i for i, name in enumerate(sorted(FILE_SECONDS, key=lambda n: -FILE_SECONDS[n]))}
-    order = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda item: (first.get(item.path.name, len(first)), order[id(item)]))
-
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]

@@ -8,7 +8,8 @@ C1 (``-XX:TieredStopAtLevel=1``; the same bytecode, the same results, only the q
 load, and a ``local-cluster[2,1,1024]`` test whose executors get it too 67 s instead of 78 s. The flag
 goes to the driver's JVM (and, asked for, the executors') through ``PYSPARK_SUBMIT_ARGS``, which pyspark
 reads when it launches the JVM; a ``PYSPARK_SUBMIT_ARGS`` already set is kept as it is. Tests whose
-Spark runs long in one session (the shared ``spark`` fixture) keep the optimizing compiler.
+Spark runs long in one session (the shared ``spark`` fixture, a stream killed and restarted, a
+``local-cluster`` read of every fixture) keep the optimizing compiler where the data is processed.
 """
 
 from __future__ import annotations

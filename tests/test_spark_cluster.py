@@ -93,7 +93,7 @@ def test_broker_dirs_on_local_cluster_from_disk_and_s3(tmp_path: Path) -> None:
     reads = {"dirs": {k: sf.tolerant_options(d) for k, d in sources.items()}, "piece": piece, "pids": pids}
     env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable, KLOG_TEST_READS=json.dumps(reads),
-               **short_jvm_env(executors=True))
+               **short_jvm_env())
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)

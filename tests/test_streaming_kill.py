@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_env import short_jvm_env
 
 from benchmarks.producer import produce
 from storage_core.log.log import Log
@@ -58,7 +57,7 @@ def test_query_killed_and_restarted_output_exactly_once(tmp_path: Path) -> None:
     produced = 1500
     produce(str(src), "t", partitions=3, records=produced, rate=0, per_append=30)
     rng = random.Random(7)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **short_jvm_env())
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     killed_with_output = 0  # trials in which the query committed at least one batch before dying
     last_committed = 0
     kills = int(os.environ.get("KLOG_STREAM_KILLS", "2"))
