@@ -15,6 +15,9 @@ Spark runs long in one session (the shared ``spark`` fixture, a stream killed an
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 #: The driver JVM's options for a short run.
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
@@ -29,3 +32,22 @@ def short_jvm_env(*, executors: bool = False) -> dict[str, str]:
     if executors:
         args += f" --conf spark.executor.extraJavaOptions={SHORT_JVM_OPTIONS}"
     return {"PYSPARK_SUBMIT_ARGS": f"{args} pyspark-shell"}
+
+
+@contextmanager
+def own_session(spark: Any) -> Iterator[Any]:
+    """A new session of the shared one (``spark.newSession()``: its own conf and registrations), and
+    the shared one made the active and default session again afterwards. PySpark makes every new
+    session the JVM's active and default one, and Spark looks a registered Python data source up in
+    the active session: after a bare ``newSession()``, the tests that follow in the same process no
+    longer find the sources they register on the shared session (``DATA_SOURCE_NOT_FOUND``)."""
+    from pyspark.sql import SparkSession
+
+    session = spark.newSession()
+    try:
+        yield session
+    finally:
+        SparkSession._activeSession = spark
+        jclass = SparkSession._get_j_spark_session_class(spark._jvm)
+        jclass.setDefaultSession(spark._jsparkSession)
+        jclass.setActiveSession(spark._jsparkSession)

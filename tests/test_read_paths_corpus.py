@@ -46,6 +46,7 @@ from kafka_corpus import (
     generate,
     rows_of,
 )
+from spark_env import own_session
 
 import storage_core
 from storage_core.errors import OffsetOutOfRangeError
@@ -231,29 +232,29 @@ def test_spark_batch_reads_equal_kafka(spark, spark_corpora: dict[int, Corpus]) 
     """Random JSON ranges, random splits and a pushed offset filter, at both isolation levels."""
     import spark_logsource
 
-    session = spark.newSession()  # pushdown on in a session of its own: the shared one keeps its conf
-    spark_logsource.register(session)
-    for seed, c in sorted(spark_corpora.items()):
-        rnd = random.Random(seed)
-        iso = ISOLATION[seed % 2]
-        rc = iso == "read_committed"
-        ranges = _random_ranges(c, rnd, rc)
-        reader = (session.read.format("klog").option("isolationLevel", iso).option("includeHeaders", "true")
-                  .option("startingOffsets", json.dumps(_json(ranges, 0)))
-                  .option("endingOffsets", json.dumps(_json(ranges, 1))))
-        if rnd.random() < 0.5:
-            reader = reader.option("maxRecordsPerPartition", str(rnd.randint(1, 50)))
-        else:
-            reader = reader.option("minPartitions", str(rnd.randint(1, 8)))
-        if any(e > _latest(c.partitions[k], rc) for k, (_s, e) in ranges.items()):
-            reader = reader.option("failOnDataLoss", "false")  # an end past the end: to the end (else an error)
-        df = reader.load(str(c.root))
-        want = _want(c, rc, ranges)
-        if rnd.random() < 0.5 and want:
-            cut = rnd.choice(want)["offset"]
-            df = df.where(df["offset"] >= cut)
-            want = [r for r in want if r["offset"] >= cut]
-        assert_same_rows(rows_of(df.collect()), want, f"seed {seed} spark batch {iso}")
+    with own_session(spark) as session:  # pushdown on in a session of its own: the shared one keeps its conf
+        spark_logsource.register(session)
+        for seed, c in sorted(spark_corpora.items()):
+            rnd = random.Random(seed)
+            iso = ISOLATION[seed % 2]
+            rc = iso == "read_committed"
+            ranges = _random_ranges(c, rnd, rc)
+            reader = (session.read.format("klog").option("isolationLevel", iso).option("includeHeaders", "true")
+                      .option("startingOffsets", json.dumps(_json(ranges, 0)))
+                      .option("endingOffsets", json.dumps(_json(ranges, 1))))
+            if rnd.random() < 0.5:
+                reader = reader.option("maxRecordsPerPartition", str(rnd.randint(1, 50)))
+            else:
+                reader = reader.option("minPartitions", str(rnd.randint(1, 8)))
+            if any(e > _latest(c.partitions[k], rc) for k, (_s, e) in ranges.items()):
+                reader = reader.option("failOnDataLoss", "false")  # an end past the end: to the end (else an error)
+            df = reader.load(str(c.root))
+            want = _want(c, rc, ranges)
+            if rnd.random() < 0.5 and want:
+                cut = rnd.choice(want)["offset"]
+                df = df.where(df["offset"] >= cut)
+                want = [r for r in want if r["offset"] >= cut]
+            assert_same_rows(rows_of(df.collect()), want, f"seed {seed} spark batch {iso}")
 
 
 @pytest.mark.spark

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from spark_env import own_session
 
 from storage_core.log.config import LogConfig
 from storage_core.log.log import Log
@@ -163,21 +164,21 @@ def test_splitting_options(spark, log_dir: Path) -> None:  # type: ignore[no-unt
 def test_pushdown(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
     import spark_logsource
 
-    session = spark.newSession()
-    spark_logsource.register(session)
-    df = session.read.format("klog").load(str(log_dir))
-    q = df.filter("topic = 'orders' and partition in (0, 2) and offset >= 100 and offset < 110")
-    want = [r for r in oracle(log_dir, "orders") if r[1] in (0, 2) and 100 <= r[2] < 110]
-    assert rows_of(q) == sorted(want)
-    ts = dt.datetime.fromtimestamp((T0 + 200_000) / 1000, tz=dt.timezone.utc)
-    from pyspark.sql import functions as F
+    with own_session(spark) as session:
+        spark_logsource.register(session)
+        df = session.read.format("klog").load(str(log_dir))
+        q = df.filter("topic = 'orders' and partition in (0, 2) and offset >= 100 and offset < 110")
+        want = [r for r in oracle(log_dir, "orders") if r[1] in (0, 2) and 100 <= r[2] < 110]
+        assert rows_of(q) == sorted(want)
+        ts = dt.datetime.fromtimestamp((T0 + 200_000) / 1000, tz=dt.timezone.utc)
+        from pyspark.sql import functions as F
 
-    q = session.read.format("klog").load(str(log_dir)).filter(F.col("timestamp") >= ts).filter("topic = 'orders'")
-    assert rows_of(q) == sorted(r for r in oracle(log_dir, "orders") if r[3] >= T0 + 200_000)
-    expected = session.createDataFrame([(r[2],) for r in oracle(log_dir, "orders") if r[1] == 1 and r[2] == 42],
-                                       "offset bigint")
-    assert_df_equality(session.read.format("klog").load(str(log_dir)).filter("partition = 1 and offset = 42")
-                       .filter("topic = 'orders'").select("offset"), expected)
+        q = session.read.format("klog").load(str(log_dir)).filter(F.col("timestamp") >= ts).filter("topic = 'orders'")
+        assert rows_of(q) == sorted(r for r in oracle(log_dir, "orders") if r[3] >= T0 + 200_000)
+        expected = session.createDataFrame([(r[2],) for r in oracle(log_dir, "orders") if r[1] == 1 and r[2] == 42],
+                                           "offset bigint")
+        assert_df_equality(session.read.format("klog").load(str(log_dir)).filter("partition = 1 and offset = 42")
+                           .filter("topic = 'orders'").select("offset"), expected)
 
 
 def test_default_source_reuses_a_dataframe_safely(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]

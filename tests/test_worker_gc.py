@@ -82,6 +82,8 @@ def test_klog_tasks_freeze_in_the_real_workers(spark, tmp_path: Path) -> None:  
             return "klogtestgc"
 
     spark.dataSource.register(_probe_source())
+    # the workers may have run klog's tasks of an earlier test of this process: thawed first
+    spark.read.format("klogtestfreeze").option("unfreeze", "true").load().collect()
     before = [r.frozen for r in spark.read.format("klogtestfreeze").load().collect()]
     spark.dataSource.register(Registered)
     path = str(tmp_path / "logs")
@@ -94,16 +96,22 @@ def test_klog_tasks_freeze_in_the_real_workers(spark, tmp_path: Path) -> None:  
 
 def _probe_source():  # type: ignore[no-untyped-def]
     """A data source whose 16 tasks each report their worker's frozen objects (a data source's
-    tasks run in the pool of workers klog's tasks ran in; a UDF's may not)."""
+    tasks run in the pool of workers klog's tasks ran in; a UDF's may not); with the option
+    ``unfreeze=true`` each thaws its worker first."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class ProbeReader(DataSourceReader):
+        def __init__(self, unfreeze: bool) -> None:
+            self.unfreeze = unfreeze
+
         def partitions(self):  # type: ignore[no-untyped-def]
             return [InputPartition(i) for i in range(16)]
 
         def read(self, partition):  # type: ignore[no-untyped-def]
             import gc as worker_gc
 
+            if self.unfreeze:
+                worker_gc.unfreeze()
             yield (worker_gc.get_freeze_count(),)
 
     class ProbeSource(DataSource):
@@ -115,6 +123,6 @@ def _probe_source():  # type: ignore[no-untyped-def]
             return "frozen long"
 
         def reader(self, schema):  # type: ignore[no-untyped-def]
-            return ProbeReader()
+            return ProbeReader(self.options.get("unfreeze") == "true")
 
     return ProbeSource
