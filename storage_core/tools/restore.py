@@ -201,19 +201,24 @@ def _open_table(path: Path, topics: Sequence[str] | None) -> _Source | None:
 
 
 def _open_log_dir(path: Path, topics: Sequence[str] | None) -> _Source:
-    from storage_core.read.api import plan, read_arrow
+    """A log dir's records, read ``read_committed`` from one plan: its ranges give each partition's
+    first offset, its pieces (those of the chosen topics) the rows."""
+    from storage_core.read.api import read_options
+    from storage_core.read.piece_reader import read_pieces
+    from storage_core.read.planner import plan_read
 
     options: dict[str, object] = {"isolationLevel": "read_committed", "includeHeaders": True}
     if topics is not None:
         options["topics"] = list(topics)
-    the_plan = plan(str(path), **options)
-    chosen = sorted({r.topic_partition.topic for r in the_plan.ranges} - (INTERNAL_TOPICS if topics is None else set()))
+    opts = read_options(str(path), **options)
+    the_plan = plan_read(opts)
+    chosen = {r.topic_partition.topic for r in the_plan.ranges} - (INTERNAL_TOPICS if topics is None else set())
     starts = {r.topic_partition: r.start for r in the_plan.ranges
               if r.topic_partition.topic in chosen and r.end > r.start}
-    if not chosen:
-        return _Source(str(path), {}, iter(()))
-    reader = read_arrow(str(path), **{**options, "topics": chosen})
-    return _Source(str(path), starts, iter(reader))
+    pieces = [pc for pc in the_plan.pieces if pc.topic in chosen]
+    batches = read_pieces(pieces, include_headers=True, fail_on_data_loss=opts.fail_on_data_loss,
+                          threads=opts.max_threads)
+    return _Source(str(path), starts, batches)
 
 
 def _runs(table: pa.Table | pa.RecordBatch, topics: Sequence[str] | None
