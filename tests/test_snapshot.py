@@ -170,6 +170,15 @@ def read_consistently(dst: Path | str, done: threading.Event, seen: list[int], f
         seen.append(len(by_part))
 
 
+def _segments(log_dir: Path) -> set[str]:
+    return {f"{p.parent.name}/{p.name}" for p in log_dir.glob("*/*.log")}
+
+
+def _closed_segments(log_dir: Path) -> set[str]:
+    """The segments of ``log_dir`` but each partition's last (active) one."""
+    return {f"{d.name}/{p.name}" for d in log_dir.glob("*-*") for p in sorted(d.glob("*.log"))[:-1]}
+
+
 def test_snapshots_of_a_live_writer_are_consistent_and_incremental(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(16)
@@ -182,15 +191,21 @@ def test_snapshots_of_a_live_writer_are_consistent_and_incremental(tmp_path: Pat
     reader.start()
     try:
         summaries = []
+        recopied = []
         for i in range(22):
             time.sleep(rng.uniform(0, 0.15))
             target = dst if i % 4 else tmp_path / f"fresh-{i}"  # mostly incremental, some from nothing
+            closed = _closed_segments(target)
             s = snapshot(src, target)
             check_snapshot(target, s)
             assert main(["verify", str(target), "--quiet"]) == 0, capsys.readouterr()
             summaries.append((target == dst, s))
+            # closed segments are copied once: one DST held closed before and still holds was skipped
+            # (how many survive depends on how far the writer got meanwhile, and so on the machine's load)
+            if closed & _segments(target) and s.segments_skipped == 0 and s.partitions_skipped == 0:
+                recopied.append(f"snapshot {i}: {sorted(closed & _segments(target))[:3]} copied again")
+        assert not recopied, recopied
         incremental = [s for same, s in summaries[1:] if same]
-        assert any(s.segments_skipped > 0 for s in incremental)  # closed segments are copied once
         assert any(s.segments_deleted > 0 for s in incremental)  # DST follows the source's retention
     finally:
         stop.touch()
@@ -202,6 +217,7 @@ def test_snapshots_of_a_live_writer_are_consistent_and_incremental(tmp_path: Pat
     check_snapshot(dst, last)
     again = snapshot(src, dst)  # nothing new: nothing copied
     assert (again.files_copied, again.bytes_copied, again.segments_copied) == (0, 0, 0)
+    assert again.segments_skipped > 0 or not _closed_segments(dst), again
     assert again.partitions_skipped == 3 and again.files_skipped > 0
     src_table = klog.read_arrow(str(src)).read_all().sort_by([("topic", "ascending"), ("partition", "ascending"),
                                                               ("offset", "ascending")])
