@@ -293,7 +293,9 @@ class Broker:
     ``server.properties``, ``server.log`` (the broker's log4j output) and ``stdout.log``."""
 
     #: The JVM's options (a subclass running several JVMs at once gives them less heap).
-    jvm_options: tuple[str, ...] = ("-Xmx768m", "-XX:+UseSerialGC")
+    #: C1 only (``TieredStopAtLevel=1``): a test broker serves small workloads for minutes, and C2's
+    #: compiler threads cost a 2-core machine more CPU than the faster code gives back.
+    jvm_options: tuple[str, ...] = ("-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
     #: The line of ``server.log`` that says the broker started (a ZooKeeper-mode broker says it otherwise).
     started_line: str = STARTED
 
@@ -320,7 +322,7 @@ class Broker:
         (root / "log4j2.properties").write_text(LOG4J2)
         cluster_id = random_kafka_uuid()
         proc = subprocess.run(
-            ["java", "-cp", self.cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+            ["java", "-XX:TieredStopAtLevel=1", "-cp", self.cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
              "-c", str(root / "server.properties"), "--standalone"],
             capture_output=True, text=True, env=java_env(), check=False, timeout=120)
         if proc.returncode != 0:
@@ -418,7 +420,8 @@ class Broker:
     def client(self, *args: str, timeout: float = 600) -> str:
         """Run ``BrokerClient`` (Kafka's own producer, consumer and admin client) and return its
         standard output."""
-        cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-Dlog4j2.level=WARN", "-Dlog4j2.configurationFile=",
+        cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=WARN",
+               "-Dlog4j2.configurationFile=",
                "-cp", self.cp, "BrokerClient", args[0], self.bootstrap, *args[1:]]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=java_env(), check=False, timeout=timeout)
         if proc.returncode != 0:

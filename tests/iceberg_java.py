@@ -72,7 +72,7 @@ def read_tables(warehouse: Path, *names: str, timeout: float = 300) -> dict[str,
     Iceberg's Java library, in one JVM."""
     env = dict(os.environ)
     env.pop("CLASSPATH", None)
-    cmd = ["java", "-Dslf4j.internal.verbosity=ERROR", "-cp", classpath(), "IcebergRead",
+    cmd = ["java", "-XX:TieredStopAtLevel=1", "-Dslf4j.internal.verbosity=ERROR", "-cp", classpath(), "IcebergRead",
            str(Path(warehouse).resolve()), *names]
     proc = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False, env=env)
     if proc.returncode != 0:

@@ -104,7 +104,7 @@ def kafka_dump(paths: Sequence[str | Path], timeout: float | None = None) -> dic
     args = [str(p) for p in paths]
     if not args:
         return {}
-    cmd = ["java", "-Dslf4j.internal.verbosity=ERROR", "-cp", classpath, MAIN_CLASS, *args]
+    cmd = ["java", "-XX:TieredStopAtLevel=1", "-Dslf4j.internal.verbosity=ERROR", "-cp", classpath, MAIN_CLASS, *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -736,7 +736,8 @@ def kafka_configdef(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     (work / "TopicConfigOracle.java").write_text(ORACLE_JAVA)
     subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(work), str(work / "TopicConfigOracle.java")],
                    check=True, capture_output=True)
-    return ["java", "-Dslf4j.internal.verbosity=ERROR", "-cp", f"{classpath}:{work}", "TopicConfigOracle"]
+    return ["java", "-XX:TieredStopAtLevel=1", "-Dslf4j.internal.verbosity=ERROR", "-cp", f"{classpath}:{work}",
+            "TopicConfigOracle"]
 
 
 def test_defaults_agree_with_kafka_configdef(kafka_configdef: list[str]) -> None:

@@ -75,7 +75,8 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     broker.start()
     try:
         cp = broker_fixture.classpath(GROUP_CLIENT, version=release)
-        proc = subprocess.run(["java", "-Xmx512m", "-XX:+UseSerialGC", f"-Djava.io.tmpdir={root}", "-cp", cp,
+        proc = subprocess.run(["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Djava.io.tmpdir={root}",
+                               "-cp", cp,
                                "GroupClient", broker.bootstrap, f"g{SEED}", str(SEED)],
                               capture_output=True, text=True, env=broker_fixture.java_env(), timeout=600, check=False)
         assert proc.returncode == 0, f"KLOG_BROKER_SEED={SEED} GroupClient on {release}: {proc.stderr[-3000:]}"

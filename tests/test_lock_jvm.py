@@ -62,7 +62,7 @@ def broker_holds(log_dir: Path, pause_ms: int = 0) -> Iterator[int]:
     """A JVM holds ``log_dir/.lock`` as a broker does for the block; yields the JVM's PID. At the
     end it lets go as ``LogManager.shutdown`` does (``FileLock.destroy``: unlock, delete, close),
     pausing ``pause_ms`` between the unlock and the delete."""
-    proc = subprocess.Popen(["java", "-cp", _classpath(), "BrokerDirLock", "hold", str(log_dir / ".lock"),
+    proc = subprocess.Popen(["java", "-XX:TieredStopAtLevel=1", "-cp", _classpath(), "BrokerDirLock", "hold", str(log_dir / ".lock"),
                              str(pause_ms)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
     try:
@@ -79,7 +79,7 @@ def broker_holds(log_dir: Path, pause_ms: int = 0) -> Iterator[int]:
 
 def broker_can_lock(log_dir: Path) -> bool:
     """Whether a broker starting now would get ``log_dir/.lock`` (it lets go at once)."""
-    res = subprocess.run(["java", "-cp", _classpath(), "BrokerDirLock", "try", str(log_dir / ".lock")],
+    res = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", _classpath(), "BrokerDirLock", "try", str(log_dir / ".lock")],
                          capture_output=True, text=True, timeout=120, check=True)
     state = res.stdout.split()[1]
     assert state in ("locked", "busy"), res.stdout

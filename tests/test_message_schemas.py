@@ -70,7 +70,8 @@ def kafka_schemas(version: str) -> dict[str, dict[str, Any]]:
         if broker_fixture.required():
             pytest.fail(reason)
         pytest.skip(reason)
-    proc = subprocess.run(["java", "-cp", broker_fixture.classpath(ORACLE, version=version), "KafkaSchemas"],
+    proc = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", broker_fixture.classpath(ORACLE, version=version),
+                           "KafkaSchemas"],
                           capture_output=True, text=True, timeout=300, check=True, env=broker_fixture.java_env())
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     return {r["class"]: r for r in rows if r["class"] not in NOT_RECORDS}

@@ -84,7 +84,7 @@ def _kafka(requests: list[str]) -> list[str]:
     reason = oracle_available(ORACLE)
     if reason is not None:
         pytest.skip(reason)
-    proc = subprocess.run(["java", "-cp", java_classpath(ORACLE), "KafkaMessages"], input="\n".join(requests) + "\n",
+    proc = subprocess.run(["java", "-XX:TieredStopAtLevel=1", "-cp", java_classpath(ORACLE), "KafkaMessages"], input="\n".join(requests) + "\n",
                           capture_output=True, text=True, timeout=300, check=True)
     return proc.stdout.splitlines()
 

@@ -64,7 +64,7 @@ def _classpath() -> str:
 def _java(*args: str, stdin: str = "", timeout: float = 180) -> str:
     from broker_fixture import java_env
 
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Dlog4j2.level=WARN",
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=WARN",
            "-cp", _classpath(), "GroupRestore", *args]
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=java_env(), check=False,
                           timeout=timeout)
