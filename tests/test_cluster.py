@@ -599,15 +599,22 @@ def _staging(dirs: Sequence[Path]) -> list[Path]:
 
 @pytest.mark.spark
 def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """With the cluster stopped, a Spark append into every broker's dirs; after the restart Kafka's
-    consumer returns klog's rows, and again after each broker in turn was made the leader (the others
-    killed in turn). A write given two of the three brokers' dirs is refused before anything is written."""
+    """With the cluster stopped, a Spark append into every broker's dirs, and a ``klog restore`` of an
+    export (offsets from above 0, gaps, LogAppendTime runs) into a topic created empty; after the
+    restart Kafka's consumer returns klog's rows and the export's records at their offsets, and again
+    after each broker in turn was made the leader (the others killed in turn). A write or a restore
+    given two of the three brokers' dirs is refused before anything is written."""
+    import pyarrow.parquet as pq
+    from restore_gen import export_table
+
     seed = _seed("write")
     rng = random.Random(seed)
     cluster.start()
     topic = f"w{seed % 100000}"
+    restored = f"r{seed % 100000}"
     cluster.create_topic(topic, 2)
-    cluster.wait_replicated([topic])
+    cluster.create_topic(restored, 2)
+    cluster.wait_replicated([topic, restored])
     cluster.produce(rng.randrange(2**31), [(topic, "idempotent", rng.randint(100, 300))])
     cluster.wait_replicated([topic])
     before = cluster.consume("read_uncommitted", [topic])
@@ -628,10 +635,24 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     rows.write.format("klog").option("topic", topic).mode("append").save(_joined(dirs))
     assert not _staging(dirs)
     _assert_epochs_recorded(dirs, topic, seed)
+    export = export_table(rng, restored, 2, rng.randint(100, 300), rng.randint(1, 10**6),
+                          int(time.time() * 1000) - 3600_000)
+    pq.write_table(export, tmp_path / "export.parquet")
+    before_files = {f: f.stat().st_size for d in dirs for f in Path(d).glob(f"{restored}-*/*")}
+    with pytest.raises(ReplicatedWriteError, match="must reach every in-sync replica"):
+        storage_core.restore(tmp_path / "export.parquet", without, topics=[restored])
+    assert {f: f.stat().st_size for d in dirs for f in Path(d).glob(f"{restored}-*/*")} == before_files
+    storage_core.restore(tmp_path / "export.parquet", dirs, topics=[restored],
+                         compression=rng.choice(["none", "zstd", "lz4"]))
+    _assert_epochs_recorded(dirs, restored, seed)
+    millis = export.column("timestamp").cast("int64").to_pylist()
+    want = sorted(({**r, "timestamp": ms, "headers": [(h["key"], h["value"]) for h in r["headers"]] or None}
+                   for r, ms in zip(export.to_pylist(), millis, strict=True)),
+                  key=lambda r: (r["partition"], r["offset"]))
     mark = {b: cluster.broker(b).log_mark() for b in cluster.brokers}
     cluster.start()
     try:
-        cluster.wait_replicated([topic], timeout=180)
+        cluster.wait_replicated([topic, restored], timeout=180)
     except AssertionError as e:  # what the brokers said of the topic since they restarted on klog's write
         said = "\n".join(f"broker {b}: {line}" for b in cluster.brokers
                           for line in cluster.broker(b).log_since(mark[b]).splitlines()
@@ -641,16 +662,20 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     klogs = sorted(bytes(r["value"]).decode() for r in got if r["value"] and bytes(r["value"]).startswith(b"klog-"))
     assert klogs == sorted(f"klog-{i}" for i in range(n)), f"seed={seed}"
     assert len(got) == len(before) + n
+    for iso in ("read_uncommitted", "read_committed"):
+        assert_same_rows(cluster.consume(iso, [restored]), want, f"seed={seed} the restored topic at {iso}")
     for leader in sorted(cluster.brokers):
         for other in cluster.brokers:
             if other != leader:
                 cluster.broker(other).kill()
-        for p in range(2):
-            cluster.wait_leader(topic, p, not_in=[b for b in cluster.brokers if b != leader])
+        for t, p in itertools.product((topic, restored), range(2)):
+            cluster.wait_leader(t, p, not_in=[b for b in cluster.brokers if b != leader])
         assert rows_of_consumer(cluster.consume("read_uncommitted", [topic])) == rows_of_consumer(got), \
             f"seed={seed} leader {leader}"
+        assert_same_rows(cluster.consume("read_uncommitted", [restored]), want,
+                         f"seed={seed} the restored topic, leader {leader}")
         cluster.start()
-        cluster.wait_replicated([topic])
+        cluster.wait_replicated([topic, restored])
 
 
 def _assert_epochs_recorded(dirs: Sequence[Path], topic: str, seed: int) -> None:

@@ -25,6 +25,16 @@ The rules of the target, checked before anything is written:
   is allowed, the records starting a segment of their own. A partition that was empty gets that
   first offset as its log start offset (a consumer at ``earliest`` starts there).
 
+A cluster's log dirs (``"b1/data,b2/data,b3/data"``, or a glob, as the read paths take them) are
+one target: each replicated partition is staged in its replica read (the leader's dir) and every
+other replica given gets the same batches at the same offsets in the same commit, by the writer's
+rule (:func:`~storage_core.log.replicas.write_targets`): a partition whose in-sync replicas are not
+all among the dirs, or do not end at the same offset, is refused, since a follower truncates to
+its leader when the cluster starts and a record only one replica holds would be lost without a
+word. The same rule refuses one broker's dir alone for a replicated partition. The partition dirs
+must exist: the brokers make them when the topic is created (start the cluster once after
+``kafka-topics.sh --create``).
+
 The source's first offset of a partition (its log start offset for a log dir, the first row's for
 Parquet and tables) is what the target's end is checked against; the first restored record's offset
 is where the partition's first new segment starts (and its log start, when it was empty). The records
@@ -44,7 +54,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage_core.errors import InvalidTopicError, RestoreError
+from storage_core.errors import InvalidTopicError, ReplicatedWriteError, RestoreError
 from storage_core.files import LOG_SUFFIX, staging_prefix
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import LogConfig
@@ -52,7 +62,8 @@ from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
 from storage_core.log.log import Log
 from storage_core.log.lost import gaps_are_lost, gather_evidence
-from storage_core.log.manager import PartitionDir
+from storage_core.log.manager import PartitionDir, find_partitions
+from storage_core.log.replicas import write_targets
 from storage_core.log.staged import (
     StagedPartition,
     StagingWriter,
@@ -261,11 +272,14 @@ def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None) -
     return _open_parquet(files, topics) if files is not None else _open_log_dir(path, topics)
 
 
-def _check_target(target: Path, topics: Iterable[str], partitions: Iterable[TopicPartition],
+def _check_target(targets: Sequence[Path], topics: Iterable[str], partitions: Iterable[TopicPartition],
                   lock_timeout_s: float) -> None:
-    """Every refusal of the target, before anything is written (see the module's doc)."""
-    check_free_to_stage(target, lock_timeout_s)
-    kraft = find_cluster_metadata([target]) if target.is_dir() else None
+    """Every refusal of the target's KRaft metadata and locks, before anything is written (see the
+    module's doc); the replicas' are :func:`_write_plan`'s."""
+    for t in targets:
+        check_free_to_stage(t, lock_timeout_s)
+    kraft = find_cluster_metadata([t for t in targets if t.is_dir()])
+    target = targets[0]
     _check_names(topics)
     for topic in sorted(set(topics)):
         check_new_topic(kraft, topic)
@@ -279,10 +293,44 @@ def _check_target(target: Path, topics: Iterable[str], partitions: Iterable[Topi
                                     "topic as it was created (kafka-topics.sh --create with the source's partition "
                                     "count)")
         reg = kraft.partition(tp.topic, tp.partition)
-        if reg is not None and (kraft.node_id or "").isdigit() and reg.replicas and int(kraft.node_id or 0) not in reg.replicas:
+        if len(targets) == 1 and reg is not None and (kraft.node_id or "").isdigit() and reg.replicas and int(kraft.node_id or 0) not in reg.replicas:
             raise InvalidTopicError(f"partition {tp} is not hosted by broker {kraft.node_id}, whose log dir {target} "
                                     f"is: its replicas are brokers {list(reg.replicas)}, and a broker treats a "
                                     "partition dir it does not host as stray; expected the log dir of one of them")
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where a restored partition is written: the dir its records are staged in (its replica read,
+    the leader's when given), and the dirs of its other replicas, which get the same batches."""
+
+    stage: Path
+    replicas: tuple[Path, ...]
+
+
+def _write_plan(targets: Sequence[Path], partitions: Iterable[TopicPartition]) -> dict[TopicPartition, _Placement]:
+    """Each partition's :class:`_Placement` in the target's log dirs, by the writer's rule for a
+    replicated partition (:func:`~storage_core.log.replicas.write_targets`, which raises
+    :class:`ReplicatedWriteError` when its in-sync replicas are not all given or do not end at the same
+    offset). A partition no dir holds is made in the one log dir given; given several, it is refused:
+    which brokers host it is theirs to say (they make its dirs when the topic is created)."""
+    wanted = set(partitions)
+    found = {pd.topic_partition: pd for pd in find_partitions([t for t in targets if t.is_dir()], allow_empty=True,
+                                                              only=lambda tp: tp in wanted)
+             if pd.topic_partition in wanted}
+    out: dict[TopicPartition, _Placement] = {}
+    for tp in sorted(wanted):
+        pd = found.get(tp)
+        if pd is None:
+            if len(targets) > 1:
+                raise RestoreError(f"no dir of partition {tp} in the log dirs {', '.join(map(str, targets))}; "
+                                   "expected its replicas' dirs, which the brokers make when the topic is created: "
+                                   "start the cluster once after creating it, stop it, then restore")
+            out[tp] = _Placement(targets[0] / tp.dir_name, ())
+            continue
+        more = write_targets(pd.replicas) if pd.replicas is not None else ()
+        out[tp] = _Placement(pd.path, tuple(more))
+    return out
 
 
 def _check_names(topics: Iterable[str]) -> None:
@@ -311,32 +359,43 @@ def _check_partition(target: Path, tp: TopicPartition, first: int, config: LogCo
                                "an empty partition, or a compacted topic")
 
 
-def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], *,
+def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
             topics: Sequence[str] | str | None = None, compression: CompressionType | str = CompressionType.NONE,
             lock_timeout_s: float = 0.0, max_batch_bytes: int = DEFAULT_BATCH_BYTES) -> RestoreSummary:
     """Restore the records of ``source`` into the log dir ``target_dir`` at their original offsets.
 
     ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``), a ``klog export``
     Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made.
+    ``target_dir``: a log dir, or the log dirs of a cluster's brokers (``"b1/data,b2/data"``, a glob,
+    or a list): every in-sync replica of a restored partition gets the same batches.
     ``topics``: those to restore (default: every topic of the source but Kafka's internal ones).
     ``compression``: the codec of the written batches.
     ``lock_timeout_s``: how long to wait for another klog writer's lock (a broker's is refused at
     once). Raises :class:`~storage_core.errors.RestoreError` (a source without offsets),
     :class:`~storage_core.errors.OffsetOverlapError` (a partition holding offsets at or above the
     first one restored), :class:`~storage_core.errors.InvalidTopicError` (a topic the dir's KRaft
-    metadata does not know, an internal topic) or :class:`~storage_core.errors.LogDirLockedError` (a
-    broker holds the dir) before anything is written; the commit is atomic."""
+    metadata does not know, an internal topic), :class:`~storage_core.errors.ReplicatedWriteError` (a
+    replicated partition whose in-sync replicas are not all given) or
+    :class:`~storage_core.errors.LogDirLockedError` (a broker holds a dir) before anything is written;
+    the commit is atomic."""
     wanted = [topics] if isinstance(topics, str) else None if topics is None else list(topics)
     codec = compression if isinstance(compression, CompressionType) else CompressionType.from_name(compression)
-    target = Path(target_dir)
+    targets = _target_dirs(target_dir)
+    target = targets[0]
     _check_names(wanted or ())
     src = _open_source(source, wanted)
-    _check_target(target, {tp.topic for tp in src.starts} | set(wanted or ()), src.starts, lock_timeout_s)
-    kraft = find_cluster_metadata([target]) if target.is_dir() else None
+    _check_target(targets, {tp.topic for tp in src.starts} | set(wanted or ()), src.starts, lock_timeout_s)
+    kraft = find_cluster_metadata([t for t in targets if t.is_dir()])
     stored = load_topic_configs(target) if target.is_dir() else {}
     configs = {t: config_for_topic(t, stored, kraft=kraft) for t in {tp.topic for tp in src.starts}}
+    try:
+        placed = _write_plan(targets, src.starts)
+    except ReplicatedWriteError as exc:
+        raise ReplicatedWriteError(f"{exc.detail}; a restore into a replicated partition writes every in-sync "
+                                   "replica: give every broker's log dir (DIR as b1/data,b2/data,b3/data)") from None
     for tp, first in sorted(src.starts.items()):
-        _check_partition(target, tp, first, configs[tp.topic])
+        for pdir in (placed[tp].stage, *placed[tp].replicas):
+            _check_partition(pdir.parent, tp, first, configs[tp.topic])
     # every refusal asked: from here on the target is written (staging, then the commit)
     target.mkdir(parents=True, exist_ok=True)
     job = uuid.uuid4().hex[:16]
@@ -351,7 +410,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
                     if tp not in src.starts:
                         raise RestoreError(f"{src.description}: rows of {tp}, which its index of partitions did not "
                                            "list; expected the source not to change during the restore")
-                    pdir = target / tp.dir_name
+                    pdir = placed[tp].stage
                     pdir.mkdir(exist_ok=True)
                     reg = kraft.partition(tp.topic, tp.partition) if kraft is not None else None
                     # the partition's first segment starts at its first restored record (at or above the
@@ -368,16 +427,30 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
             w.discard()
         raise
     try:
-        committed = commit_job(job, [sp for sp in staged if sp.segments], lock_timeout_s=lock_timeout_s)
+        replicas = {str(p.stage): [str(r) for r in p.replicas] for p in placed.values() if p.replicas}
+        committed = commit_job(job, [sp for sp in staged if sp.segments], lock_timeout_s=lock_timeout_s,
+                               replicas=replicas)
     except BaseException:
         # refused before its journal was written (a partition that moved since the checks): the staging
         # goes; a journal written is settled by the next writable open, which removes it with the commit
-        if not journal_path(target, job).exists():
-            collect_staging([w.partition_dir for w in writers.values()], job_id=job)
+        if not any(journal_path(t, job).exists() for t in targets):
+            collect_staging([w.partition_dir for w in writers.values()]
+                            + [str(r) for p in placed.values() for r in p.replicas], job_id=job)
         raise
     done = [RestoredPartition(tp.topic, tp.partition, first, end, counts.get(tp, 0))
             for tp, (first, end) in sorted(committed.items())]
-    return RestoreSummary(str(target), tuple(done))
+    return RestoreSummary(",".join(map(str, targets)), tuple(done))
+
+
+def _target_dirs(target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The target's log dirs: one, or a cluster's (a list, ``"a,b"`` or a glob, as the read paths)."""
+    from storage_core.read.options import split_paths
+
+    given = [target_dir] if isinstance(target_dir, (str, os.PathLike)) else list(target_dir)
+    out = [Path(p) for g in given for p in split_paths(os.fspath(g))]
+    if not out:
+        raise RestoreError(f"no target log dir in {target_dir!r}; expected a log dir, or a cluster's log dirs")
+    return out
 
 
 def _stage(writer: StagingWriter, rows: pa.RecordBatch) -> int:
