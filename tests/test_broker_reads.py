@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import random
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
@@ -36,6 +37,7 @@ from kafka_corpus import assert_same_rows, available_now_rows, env_int, rows_of
 
 import storage_core
 from storage_core.tools.cli import main as klog
+from storage_core.tools.restore_groups import restore_groups
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop]
 
@@ -306,6 +308,114 @@ def test_spark_stream_equals_consumer(spark, state: Path, truth: Truth, tmp_path
                   .option("includeHeaders", "true").option("maxOffsetsPerTrigger", "60000").load(str(state)))
         got = available_now_rows(spark, stream, name, tmp_path / name)
         assert_same_rows(got, _want(truth, iso), f"{truth.ctx} {state.name} stream AvailableNow {iso}")
+
+
+# --- out of Kafka and back: snapshot, export, Iceberg and Delta sync, then klog restore ---------------
+
+
+#: How a topic of the round trip leaves the source: each of the first workload's topics takes one.
+TAKEOUTS = ("snapshot", "export", "iceberg", "delta")
+#: Topic configs not given to the target's topics: retention would delete restored segments as the
+#: target's broker starts (they are as old as the source's), and ``internal.segment.bytes`` is a
+#: config of tests the broker keeps to itself.
+NOT_RESTORED_CONFIGS = ("retention.bytes", "retention.ms", "internal.segment.bytes")
+
+
+def _takeout(kind: str, source: Path, topic: str, out: Path) -> Path:
+    """``topic`` taken out of the log dir ``source`` by ``kind``: what klog restore is then given."""
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "snapshot":
+        storage_core.snapshot(source, out / "snapshot")
+        return out / "snapshot"
+    if kind == "export":
+        assert klog(["export", str(source), "--topic", topic, "-o", str(out / "export.parquet"), "--quiet",
+                     "--headers", "--read-committed"]) == 0
+        return out / "export.parquet"
+    if kind == "delta":
+        storage_core.sync(str(source), str(out / "delta"), format="delta", topics=topic, includeHeaders="true")
+        return out / "delta"
+    storage_core.sync(str(source), "ns.t", format="iceberg", warehouse=str(out / "wh"), topics=topic,
+                      includeHeaders="true")
+    return out / "wh" / "ns" / "t"
+
+
+def test_restore_round_trip_into_another_cluster(broker: Broker, truth: Truth, tmp_path: Path) -> None:
+    """The first workload's topics leave the broker by four ways (a ``klog snapshot``, a ``klog
+    export``, a Delta and an Iceberg table ``klog sync`` made), one topic each, and its consumer
+    groups with the snapshot. A new broker (another cluster id; the topics created by Kafka's Admin
+    with the source's partition counts and configs, but retention) is stopped, klog restores each
+    takeout and the groups into its log dir, and the broker restarts: it logs no error, its consumer
+    at both isolation levels returns the source's ``read_committed`` records at their offsets, Admin
+    lists each group's committed offsets as the source's (one past the restored records, at the
+    partition's end: the transaction markers there are not restored), and a consumer of each group
+    resumes at that offset."""
+    import group_oracle
+    from broker_fixture import BROKER_CONFIG, problems, split_tp
+
+    rnd = random.Random(truth.seed * 11)
+    prefix = truth.pattern.split("w[")[0] + "w0-"
+    topics = sorted(t for t in truth.topics if t.startswith(prefix))
+    kinds = dict(zip(topics, rnd.sample(TAKEOUTS, len(TAKEOUTS)), strict=True))
+    ctx = f"{truth.ctx} takeouts {kinds}"
+    takeouts = {t: _takeout(k, broker.log_dir, t, tmp_path / k) for t, k in kinds.items()}
+    snapshot = takeouts[next(t for t, k in kinds.items() if k == "snapshot")]
+    groups = {g: v for g, v in truth.admin["groups"].items() if g.startswith(prefix[:-1]) and v}
+    assert any(g.endswith("-classic") for g in groups) and any(g.endswith("-consumer") for g in groups), ctx
+
+    target = Broker(tmp_path / "target")
+    assert target.cluster_id != broker.cluster_id
+    try:
+        target.start()
+        parts = {t: sum(1 for tt, _ in truth.partitions() if tt == t) for t in topics}
+        for t in topics:
+            configs = {k: v for k, v in truth.admin["topics"][t]["configs"].items() if k not in NOT_RESTORED_CONFIGS}
+            if "compacted" in t:  # the restored records as the source's cleaner left them, not cleaned again
+                configs["min.compaction.lag.ms"] = str(7 * 24 * 3600 * 1000)
+            target.create_topic(t, parts[t], configs)
+        group_oracle.admin_offsets(target.bootstrap, [f"{prefix}probe"], ctx)  # makes __consumer_offsets
+        n = int(BROKER_CONFIG["offsets.topic.num.partitions"])
+        deadline = time.monotonic() + 30
+        while len(list(target.log_dir.glob("__consumer_offsets-*"))) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+        target.stop()
+        for t, source in takeouts.items():
+            storage_core.restore(source, target.log_dir, topics=[t], compression=rnd.choice(["none", "zstd", "lz4"]))
+        report = restore_groups(snapshot, target.log_dir, only=list(groups), unmapped="end")
+        assert {r.group for r in report.restored} == set(groups), f"{ctx}: {report}"
+        mark = target.log_mark()
+        target.start()
+        want = [r for r in truth.rows["read_committed"] if r["topic"] in topics]
+        for iso in ISOLATION:
+            got = [consumer_row(d) for d in target.consume(iso, topics, tmp_path / f"target-{iso}.jsonl")]
+            assert_same_rows(got, want, f"{ctx}: the target's consumer at {iso}")
+        ends = {split_tp(tp): v["latest"][0] for tp, v in target.admin(topics)["offsets"].items()}
+        for (t, p), end in ends.items():
+            restored = [r["offset"] for r in want if (r["topic"], r["partition"]) == (t, p)]
+            assert not restored or end == max(restored) + 1, f"{ctx} {t}-{p}: log end {end}"
+        listed = group_oracle.admin_offsets(target.bootstrap, list(groups), ctx)
+        for g, offsets in groups.items():
+            expect = {tp: min(o[0], ends[split_tp(tp)]) for tp, o in offsets.items()}
+            assert listed[g]["offsets"] == expect, f"{ctx} {g}: Admin lists {listed[g]}, expected {expect}"
+        for g in sorted(groups):
+            if not g.endswith(("-classic", "-consumer")):
+                continue
+            topic = rnd.choice(sorted({split_tp(tp)[0] for tp in groups[g]}))
+            got = group_oracle.resume(target.bootstrap, g, g.rpartition("-")[2], topic, ctx)
+            for tp, o in groups[g].items():
+                if split_tp(tp)[0] != topic:
+                    continue
+                at = min(o[0], ends[split_tp(tp)])
+                assert got["positions"].get(tp) == at, f"{ctx} {g} {tp}: resumed at {got}, expected {at}"
+                # the first record it gets: the source's next committed one (an offset of an aborted
+                # record or a marker, not restored, is a gap the consumer steps over)
+                nxt = min((r["offset"] for r in want if f"{r['topic']}-{r['partition']}" == tp and r["offset"] >= at),
+                          default=None)
+                if nxt is not None:
+                    assert got["first"].get(tp) == nxt, f"{ctx} {g} {tp}: first record {got['first']}, expected {nxt}"
+        found = problems(target.log_since(mark), prefix)
+        assert not found, f"{ctx}: the target broker complained after the restore:\n" + "\n".join(found[:20])
+    finally:
+        target.stop()
 
 
 def test_workload_shape(truth: Truth) -> None:
