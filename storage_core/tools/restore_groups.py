@@ -414,12 +414,13 @@ class GroupsPlan:
     def _unmapped_why(self, group: str, tp: TopicPartition, offset: int, translate: Translate,
                       start: int, end: int) -> str:
         source_end = getattr(translate, "source_ends", {}).get(tp)
-        holds = "will hold" if tp in self.restored else "holds"
-        past = (f"past the source partition's end {source_end}" if source_end is not None else
-                "a partition none of whose records is restored" if not isinstance(translate, KeptOffsets) else
-                "past the target partition's end")
-        return (f"group {group!r} {tp}: no restored record maps committed offset {offset} ({past}; the target "
-                f"partition {holds} offsets {start} to {end})")
+        if tp in self.restored and source_end is not None:
+            why = f"past the source partition's end {source_end}"
+        elif isinstance(translate, KeptOffsets):
+            why = f"past the target partition's end: it holds offsets {start} to {end}"
+        else:
+            why = f"none of the partition's records is restored; the target partition holds offsets {start} to {end}"
+        return f"group {group!r} {tp}: no restored record maps committed offset {offset} ({why})"
 
     def check_offsets_dirs(self, restored: Sequence[RestoredOffset]) -> None:
         """Refuse a target lacking the ``__consumer_offsets`` partition a written group's coordinator loads."""
