@@ -398,10 +398,10 @@ def test_restore_at_new_offsets_translates_groups(tmp_path: Path) -> None:
         base = held[tp]
         assert got[tp][:base] == before.get(tp, [])
         assert got[tp][base:] == [(base + i, *row[1:]) for i, row in enumerate(rows)], tp
-    parts = {(p.topic, p.partition): p for p in summary.partitions}
+    parts = {(rp.topic, rp.partition): rp for rp in summary.partitions}
     for tp, rows in gen.expected.items():
-        p = parts[tp]
-        assert (p.first, p.end, p.records, p.source_first, p.source_last) == \
+        rp = parts[tp]
+        assert (rp.first, rp.end, rp.records, rp.source_first, rp.source_last) == \
             (held[tp], held[tp] + len(rows), len(rows), rows[0][0], rows[-1][0])
 
     # the groups, by the rule's definition, and the record each resumes at
@@ -448,7 +448,7 @@ def test_restore_a_parquet_file_without_offsets_at_new_offsets(tmp_path: Path) -
     with pytest.raises(klog.RestoreError, match=r"has no 'offset' column.*offsets='new', klog restore --offsets new"):
         klog.restore(plain, target)
     with pytest.raises(klog.GroupRestoreError, match=r"has no 'offset' column: the groups' committed offsets cannot"):
-        klog.restore(plain, target, offsets="new", groups={"g": {("t", 0): 1}})
+        klog.restore(plain, target, offsets="new", groups={"g": {TopicPartition("t", 0): 1}})
     assert tree_digest(target) == before
     for round_ in range(2):
         summary = klog.restore(plain, target, offsets="new")
