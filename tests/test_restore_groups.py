@@ -200,6 +200,29 @@ def test_translation_rule() -> None:
             assert t(tp, c) == want, f"{CTX} {s} -> {d}, committed {c}"
 
 
+def test_translation_at_scale() -> None:
+    """A restore's millions of offsets (numpy arrays, searchsorted): the rule against its statement
+    (the first source offset at or above the committed offset, found by a scan of them all), for
+    target offsets dense (held as their first one) and with gaps."""
+    import numpy as np
+
+    rnd = np.random.default_rng(SEED + 4)
+    tp = TopicPartition("t", 0)
+    n = 2_000_000
+    src = np.cumsum(rnd.integers(1, 4, n, dtype=np.int64)) + int(rnd.integers(0, 10**6))
+    dense = np.arange(7_000, 7_000 + n, dtype=np.int64)
+    gappy = np.cumsum(rnd.integers(1, 3, n, dtype=np.int64))
+    end = int(src[-1]) + 1 + int(rnd.integers(0, 50))
+    committed = np.concatenate([rnd.integers(int(src[0]) - 10, end + 10, 150), src[:3], src[-3:], [end, end + 1]])
+    firsts = [int(np.argmax(at)) if at.any() else n for at in (src >= c for c in committed.tolist())]
+    for dst in (dense, gappy):
+        t = OffsetTranslation({tp: (src, dst)}, source_ends={tp: end})
+        for c, i in zip(committed.tolist(), firsts, strict=True):
+            want = int(dst[i]) if i < n else (int(dst[-1]) + 1 if c <= end else None)
+            assert t(tp, c) == want, f"{CTX} committed {c}"
+        assert t.records(tp) == n and t.target_ends[tp] == int(dst[-1]) + 1
+
+
 # --- a restore into a dir of klog's own ----------------------------------------------------------
 
 
