@@ -193,6 +193,17 @@ def test_restore_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
                         into=other)
 
 
+def test_restore_from_a_clusters_dirs(tmp_path: Path) -> None:
+    """A cluster's dirs, "b1/data,b2/data", are one source (each partition read once, as every reader
+    reads them)."""
+    seed = seeded("cluster")
+    one = RestoreSource(tmp_path / "b1", seed, topics=("left",), partitions=2, batches=5)
+    two = RestoreSource(tmp_path / "b2", seed + 1, topics=("right",), partitions=1, batches=5)
+    summary = klog.restore(f"{tmp_path / 'b1'},{tmp_path / 'b2'}", tmp_path / "dst")
+    assert read(tmp_path / "dst") == {**one.expected, **two.expected}
+    assert summary.records == sum(len(r) for g in (one, two) for r in g.expected.values())
+
+
 def test_cli_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gen = RestoreSource(tmp_path / "src", seeded("cli"), partitions=1, batches=5, start=42)
     first = gen.expected[("orders", 0)][0][0]  # the first committed record's offset, 42 or above

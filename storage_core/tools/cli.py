@@ -1090,7 +1090,7 @@ RESTORE_EXAMPLES = """examples:
   klog restore lake/ns/orders /var/lib/kafka/data           a Delta or Iceberg table klog sync made (its dir)
   klog restore backup /var/lib/kafka/data --topic orders --compression zstd --json
   klog restore backup /var/lib/kafka/data --groups          the records and the groups of the snapshot, one commit
-  klog restore orders.parquet /var/lib/kafka/data --groups groups.json --group billing   klog groups --json's
+  klog restore orders.parquet /var/lib/kafka/data --groups groups.json --group billing   from klog groups --json
   klog restore backup /var/lib/kafka/data --offsets new --groups --unmapped end   appended, groups translated
 Each record goes back at its partition and offset, with its key, value, headers, timestamp and
 timestamp type; gaps between offsets stay gaps. A log dir or snapshot is read read_committed (aborted

@@ -323,9 +323,14 @@ def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None, *
     """``offsets_required``: refuse Parquet without an ``offset`` column (a restore at the original
     offsets); ``want_ends``: each partition's end, for a log dir too (:func:`_open_log_dir`)."""
     path = Path(source)
+    from storage_core.read.options import split_paths
+
+    dirs = split_paths(str(source)) if not path.exists() and "," in str(source) else ()
+    if dirs and all(Path(d).is_dir() for d in dirs):  # a cluster's dirs, "b1/data,b2/data": one log dir to read
+        return _open_log_dir(path, topics, want_ends)
     if not path.exists():
-        raise RestoreError(f"source {source} does not exist; expected a log dir, a klog snapshot, or a klog export "
-                           "Parquet file or dir")
+        raise RestoreError(f"source {source} does not exist; expected a log dir (or a cluster's, \"b1/data,b2/data\"), "
+                           "a klog snapshot, or a klog export Parquet file or dir")
     table = _open_table(path, topics, offsets_required)
     if table is not None:
         return table
