@@ -30,6 +30,19 @@ Parquet and tables) is what the target's end is checked against; the first resto
 is where the partition's first new segment starts (and its log start, when it was empty). The records
 are staged and committed by the staged-write protocol (:mod:`storage_core.log.staged`), with each
 partition's offsets pinned: a crash at any step leaves the target as it was.
+
+**New offsets** (``offsets="new"``): the records are appended at each partition's log end instead,
+consecutive from it, the staged base pinned to the end the checks saw (a partition that grows before
+the commit makes it refuse, rather than shift the records); no overlap is refused, and a Parquet
+source without an ``offset`` column is taken (each partition's rows in file order). The summary
+holds the translation from source to target offsets.
+
+**Consumer groups** (``groups=...``): their committed offsets are restored in the same job as the
+records (:mod:`storage_core.tools.restore_groups`' planning and staging, one
+:func:`~storage_core.log.staged.commit_job`): every refusal of the groups is asked with the records',
+before anything is written, against the target's partitions as the restore will leave them; the
+offsets are mapped once the records are staged (kept, or translated to the new offsets), and records
+and groups become visible together.
 """
 
 from __future__ import annotations

@@ -35,16 +35,26 @@ offsets ``offsets.retention.minutes`` after it (after the group's state timestam
 group), so that the source's timestamps would expire an old backup's offsets at once.
 
 Offsets: a committed offset is the next record to consume. Restored at their original offsets
-(``translate=None``) it is kept, if the target partition reaches it; otherwise ``translate`` gives the
-target offset of the first restored record at or after it (:class:`OffsetTranslation`: the target's
-end of the partition where the group had consumed everything restored). An offset nothing maps to is
-refused (``unmapped="fail"``), left out with a warning (``"skip"``) or set to the target partition's
-log end (``"end"``) or log start (``"start"``).
+(:class:`KeptOffsets`) it is kept, if the target partition reaches it; past it, up to the source
+partition's end (the aborted records and markers a ``read_committed`` restore leaves out at the
+end), it becomes the target partition's end. Otherwise ``translate`` gives the target offset of the
+first restored record at or after it (:class:`OffsetTranslation`: the target's end of the partition
+where the group had consumed everything restored). An offset nothing maps to is refused
+(``unmapped="fail"``), left out with a warning (``"skip"``) or set to the target partition's log end
+(``"end"``) or log start (``"start"``).
+
+Two parts, which :func:`restore_groups` (the groups alone) and
+:func:`storage_core.tools.restore.restore` (``groups=...``: the records and the groups in one job)
+both run: **planning** (:func:`plan_groups`: the groups loaded, every refusal asked, the offsets
+mapped by :meth:`GroupsPlan.map` into the target's partitions as they are, or as the restore in the
+same job will leave them) and **staging** (:meth:`GroupsPlan.records`, :func:`stage_groups`: the
+coordinator's records staged into their ``__consumer_offsets`` partitions, for the job's commit).
 
 The write is klog's staged commit (:mod:`storage_core.log.staged`): staged, then made visible at
 once under the log dir's lock, rolled back after a crash. Every refusal comes before anything is
 written, in one line: a dir held by a broker, a target without ``__consumer_offsets``, a group's
-topic or partition the target lacks, a group the target already has, an offset nothing maps to.
+topic or partition the target lacks (and the restore does not write), a group the target already
+has, an offset nothing maps to.
 """
 
 from __future__ import annotations
@@ -475,7 +485,7 @@ def plan_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicParti
     target = Path(target_dir)
     found, known = load_groups(groups)
     if only is not None:
-        wanted_groups = set(only)
+        wanted_groups = {only} if isinstance(only, str) else set(only)
         absent = sorted(wanted_groups - set(found))
         if absent:
             raise GroupRestoreError(f"no group {absent[0]!r} in the source; groups found: "
