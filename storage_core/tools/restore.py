@@ -335,9 +335,9 @@ def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None, *
                  want_ends: bool = False) -> _Source:
     """``offsets_required``: refuse Parquet without an ``offset`` column (a restore at the original
     offsets); ``want_ends``: each partition's end, for a log dir too (:func:`_open_log_dir`)."""
-    path = Path(source)
     from storage_core.read.options import split_paths
 
+    path = Path(source)
     dirs = split_paths(str(source)) if not path.exists() and "," in str(source) else ()
     if dirs and all(Path(d).is_dir() for d in dirs):  # a cluster's dirs, "b1/data,b2/data": one log dir to read
         return _open_log_dir(path, topics, want_ends)
@@ -441,13 +441,14 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
     :func:`~storage_core.tools.restore_groups.restore_groups`.
 
     Every refusal, of the records and of the groups, comes before anything is written:
-    :class:`~storage_core.errors.RestoreError` (a source without offsets, groups from a source that has
-    none), :class:`~storage_core.errors.OffsetOverlapError` (a partition holding offsets at or above
+    :class:`~storage_core.errors.RestoreError` (a source without offsets at the original offsets),
+    :class:`~storage_core.errors.OffsetOverlapError` (a partition holding offsets at or above
     the first one restored), :class:`~storage_core.errors.InvalidTopicError` (a topic the dir's KRaft
     metadata does not know, an internal topic), :class:`~storage_core.errors.LogDirLockedError` (a
     broker holds the dir), :class:`~storage_core.errors.GroupRestoreError` (a target without
     ``__consumer_offsets``, a group it has already, an offset nothing maps to under
-    ``unmapped="fail"``, a group's partition neither in the target nor restored). Records and groups
+    ``unmapped="fail"``, a group's partition neither in the target nor restored, ``groups="source"``
+    from a Parquet or table source, groups with a source without offsets). Records and groups
     are then staged and committed as one job: a kill at any moment leaves the target as it was."""
     if offsets not in OFFSETS_MODES:
         raise RestoreError(f"offsets={offsets!r}; expected 'keep' (the records at their original offsets) or 'new' "
