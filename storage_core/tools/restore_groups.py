@@ -412,8 +412,8 @@ class GroupsPlan:
                 else:
                     why = self._unmapped_why(g, tp, go.offset, translate, start, end)
                     if self.unmapped == "fail":
-                        raise GroupRestoreError(why + "; choose a policy for it: unmapped=skip, end or start "
-                                                "(klog restore --unmapped)")
+                        raise GroupRestoreError(why + "; expected an offset a restored record maps, or a policy for "
+                                                "it: unmapped=skip, end or start (klog restore --unmapped)")
                     if self.unmapped == "skip":
                         skipped.append(SkippedOffset(g, tp, go.offset, why))
                         continue
