@@ -514,6 +514,7 @@ def test_restore_with_groups_refusals_leave_the_target_as_it_was(tmp_path: Path)
     # the records refused: nor are the groups written
     klog.restore(src, target, topics=["orders"])
     refused(klog.OffsetOverlapError, "orders-0", "overlaps", groups="source")
+    refused(klog.InvalidTopicError, "__consumer_offsets", topics=["__consumer_offsets"], groups="source")
     broker = hold_like_a_broker(target)
     try:
         refused(klog.LogDirLockedError, str(target), groups="source", offsets="new")
