@@ -361,8 +361,8 @@ def _restore_translated(log_dir: Path, topic: str, held: dict[int, int], rnd: ra
                         prefix: str) -> dict[str, Any]:
     """A klog export of ``topic`` made up here (sparse source offsets, each value saying where it came
     from) restored into the stopped broker's ``topic``, which holds ``held`` records per partition, at
-    new offsets, with two groups translated onto them in the same commit; returns what a consumer of
-    each group must find: its position, and the value of the record it resumes at."""
+    new offsets, with a group translated onto them in the same commit; returns what the group's
+    consumer must find: its position, and the value of the record it resumes at."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -380,49 +380,42 @@ def _restore_translated(log_dir: Path, topic: str, held: dict[int, int], rnd: ra
     pq.write_table(pa.table({"topic": [topic] * len(flat), "partition": pa.array([r[0] for r in flat], pa.int32()),
                              "offset": [r[1] for r in flat], "value": [r[2] for r in flat],
                              "timestamp": pa.array([now] * len(flat), pa.timestamp("ms", tz="UTC"))}), export)
-    names = {CLASSIC: f"{prefix}-moved-classic", CONSUMER: f"{prefix}-moved-consumer"}
-    groups: dict[str, dict[TopicPartition, int]] = {}
-    for g in names.values():
-        for p, rs in rows.items():
-            offsets = [o for o, _ in rs]
-            groups.setdefault(g, {})[TopicPartition(topic, p)] = rnd.choice(
-                [offsets[0], rnd.choice(offsets), rnd.choice(offsets) - 1, offsets[-1], offsets[-1] + 1])
-    summary = restore(export, log_dir, offsets="new", groups=groups, protocols={g: p for p, g in names.items()})
-    ends = {p.partition: p.end for p in summary.partitions}
-    want: dict[str, Any] = {"ends": ends, "names": names, "groups": {}}
-    for g, parts in groups.items():
-        for tp, c in parts.items():
-            offsets = [o for o, _ in rows[tp.partition]]
-            after = [i for i, o in enumerate(offsets) if o >= c]  # the next record the group had to consume
-            target = held[tp.partition] + (after[0] if after else len(offsets))
-            value = rows[tp.partition][after[0]][1].hex() if after else None
-            want["groups"].setdefault(g, {})[str(tp)] = (c, target, value)
-    assert summary.groups is not None and {(r.group, str(r.topic_partition), r.target_offset)
-                                           for r in summary.groups.restored} == \
-        {(g, k, t) for g, parts in want["groups"].items() for k, (_, t, _) in parts.items()}, CTX
-    assert {p: (s.first, s.records) for p, s in ((s.partition, s) for s in summary.partitions)} == \
+    group = f"{prefix}-moved"
+    committed: dict[TopicPartition, int] = {}
+    for p, rs in rows.items():
+        offsets = [o for o, _ in rs]
+        committed[TopicPartition(topic, p)] = rnd.choice(
+            [offsets[0], rnd.choice(offsets), rnd.choice(offsets) - 1, offsets[-1], offsets[-1] + 1])
+    summary = restore(export, log_dir, offsets="new", groups={group: committed}, protocols={group: CONSUMER})
+    want: dict[str, Any] = {"group": group, "ends": {p.partition: p.end for p in summary.partitions}, "offsets": {}}
+    for tp, c in committed.items():
+        offsets = [o for o, _ in rows[tp.partition]]
+        after = [i for i, o in enumerate(offsets) if o >= c]  # the next record the group had to consume
+        target = held[tp.partition] + (after[0] if after else len(offsets))
+        want["offsets"][str(tp)] = (c, target, rows[tp.partition][after[0]][1].hex() if after else None)
+    assert summary.groups is not None and {(str(r.topic_partition), r.target_offset) for r in summary.groups.restored} \
+        == {(k, t) for k, (_, t, _) in want["offsets"].items()}, CTX
+    assert {s.partition: (s.first, s.records) for s in summary.partitions} == \
         {p: (held[p], len(rs)) for p, rs in rows.items()}, CTX
     return want
 
 
-def _check_translated(broker: Any, topic: str, want: dict[str, Any]) -> None:  # noqa: ANN401 - the Broker
-    """After the restart: Admin lists each translated group's offsets, and its consumer resumes there,
-    at the record holding the value the group was to read next in the source."""
-    names: dict[str, str] = want["names"]
-    listed = _admin_offsets(broker.bootstrap, list(names.values()))
-    for proto, g in names.items():
-        expect = {k: t for k, (_, t, _) in want["groups"][g].items()}
-        assert listed[g]["offsets"] == expect, f"{CTX} Admin lists {g}'s offsets as {listed[g]['offsets']}, restored {expect}"
-        out = _java("resume", broker.bootstrap, g, "classic" if proto == CLASSIC else "consumer", topic)
-        got = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
-        for key, (c, target, value) in want["groups"][g].items():
-            assert got["positions"].get(key) == target, f"{CTX} {g} {key} (committed {c}): resumed at {got}"
-            if value is not None:
-                assert (got["first"].get(key), got["firstValue"].get(key)) == (target, value), \
-                    f"{CTX} {g} {key} (committed {c}): first record {got['first'].get(key)} " \
-                    f"{got['firstValue'].get(key)}, expected {target} {value}"
-            else:
-                assert target == want["ends"][int(key.rpartition("-")[2])], f"{CTX} {g} {key}"
+def _check_translated(broker: Any, topic: str, want: dict[str, Any], listed: dict[str, Any]) -> None:  # noqa: ANN401
+    """After the restart: Admin lists the translated group's offsets (``listed``), and its consumer
+    resumes there, at the record holding the value the group was to read next in the source."""
+    g = want["group"]
+    expect = {k: t for k, (_, t, _) in want["offsets"].items()}
+    assert listed[g]["offsets"] == expect, f"{CTX} Admin lists {g}'s offsets as {listed[g]['offsets']}, restored {expect}"
+    out = _java("resume", broker.bootstrap, g, "consumer", topic)
+    got = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    for key, (c, target, value) in want["offsets"].items():
+        assert got["positions"].get(key) == target, f"{CTX} {g} {key} (committed {c}): resumed at {got}"
+        if value is not None:
+            assert (got["first"].get(key), got["firstValue"].get(key)) == (target, value), \
+                f"{CTX} {g} {key} (committed {c}): first record {got['first'].get(key)} " \
+                f"{got['firstValue'].get(key)}, expected {target} {value}"
+        else:
+            assert target == want["ends"][int(key.rpartition("-")[2])], f"{CTX} {g} {key}"
 
 
 @pytest.mark.broker
@@ -436,17 +429,14 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
     broker.start()
     broker.create_topic(topic, 3)
     broker.produce(topic, 300, rnd.randrange(1 << 40), "idempotent", "none")
-    moved = f"{prefix}-moved"  # records restored after those it holds, at new offsets, groups translated
-    broker.create_topic(moved, 2)
-    broker.produce(moved, 60, rnd.randrange(1 << 40), "idempotent", "none")
     _admin_offsets(broker.bootstrap, [f"{prefix}-probe"])  # FindCoordinator: the broker creates __consumer_offsets
     deadline = time.monotonic() + 30
     while len(list(broker.log_dir.glob("__consumer_offsets-*"))) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)
     ends = {int(tp.rpartition("-")[2]): v["latest"][0] for tp, v in broker.admin([topic])["offsets"].items()}
-    held = {int(tp.rpartition("-")[2]): v["latest"][0] for tp, v in broker.admin([moved])["offsets"].items()}
     broker.stop()
-    translated = _restore_translated(broker.log_dir, moved, held, rnd, prefix)
+    # records restored after those the topic holds, at new offsets, a group translated onto them
+    translated = _restore_translated(broker.log_dir, topic, ends, rnd, prefix)
     names = {CLASSIC: f"{prefix}-classic-é", CONSUMER: f"{prefix}-consumer-𝄞", SIMPLE: f"{prefix}-simple"}
     groups = {g: {TopicPartition(topic, p): rnd.choice([0, end, rnd.randint(0, end)]) for p, end in ends.items()}
               for g in names.values()}
@@ -454,7 +444,7 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
     assert len(report.restored) == 9 and report.protocols == {g: p for p, g in names.items()}, CTX
     mark = broker.log_mark()
     broker.start()
-    listed = _admin_offsets(broker.bootstrap, list(names.values()))
+    listed = _admin_offsets(broker.bootstrap, [*names.values(), translated["group"]])
     for proto, g in names.items():
         want = {str(tp): o for tp, o in groups[g].items()}
         assert listed[g]["offsets"] == want, f"{CTX} Admin lists {g}'s offsets as {listed[g]['offsets']}, restored {want}"
@@ -469,7 +459,7 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
             assert got["positions"].get(key) == o, f"{CTX} {g} ({proto}) {key}: resumed at {got}, restored {o}"
             if o < ends[tp.partition]:
                 assert got["first"].get(key) == o, f"{CTX} {g} ({proto}) {key}: first record {got['first']}, restored {o}"
-    _check_translated(broker, moved, translated)
+    _check_translated(broker, topic, translated, listed)
     # what the coordinator wrote of them since, read back by klog (the live dir): the classic group
     # rejoined as classic, the simple one taken over by the consumer protocol
     assert {g: v for g, v in group_protocols([broker.log_dir]).items() if g in groups} == {
