@@ -216,3 +216,80 @@ def test_restore_crash_at_every_step(tmp_path: Path) -> None:
                                                 capture_output=True, text=True, timeout=120).stdout
             assert state(root) == complete
     assert outcomes["complete"] == 1 and outcomes["rolled back"] >= 5 and outcomes["absent"] >= 1, outcomes
+
+
+RESTORE_GROUPS_CHILD = textwrap.dedent("""
+    import sys
+    from storage_core import restore
+    restore(sys.argv[1], sys.argv[2], groups=sys.argv[3], offsets=sys.argv[4])
+    print("RESTORED")
+""")
+
+
+def test_restore_with_groups_crash_at_every_step(tmp_path: Path) -> None:
+    """A restore of records and consumer groups (one job: the topic's partitions, pinned at their log
+    end with new offsets, and the groups' ``__consumer_offsets`` partitions) killed at each step of its
+    commit: the records and the groups are both there or both absent, for a reader and after
+    recovery. (At the original offsets the commit is the same, its bases the records' own:
+    :func:`test_restore_crash_at_every_step`.)"""
+    offsets = "new"
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import storage_core
+    from storage_core.read.groups import group_offsets
+    from storage_core.record.records import Record, build_batch
+
+    offsets_ = sorted(random.Random(56).sample(range(500, 900), 60))
+    source = tmp_path / "export.parquet"
+    pq.write_table(pa.table({"topic": ["t"] * 120, "partition": [0] * 60 + [1] * 60, "offset": offsets_ + offsets_,
+                             "value": [b"restored-%d" % i for i in range(120)]}), source)
+    groups = tmp_path / "groups.json"  # klog groups --json's rows: two groups, in two __consumer_offsets partitions
+    groups.write_text(json.dumps([{"group": g, "topic": "t", "partition": p, "committedOffset": offsets_[i]}
+                                  for i, g in ((10, "billing"), (40, "audit-x")) for p in (0, 1)]))
+    seed = tmp_path / "seed"
+    for d in ("t-0", "t-1", *(f"__consumer_offsets-{p}" for p in range(3))):
+        (seed / d).mkdir(parents=True)
+    with Log(seed / "t-0", writable=True) as lg:  # t-0 holds 0..2; t-1 is empty
+        lg.append(build_batch([Record(i, 1_700_000_000_000, None, b"old%d" % i) for i in range(3)]))
+    LogManager([seed], writable=True).close()
+
+    def state(root: Path) -> tuple[list[tuple[int, int, bytes]], dict[str, dict[int, int]]]:
+        t = storage_core.read_arrow(str(root), topics="t").read_all()
+        got = sorted(zip(t.column("partition").to_pylist(), t.column("offset").to_pylist(),
+                         t.column("value").to_pylist(), strict=True))
+        return got, {g: {tp.partition: c.offset for tp, c in parts.items()}
+                     for g, parts in group_offsets([root]).items()}
+
+    before = state(seed)
+    assert before[1] == {}
+    outcomes = {"absent": 0, "rolled back": 0, "complete": 0}
+    complete = None
+    for crash_at in range(1, 80):
+        root = tmp_path / f"crash{crash_at}"
+        subprocess.run(["cp", "-a", str(seed), str(root)], check=True)
+        env = {k: v for k, v in os.environ.items() if k != "KLOG_CRASH_AT"} | {"KLOG_CRASH_AT": str(crash_at)}
+        res = subprocess.run([sys.executable, "-c", RESTORE_GROUPS_CHILD, str(source), str(root), str(groups),
+                              offsets], capture_output=True, text=True, env=env, timeout=120)
+        finished = "RESTORED" in res.stdout
+        assert finished or res.returncode == 137, res.stderr[-2000:]
+        journal = list(root.glob(".klog-commit-*.json"))
+        seen = state(root)  # a reader: all of it or none
+        with LogManager([root], writable=True):  # recovery rolls an unfinished commit back
+            pass
+        collect_staging([p for p in root.iterdir() if p.is_dir()], older_than_s=0)
+        after = state(root)
+        if finished:
+            complete = after
+            assert seen == after and len(after[0]) == len(before[0]) + 120 and set(after[1]) == {"billing", "audit-x"}
+            outcomes["complete"] += 1
+            break
+        assert seen in (before, after) and after == before, (crash_at, seen, after)
+        outcomes["rolled back" if journal else "absent"] += 1
+        assert not list(root.rglob(".klog-staging-*")), crash_at
+    assert complete is not None and outcomes["rolled back"] >= 5 and outcomes["absent"] >= 1, outcomes
+    # the groups translated: the i-th restored record of t-0 is at 3 + i (after what it held), of t-1 at i
+    assert complete[1] == {g: {0: 3 + i, 1: i} for i, g in ((10, "billing"), (40, "audit-x"))}
+    assert outcomes["rolled back"] + outcomes["absent"] >= 10, outcomes

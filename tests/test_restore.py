@@ -193,6 +193,17 @@ def test_restore_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
                         into=other)
 
 
+def test_restore_from_a_clusters_dirs(tmp_path: Path) -> None:
+    """A cluster's dirs, "b1/data,b2/data", are one source (each partition read once, as every reader
+    reads them)."""
+    seed = seeded("cluster")
+    one = RestoreSource(tmp_path / "b1", seed, topics=("left",), partitions=2, batches=5)
+    two = RestoreSource(tmp_path / "b2", seed + 1, topics=("right",), partitions=1, batches=5)
+    summary = klog.restore(f"{tmp_path / 'b1'},{tmp_path / 'b2'}", tmp_path / "dst")
+    assert read(tmp_path / "dst") == {**one.expected, **two.expected}
+    assert summary.records == sum(len(r) for g in (one, two) for r in g.expected.values())
+
+
 def test_cli_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gen = RestoreSource(tmp_path / "src", seeded("cli"), partitions=1, batches=5, start=42)
     first = gen.expected[("orders", 0)][0][0]  # the first committed record's offset, 42 or above
@@ -253,3 +264,298 @@ def test_restore_from_the_tables_klog_sync_made(tmp_path: Path) -> None:
     for name, table in (("delta", tmp_path / "delta"), ("iceberg", tmp_path / "wh" / "ns" / "orders")):
         klog.restore(table, tmp_path / f"dst-{name}")
         assert read(tmp_path / f"dst-{name}") == want, name
+
+
+# --- consumer groups restored with the records (one job, one commit) -------------------------------
+
+
+def with_offsets_topic(root: Path, partitions: int = 3) -> Path:
+    """``root`` given the ``__consumer_offsets`` partitions a broker makes (empty)."""
+    for p in range(partitions):
+        (root / f"__consumer_offsets-{p}").mkdir(parents=True)
+    return root
+
+
+def tree_digest(root: Path) -> str:
+    """One hash of everything under ``root``: each dir and file by its path, and each file's bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        h.update(str(p.relative_to(root)).encode() + (b"/" if p.is_dir() else b"\0"))
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def committed(log_dir: Path) -> dict[str, dict[tuple[str, int], int]]:
+    from storage_core.read.groups import group_offsets
+
+    return {g: {(tp.topic, tp.partition): c.offset for tp, c in parts.items()}
+            for g, parts in group_offsets([log_dir]).items()}
+
+
+def abort_at_the_end(log_dir: Path, rng: random.Random) -> dict[tuple[str, int], int]:
+    """Each partition of ``log_dir`` ends with an aborted transaction and its marker (what a
+    read_committed restore leaves out); returns each partition's log end."""
+    from storage_core.log.manager import LogManager
+    from storage_core.record.control import ControlRecordType, EndTransactionMarker
+    from storage_core.record.records import Record, build_batch, build_end_txn_marker
+
+    ends = {}
+    for d in sorted(p for p in log_dir.iterdir() if p.is_dir() and not p.name.startswith("__")):
+        tp = TopicPartition.parse_dir_name(d.name)
+        with Log(d, writable=True) as lg:
+            at = lg.log_end_offset
+            recs = [Record(at + i, 1_600_000_000_000, b"k", b"aborted") for i in range(rng.randint(1, 6))]
+            lg.append(build_batch(recs, is_transactional=True, producer_id=9000 + tp.partition, producer_epoch=0,
+                                  base_sequence=-1), assign_offsets=False, now_ms=1_600_000_000_000)
+            lg.append(build_end_txn_marker(lg.log_end_offset, 1_600_000_000_000, 0, 9000 + tp.partition, 0,
+                                           EndTransactionMarker(ControlRecordType.ABORT, 0)),
+                      assign_offsets=False, now_ms=1_600_000_000_000)
+            ends[(tp.topic, tp.partition)] = lg.log_end_offset
+    LogManager([log_dir], writable=True).close()
+    return ends
+
+
+def test_restore_groups_of_a_read_committed_source_kept(tmp_path: Path) -> None:
+    """A log dir whose partitions end with an aborted transaction, restored with its groups (groups="source")
+    at the original offsets: a group at the source's end (it had consumed the aborted records and the
+    marker) lands on the target partition's end, one past the last restored record; a group within the
+    restored records keeps its offset; one past the source's end follows the unmapped policy."""
+    from storage_core.tools.restore_groups import restore_groups
+
+    rng = random.Random(seeded("groups kept"))
+    src = tmp_path / "src"
+    gen = RestoreSource(src, rng.randrange(1 << 30), topics=("orders",), partitions=2, batches=12)
+    source_ends = abort_at_the_end(src, rng)
+    with_offsets_topic(src)
+    last = {tp: rows[-1][0] for tp, rows in gen.expected.items()}
+    firsts = {tp: rows[0][0] for tp, rows in gen.expected.items()}
+    picks: dict[str, dict[TopicPartition, int]] = {}
+    want: dict[str, dict[tuple[str, int], int]] = {}
+    for tp, rows in gen.expected.items():
+        k = TopicPartition(*tp)
+        choices = {"at-end": source_ends[tp], "after-last": last[tp] + 1, "first": firsts[tp],
+                   "inside": rng.choice(rows)[0], "in-the-aborted-tail": rng.randint(last[tp] + 1, source_ends[tp])}
+        for name, c in choices.items():
+            picks.setdefault(name, {})[k] = c
+            want.setdefault(name, {})[tp] = c if c <= last[tp] + 1 else last[tp] + 1
+    restore_groups(picks, src)  # the source's own groups
+    target = with_offsets_topic(tmp_path / "dst")
+    summary = klog.restore(src, target, groups="source")
+    assert read(target, topics="orders") == gen.expected
+    assert committed(target) == want
+    assert summary.groups is not None and summary.translation is None
+    hows = {(r.group, r.topic_partition.partition): r.how for r in summary.groups.restored}
+    for name, parts in picks.items():
+        for k, c in parts.items():
+            assert hows[(name, k.partition)] == ("kept" if c == want[name][(k.topic, k.partition)] else "translated")
+    assert {(p.topic, p.partition): p.end for p in summary.partitions} == {tp: v + 1 for tp, v in last.items()}
+
+    # past the source's end: refused by default (nothing written), or by the policy
+    past = {tp: end + rng.randint(1, 5) for tp, end in source_ends.items()}
+    other = tmp_path / "groups.json"  # klog groups --json's rows
+    other.write_text(json.dumps([{"group": "past", "topic": t, "partition": p, "committedOffset": c, "metadata": None}
+                                 for (t, p), c in past.items()]))
+    fresh = with_offsets_topic(tmp_path / "dst-past")
+    before = tree_digest(fresh)
+    with pytest.raises(klog.GroupRestoreError, match=r"group 'past' orders-0: no restored record maps committed "
+                       rf"offset {past[('orders', 0)]} \(past the source partition's end {source_ends[('orders', 0)]}\)"
+                       ) as e:
+        klog.restore(src, fresh, groups=other)
+    assert "\n" not in str(e.value) and "unmapped=skip" in str(e.value)
+    assert tree_digest(fresh) == before
+    for policy, expect in (("skip", None), ("end", {tp: v + 1 for tp, v in last.items()}), ("start", firsts)):
+        dst = with_offsets_topic(tmp_path / f"dst-{policy}")
+        s = klog.restore(src, dst, groups=other, unmapped=policy)  # type: ignore[arg-type]
+        assert committed(dst) == ({} if expect is None else {"past": expect}), policy
+        assert s.groups is not None
+        assert len(s.groups.skipped if policy == "skip" else s.groups.restored) == 2, policy
+
+
+def test_restore_at_new_offsets_translates_groups(tmp_path: Path) -> None:
+    """Records appended after what the target holds, at new offsets, and groups translated with them: each
+    committed offset becomes the target offset of the first restored record at or after it (the next
+    record the group had to consume), past the last restored record up to the source's end the target
+    partition's end; the record a group resumes at is the one it would have read next in the source."""
+    from storage_core.record.records import Record, build_batch
+
+    rng = random.Random(seeded("new offsets"))
+    src = tmp_path / "src"
+    gen = RestoreSource(src, rng.randrange(1 << 30), topics=("orders",), partitions=2, batches=12)
+    source_ends = abort_at_the_end(src, rng) if rng.random() < 0.5 else \
+        {(r.topic_partition.topic, r.topic_partition.partition): r.end for r in klog.plan(str(src)).ranges}
+    target = with_offsets_topic(tmp_path / "dst")
+    held = {("orders", 0): rng.randint(1, 300), ("orders", 1): 0}  # what the target holds already
+    for (t, p), n in held.items():
+        (target / f"{t}-{p}").mkdir()
+        if n:
+            with Log(target / f"{t}-{p}", writable=True) as lg:
+                lg.append(build_batch([Record(i, 1_700_000_000_000, None, b"there%d" % i) for i in range(n)]))
+    before = read(target, topics="orders")
+    groups: dict[str, dict[TopicPartition, int]] = {}
+    for tp, rows in gen.expected.items():
+        offsets = [r[0] for r in rows]
+        candidates = [gen.starts[tp], offsets[0], rng.choice(offsets), rng.choice(offsets) + 1, offsets[-1],
+                      offsets[-1] + 1, source_ends[tp], rng.randint(gen.starts[tp], source_ends[tp])]
+        for i, c in enumerate(candidates):
+            groups.setdefault(f"g{i}", {})[TopicPartition(*tp)] = c
+    summary = klog.restore(src, target, offsets="new", groups=groups)
+
+    # the records: after what was there, in order, each with its content, at offsets from the old end
+    got = read(target, topics="orders")
+    for tp, rows in gen.expected.items():
+        base = held[tp]
+        assert got[tp][:base] == before.get(tp, [])
+        assert got[tp][base:] == [(base + i, *row[1:]) for i, row in enumerate(rows)], tp
+    parts = {(rp.topic, rp.partition): rp for rp in summary.partitions}
+    for tp, rows in gen.expected.items():
+        rp = parts[tp]
+        assert (rp.first, rp.end, rp.records, rp.source_first, rp.source_last) == \
+            (held[tp], held[tp] + len(rows), len(rows), rows[0][0], rows[-1][0])
+
+    # the groups, by the rule's definition, and the record each resumes at
+    translation = summary.translation
+    assert translation is not None and summary.groups is not None
+    want: dict[str, dict[tuple[str, int], int]] = {}
+    for g, tps in groups.items():
+        for k, c in tps.items():
+            tp = (k.topic, k.partition)
+            offsets = [r[0] for r in gen.expected[tp]]
+            after = [i for i, o in enumerate(offsets) if o >= c]
+            target_offset = held[tp] + (after[0] if after else len(offsets))
+            want.setdefault(g, {})[tp] = target_offset
+            assert translation(k, c) == target_offset, (g, tp, c)
+            if after:  # the record the group resumes at is the source's next one
+                assert got[tp][target_offset][1:] == gen.expected[tp][after[0]][1:], (g, tp, c)
+            else:
+                assert target_offset == held[tp] + len(offsets) == len(got[tp])
+    assert committed(target) == want
+    assert all(r.how in ("translated", "kept") for r in summary.groups.restored)
+    k = TopicPartition("orders", 0)
+    assert translation(k, source_ends[("orders", 0)] + 1) is None  # past the source's end
+
+    # another restore at new offsets continues from the new end; the translation says where
+    again = klog.restore(src, target, offsets="new", topics=["orders"])
+    assert again.groups is None and again.translation is not None
+    assert [(p.first, p.end) for p in again.partitions] == \
+        [(held[tp] + len(rows), held[tp] + 2 * len(rows)) for tp, rows in sorted(gen.expected.items())]
+    assert again.translation(k, gen.expected[("orders", 0)][0][0]) == held[("orders", 0)] + \
+        len(gen.expected[("orders", 0)])
+
+
+def test_restore_a_parquet_file_without_offsets_at_new_offsets(tmp_path: Path) -> None:
+    """A Parquet file without an ``offset`` column: refused at the original offsets (the error says how to
+    restore it), taken with new offsets (each partition's rows in file order, after what the target holds);
+    it maps no group's offsets (refused, the target as it was)."""
+    rng = random.Random(seeded("plain parquet"))
+    rows = [(p, b"v%d" % i) for i in range(rng.randint(5, 50)) for p in (rng.randrange(2),)]
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"topic": ["t"] * len(rows), "partition": pa.array([p for p, _ in rows], pa.int32()),
+                             "value": [v for _, v in rows]}), plain)
+    target = with_offsets_topic(tmp_path / "dst")
+    before = tree_digest(target)
+    with pytest.raises(klog.RestoreError, match=r"has no 'offset' column.*offsets='new', klog restore --offsets new"):
+        klog.restore(plain, target)
+    with pytest.raises(klog.GroupRestoreError, match=r"has no 'offset' column: the groups' committed offsets cannot"):
+        klog.restore(plain, target, offsets="new", groups={"g": {TopicPartition("t", 0): 1}})
+    assert tree_digest(target) == before
+    for round_ in range(2):
+        summary = klog.restore(plain, target, offsets="new")
+        assert summary.translation is None
+        got = read(target, topics="t")
+        for p in (0, 1):
+            values = [v for q, v in rows if q == p]
+            assert [r[2] for r in got.get(("t", p), [])] == values * (round_ + 1)
+            assert [r[0] for r in got.get(("t", p), [])] == list(range(len(values) * (round_ + 1)))
+
+
+def test_restore_with_groups_refusals_leave_the_target_as_it_was(tmp_path: Path) -> None:
+    """Every refusal of a restore with groups, of the records or of the groups, before anything is written:
+    the target's bytes are the same after it."""
+    from storage_core.tools.restore_groups import restore_groups
+
+    gen = RestoreSource(tmp_path / "src", seeded("groups refusals"), topics=("orders",), partitions=2, batches=6)
+    src = with_offsets_topic(tmp_path / "src")
+    k0 = TopicPartition("orders", 0)
+    first = gen.expected[("orders", 0)][0][0]
+    restore_groups({"billing": {k0: first}}, src)
+    target = with_offsets_topic(tmp_path / "dst")
+    for p in (0, 1):
+        (target / f"orders-{p}").mkdir()  # as a broker creates a topic's partitions
+    restore_groups({"there": {k0: 0}}, target)  # a group the target has already
+
+    def refused(error: type[klog.KlogError], *words: str, into: Path = target, source: Path = src,
+                **kwargs: object) -> None:
+        before = tree_digest(into)
+        with pytest.raises(error) as info:
+            klog.restore(source, into, **kwargs)  # type: ignore[arg-type]
+        text = str(info.value)
+        assert "\n" not in text and all(w in text for w in words), text
+        assert tree_digest(into) == before, kwargs
+
+    refused(klog.GroupRestoreError, "already has group 'there'", groups={"there": {k0: first}})
+    refused(klog.GroupRestoreError, "no restored record maps committed offset", "unmapped=skip",
+            groups={"late": {k0: 10**9}})
+    refused(klog.GroupRestoreError, "has no partition elsewhere-0", "create the topic",
+            groups={"g": {TopicPartition("elsewhere", 0): 0}})
+    refused(klog.GroupRestoreError, "no group 'nobody' in the source", groups="source", only_groups=["nobody"])
+    refused(klog.GroupRestoreError, "without groups", only_groups=["billing"])
+    refused(klog.GroupRestoreError, "unmapped='later'", groups="source", unmapped="later")
+    refused(klog.RestoreError, "offsets='sideways'", offsets="sideways")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    refused(klog.GroupRestoreError, "has no __consumer_offsets", "kafka-consumer-groups", into=bare, groups="source")
+    # a Parquet source has no groups of its own
+    export = tmp_path / "orders.parquet"
+    assert main(["export", str(src), "--topic", "orders", "-o", str(export), "--read-committed", "--quiet"]) == 0
+    refused(klog.GroupRestoreError, "holds no consumer groups", "--groups FROM", source=export, groups="source")
+    # the records refused: nor are the groups written
+    klog.restore(src, target, topics=["orders"])
+    refused(klog.OffsetOverlapError, "orders-0", "overlaps", groups="source")
+    refused(klog.InvalidTopicError, "__consumer_offsets", topics=["__consumer_offsets"], groups="source")
+    broker = hold_like_a_broker(target)
+    try:
+        refused(klog.LogDirLockedError, str(target), groups="source", offsets="new")
+    finally:
+        broker.kill()
+        broker.wait()
+    assert committed(target) == {"there": {("orders", 0): 0}}
+
+
+def test_cli_restore_with_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from storage_core.tools.restore_groups import restore_groups
+
+    gen = RestoreSource(tmp_path / "src", seeded("cli groups"), partitions=1, batches=5)
+    src = with_offsets_topic(tmp_path / "src")
+    k0 = TopicPartition("orders", 0)
+    offsets = [r[0] for r in gen.expected[("orders", 0)]]
+    restore_groups({"billing": {k0: offsets[1]}, "audit": {k0: offsets[0]}}, src)
+    target = with_offsets_topic(tmp_path / "dst")
+    capsys.readouterr()
+    assert main(["restore", str(src), str(target), "--groups", "--group", "billing"]) == 0
+    out = capsys.readouterr().out
+    assert f"group billing orders-0: offset {offsets[1]} -> {offsets[1]} (kept)" in out, out
+    assert "restored 1 committed offset of 1 group" in out and "audit" not in out, out
+    assert committed(target) == {"billing": {("orders", 0): offsets[1]}}
+    # at new offsets, from a klog groups --json file, after the records restored above
+    assert main(["groups", str(src), "--json"]) == 0
+    groups_json = tmp_path / "groups.json"
+    groups_json.write_text(capsys.readouterr().out)
+    assert main(["restore", str(src), str(target), "--offsets", "new", "--groups", str(groups_json),
+                 "--group", "audit", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    n = len(offsets)
+    assert out["offsets"] == "new" and out["partitions"][0]["first"] == offsets[-1] + 1
+    assert out["groups"]["restored"] == [{"group": "audit", "topic": "orders", "partition": 0,
+                                          "sourceOffset": offsets[0], "targetOffset": offsets[-1] + 1,
+                                          "how": "translated", "offsetsPartition": out["groups"]["restored"][0][
+                                              "offsetsPartition"]}]
+    assert out["partitions"][0]["end"] == offsets[-1] + 1 + n
+    # refusals: exit 2, one line
+    assert main(["restore", str(src), str(target), "--offsets", "new", "--groups", "--group", "billing"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("klog: error: target ") and "already has group 'billing'" in err and "\n" not in err, err
+    assert main(["restore", str(src), str(target), "--offsets", "new", "--group", "billing"]) == 2
+    assert "without groups" in capsys.readouterr().err

@@ -200,6 +200,29 @@ def test_translation_rule() -> None:
             assert t(tp, c) == want, f"{CTX} {s} -> {d}, committed {c}"
 
 
+def test_translation_at_scale() -> None:
+    """A restore's millions of offsets (numpy arrays, searchsorted): the rule against its statement
+    (the first source offset at or above the committed offset, found by a scan of them all), for
+    target offsets dense (held as their first one) and with gaps."""
+    import numpy as np
+
+    rnd = np.random.default_rng(SEED + 4)
+    tp = TopicPartition("t", 0)
+    n = 2_000_000
+    src = np.cumsum(rnd.integers(1, 4, n, dtype=np.int64)) + int(rnd.integers(0, 10**6))
+    dense = np.arange(7_000, 7_000 + n, dtype=np.int64)
+    gappy = np.cumsum(rnd.integers(1, 3, n, dtype=np.int64))
+    end = int(src[-1]) + 1 + int(rnd.integers(0, 50))
+    committed = np.concatenate([rnd.integers(int(src[0]) - 10, end + 10, 150), src[:3], src[-3:], [end, end + 1]])
+    firsts = [int(np.argmax(at)) if at.any() else n for at in (src >= c for c in committed.tolist())]
+    for dst in (dense, gappy):
+        t = OffsetTranslation({tp: (src, dst)}, source_ends={tp: end})
+        for c, i in zip(committed.tolist(), firsts, strict=True):
+            want = int(dst[i]) if i < n else (int(dst[-1]) + 1 if c <= end else None)
+            assert t(tp, c) == want, f"{CTX} committed {c}"
+        assert t.records(tp) == n and t.target_ends[tp] == int(dst[-1]) + 1
+
+
 # --- a restore into a dir of klog's own ----------------------------------------------------------
 
 
@@ -334,6 +357,67 @@ def _admin_offsets(bootstrap: str, groups: list[str]) -> dict[str, Any]:
     return {d["group"]: d for d in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
 
 
+def _restore_translated(log_dir: Path, topic: str, held: dict[int, int], rnd: random.Random,
+                        prefix: str) -> dict[str, Any]:
+    """A klog export of ``topic`` made up here (sparse source offsets, each value saying where it came
+    from) restored into the stopped broker's ``topic``, which holds ``held`` records per partition, at
+    new offsets, with a group translated onto them in the same commit; returns what the group's
+    consumer must find: its position, and the value of the record it resumes at."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from storage_core.tools.restore import restore
+
+    rows: dict[int, list[tuple[int, bytes]]] = {}
+    for p in held:
+        at = rnd.randint(0, 10_000)
+        for _ in range(rnd.randint(20, 60)):
+            rows.setdefault(p, []).append((at, f"{topic}/{p}/{at}/".encode() + rnd.randbytes(6)))
+            at += rnd.choice((1, 1, 2, 7))
+    now = int(time.time() * 1000)
+    export = log_dir.parent / f"{prefix}-export.parquet"
+    flat = [(p, o, v) for p, rs in sorted(rows.items()) for o, v in rs]
+    pq.write_table(pa.table({"topic": [topic] * len(flat), "partition": pa.array([r[0] for r in flat], pa.int32()),
+                             "offset": [r[1] for r in flat], "value": [r[2] for r in flat],
+                             "timestamp": pa.array([now] * len(flat), pa.timestamp("ms", tz="UTC"))}), export)
+    group = f"{prefix}-moved"
+    committed: dict[TopicPartition, int] = {}
+    for p, rs in rows.items():
+        offsets = [o for o, _ in rs]
+        committed[TopicPartition(topic, p)] = rnd.choice(
+            [offsets[0], rnd.choice(offsets), rnd.choice(offsets) - 1, offsets[-1], offsets[-1] + 1])
+    summary = restore(export, log_dir, offsets="new", groups={group: committed}, protocols={group: CONSUMER})
+    want: dict[str, Any] = {"group": group, "ends": {p.partition: p.end for p in summary.partitions}, "offsets": {}}
+    for tp, c in committed.items():
+        offsets = [o for o, _ in rows[tp.partition]]
+        after = [i for i, o in enumerate(offsets) if o >= c]  # the next record the group had to consume
+        target = held[tp.partition] + (after[0] if after else len(offsets))
+        want["offsets"][str(tp)] = (c, target, rows[tp.partition][after[0]][1].hex() if after else None)
+    assert summary.groups is not None and {(str(r.topic_partition), r.target_offset) for r in summary.groups.restored} \
+        == {(k, t) for k, (_, t, _) in want["offsets"].items()}, CTX
+    assert {s.partition: (s.first, s.records) for s in summary.partitions} == \
+        {p: (held[p], len(rs)) for p, rs in rows.items()}, CTX
+    return want
+
+
+def _check_translated(broker: Any, topic: str, want: dict[str, Any], listed: dict[str, Any]) -> None:  # noqa: ANN401
+    """After the restart: Admin lists the translated group's offsets (``listed``), and its consumer
+    resumes there, at the record holding the value the group was to read next in the source."""
+    g = want["group"]
+    expect = {k: t for k, (_, t, _) in want["offsets"].items()}
+    assert listed[g]["offsets"] == expect, f"{CTX} Admin lists {g}'s offsets as {listed[g]['offsets']}, restored {expect}"
+    out = _java("resume", broker.bootstrap, g, "consumer", topic)
+    got = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    for key, (c, target, value) in want["offsets"].items():
+        assert got["positions"].get(key) == target, f"{CTX} {g} {key} (committed {c}): resumed at {got}"
+        if value is not None:
+            assert (got["first"].get(key), got["firstValue"].get(key)) == (target, value), \
+                f"{CTX} {g} {key} (committed {c}): first record {got['first'].get(key)} " \
+                f"{got['firstValue'].get(key)}, expected {target} {value}"
+        else:
+            assert target == want["ends"][int(key.rpartition("-")[2])], f"{CTX} {g} {key}"
+
+
 @pytest.mark.broker
 @pytest.mark.interop
 def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - the session's Broker
@@ -351,6 +435,8 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
         time.sleep(0.2)
     ends = {int(tp.rpartition("-")[2]): v["latest"][0] for tp, v in broker.admin([topic])["offsets"].items()}
     broker.stop()
+    # records restored after those the topic holds, at new offsets, a group translated onto them
+    translated = _restore_translated(broker.log_dir, topic, ends, rnd, prefix)
     names = {CLASSIC: f"{prefix}-classic-é", CONSUMER: f"{prefix}-consumer-𝄞", SIMPLE: f"{prefix}-simple"}
     groups = {g: {TopicPartition(topic, p): rnd.choice([0, end, rnd.randint(0, end)]) for p, end in ends.items()}
               for g in names.values()}
@@ -358,7 +444,7 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
     assert len(report.restored) == 9 and report.protocols == {g: p for p, g in names.items()}, CTX
     mark = broker.log_mark()
     broker.start()
-    listed = _admin_offsets(broker.bootstrap, list(names.values()))
+    listed = _admin_offsets(broker.bootstrap, [*names.values(), translated["group"]])
     for proto, g in names.items():
         want = {str(tp): o for tp, o in groups[g].items()}
         assert listed[g]["offsets"] == want, f"{CTX} Admin lists {g}'s offsets as {listed[g]['offsets']}, restored {want}"
@@ -373,6 +459,7 @@ def test_broker_resumes_restored_groups(broker: Any) -> None:  # noqa: ANN401 - 
             assert got["positions"].get(key) == o, f"{CTX} {g} ({proto}) {key}: resumed at {got}, restored {o}"
             if o < ends[tp.partition]:
                 assert got["first"].get(key) == o, f"{CTX} {g} ({proto}) {key}: first record {got['first']}, restored {o}"
+    _check_translated(broker, topic, translated, listed)
     # what the coordinator wrote of them since, read back by klog (the live dir): the classic group
     # rejoined as classic, the simple one taken over by the consumer protocol
     assert {g: v for g, v in group_protocols([broker.log_dir]).items() if g in groups} == {

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from storage_core.errors import (
+    GroupRestoreError,
     InvalidOptionError,
     InvalidTopicError,
     KlogError,
@@ -51,7 +52,7 @@ MAIN_EPILOG = """examples:
   klog dump data/orders-0/00000000000000000000.log --print-data-log
   klog groups /var/lib/kafka/data --group billing  a consumer group's committed offsets and lag
   klog snapshot /var/lib/kafka/data s3://bucket/kafka   a consistent copy of a live log dir, incremental
-  klog restore backup /var/lib/kafka/data --topic orders   records back at their original offsets (broker stopped)
+  klog restore backup /var/lib/kafka/data --topic orders --groups   records and groups back (broker stopped)
   klog COMMAND --help                            options and examples of a command
 exit codes: 0 ok, 1 corrupt or lost data found, 2 usage error (bad path, argument or value), 3 a bug in klog
 """
@@ -1088,15 +1089,24 @@ RESTORE_EXAMPLES = """examples:
   klog restore orders.parquet /var/lib/kafka/data           a klog export file (or a dir of them, --per-partition)
   klog restore lake/ns/orders /var/lib/kafka/data           a Delta or Iceberg table klog sync made (its dir)
   klog restore backup /var/lib/kafka/data --topic orders --compression zstd --json
+  klog restore backup /var/lib/kafka/data --groups          the records and the groups of the snapshot, one commit
+  klog restore orders.parquet /var/lib/kafka/data --groups groups.json --group billing   from klog groups --json
+  klog restore backup /var/lib/kafka/data --offsets new --groups --unmapped end   appended, groups translated
 Each record goes back at its partition and offset, with its key, value, headers, timestamp and
 timestamp type; gaps between offsets stay gaps. A log dir or snapshot is read read_committed (aborted
 records and transaction markers are not restored); an export holds what it was exported with.
 DIR: a stopped broker's log dir (the topics created first with Kafka's Admin, as many partitions as
 the source's: kafka-topics.sh --create) or a dir of klog's own. Each partition must end at or below the
-first offset restored into it; an empty one gets that offset as its log start offset. The commit is
-atomic: a restore killed at any moment leaves DIR as it was.
+first offset restored into it; an empty one gets that offset as its log start offset. --offsets new
+appends the records at each partition's end instead, with new offsets (a Parquet file without an
+offset column is taken then). --groups writes the consumer groups' committed offsets into DIR's
+__consumer_offsets in the same commit (from SOURCE, or FROM: a klog groups --json file or a log dir):
+kept where the restored partition reaches them (past the last restored record, up to the source's
+end: the partition's new end), with --offsets new translated to the first restored record at or
+after them. The commit is atomic: a restore killed at any moment leaves DIR as it was.
 exit codes: 0 ok, 1 corrupt or lost data in the source, 2 usage error (a source without offsets, a
-partition that already holds the offsets, a topic the broker's metadata does not know, a broker holding DIR)
+partition that already holds the offsets, a topic the broker's metadata does not know, a broker holding
+DIR, a group DIR already has, a group offset no restored record maps to under --unmapped fail)
 """
 
 
@@ -1106,15 +1116,35 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     from storage_core.tools.restore import restore
 
     summary = restore(args.source, args.dir, topics=args.topic, compression=args.compression,
-                      lock_timeout_s=args.lock_timeout)
+                      lock_timeout_s=args.lock_timeout, offsets=args.offsets, groups=args.groups,
+                      unmapped=args.unmapped, only_groups=args.group)
+    report = summary.groups
     if args.json:
-        print(json.dumps({"target": summary.target, "records": summary.records,
-                          "partitions": [dataclasses.asdict(p) for p in summary.partitions]}, indent=2))
+        groups = None if report is None else {
+            "from": args.groups,
+            "protocols": dict(report.protocols), "records": report.records,
+            "restored": [{"group": r.group, "topic": r.topic_partition.topic, "partition": r.topic_partition.partition,
+                          "sourceOffset": r.source_offset, "targetOffset": r.target_offset, "how": r.how,
+                          "offsetsPartition": r.offsets_partition} for r in report.restored],
+            "skipped": [{"group": k.group, "topic": k.topic_partition.topic, "partition": k.topic_partition.partition,
+                         "sourceOffset": k.source_offset, "reason": k.reason} for k in report.skipped]}
+        print(json.dumps({"target": summary.target, "offsets": summary.offsets, "records": summary.records,
+                          "partitions": [dataclasses.asdict(p) for p in summary.partitions], "groups": groups},
+                         indent=2))
     elif not args.quiet:
         for p in summary.partitions:
-            print(f"{p.topic}-{p.partition}: {_plural(p.records, 'record')} at offsets {p.first}..{p.end}")
+            moved = "" if p.source_first is None else f" (source offsets {p.source_first}..{p.source_last})"
+            print(f"{p.topic}-{p.partition}: {_plural(p.records, 'record')} at offsets {p.first}..{p.end}{moved}")
         print(f"restored {summary.records:,} records into {_plural(len(summary.partitions), 'partition')} of "
-              f"{summary.target}")
+              f"{summary.target}" + (" at new offsets" if summary.offsets == "new" else ""))
+        if report is not None:
+            for r in report.restored:
+                print(f"group {r.group} {r.topic_partition}: offset {r.source_offset} -> {r.target_offset} ({r.how})")
+            for k in report.skipped:
+                print(f"group {k.group} {k.topic_partition}: offset {k.source_offset} skipped")
+            print(f"restored {_plural(len(report.restored), 'committed offset')} of "
+                  f"{_plural(len(report.protocols), 'group')}"
+                  + (f", skipped {len(report.skipped)}" if report.skipped else ""))
     return EXIT_OK
 
 
@@ -1360,9 +1390,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=_cmd_sync)
 
-    p = sub.add_parser("restore", help="records back into a log dir at their original offsets (writes; broker stopped)",
-                       description="Write the records of SOURCE into the log dir DIR at their original offsets, "
-                       "partitions and timestamps.\nSOURCE: a log dir or klog snapshot (read read_committed), a "
+    p = sub.add_parser("restore", help="records (and consumer groups) back into a log dir (writes; broker stopped)",
+                       description="Write the records of SOURCE into the log dir DIR at their original offsets "
+                       "(or new ones), partitions and timestamps, and consumer groups' committed offsets with them."
+                       "\nSOURCE: a log dir or klog snapshot (read read_committed), a "
                        "klog export Parquet file or dir, or the dir of a Delta or Iceberg table klog sync made.",
                        epilog=RESTORE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        parents=[_common()])
@@ -1373,6 +1404,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a topic to restore (repeatable; default: every topic of SOURCE but Kafka's internal ones)")
     p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    help="the codec of the written batches (default none)")
+    p.add_argument("--offsets", default="keep", choices=("keep", "new"),
+                   help="keep: each record at its original offset (default); new: appended at each partition's "
+                   "end with new offsets")
+    p.add_argument("--groups", nargs="?", const="source", default=None, metavar="FROM",
+                   help="restore consumer groups' committed offsets in the same commit: alone, SOURCE's own (a log "
+                   "dir or snapshot); FROM: a klog groups --json file or a log dir")
+    p.add_argument("--group", action="append", metavar="G",
+                   help="only this group (repeatable; with --groups)")
+    p.add_argument("--unmapped", default="fail", choices=("fail", "skip", "end", "start"),
+                   help="a group's offset no restored record maps to: refuse the restore (default), skip it, or "
+                   "set it to the partition's end or start")
     p.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
                    help="how long to wait for another klog writer's lock on DIR (a broker's is refused at once)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -1386,7 +1428,7 @@ def _is_usage(exc: KlogError) -> bool:
     object storage that cannot be reached or refuses (exit 2), as opposed to bad data found (exit 1)."""
     if isinstance(exc, (InvalidOptionError, LogConfigError, InvalidTopicError, LogDirLockedError, StorageError,
                         UnsafePathError, NotALogDirError, ObjectStoreError, SnapshotError, SyncError, RestoreError,
-                        OffsetOutOfRangeError)):  # an offset asked for that the log does not hold
+                        GroupRestoreError, OffsetOutOfRangeError)):  # an offset asked for that the log does not hold
         return True
     return exc.detail.startswith(("no such ", "not a directory"))
 

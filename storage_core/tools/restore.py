@@ -40,21 +40,36 @@ Parquet and tables) is what the target's end is checked against; the first resto
 is where the partition's first new segment starts (and its log start, when it was empty). The records
 are staged and committed by the staged-write protocol (:mod:`storage_core.log.staged`), with each
 partition's offsets pinned: a crash at any step leaves the target as it was.
+
+**New offsets** (``offsets="new"``): the records are appended at each partition's log end instead,
+consecutive from it, the staged base pinned to the end the checks saw (a partition that grows before
+the commit makes it refuse, rather than shift the records); no overlap is refused, and a Parquet
+source without an ``offset`` column is taken (each partition's rows in file order). The summary
+holds the translation from source to target offsets.
+
+**Consumer groups** (``groups=...``): their committed offsets are restored in the same job as the
+records (:mod:`storage_core.tools.restore_groups`' planning and staging, one
+:func:`~storage_core.log.staged.commit_job`): every refusal of the groups is asked with the records',
+before anything is written, against the target's partitions as the restore will leave them; the
+offsets are mapped once the records are staged (kept, or translated to the new offsets), and records
+and groups become visible together.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage_core.errors import InvalidTopicError, ReplicatedWriteError, RestoreError
+from storage_core.errors import GroupRestoreError, InvalidTopicError, ReplicatedWriteError, RestoreError
 from storage_core.files import LOG_SUFFIX, staging_prefix
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.config import LogConfig
@@ -72,10 +87,30 @@ from storage_core.log.staged import (
     commit_job,
 )
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
-from storage_core.log.topic_partition import INTERNAL_TOPICS, TopicPartition, check_appendable, validate_topic_name
+from storage_core.log.topic_partition import (
+    GROUP_OFFSETS_TOPIC,
+    INTERNAL_TOPICS,
+    TopicPartition,
+    check_appendable,
+    validate_topic_name,
+)
 from storage_core.record.columnar import DEFAULT_BATCH_BYTES, EncodeBuffer, RowSelection, prepare_columns
 from storage_core.record.compression import CompressionType
 from storage_core.record.records import NO_TIMESTAMP, TimestampType
+from storage_core.tools.restore_groups import (
+    UNMAPPED_POLICIES,
+    KeptOffsets,
+    OffsetTranslation,
+    RestoredOffset,
+    RestoreGroupsReport,
+    SkippedOffset,
+    Translate,
+    Unmapped,
+    offsets_partitions,
+    plan_groups,
+    stage_groups,
+    target_range,
+)
 from storage_core.workers import pool_size, stream_in_order
 
 #: the columns a Parquet source must have (what ``klog export`` writes), besides ``value``
@@ -84,21 +119,32 @@ PARQUET_COLUMNS = ("topic", "partition", "offset")
 
 @dataclass(frozen=True)
 class RestoredPartition:
-    """What a restore wrote into one partition: offsets ``[first, end)``, ``records`` of them."""
+    """What a restore wrote into one partition: offsets ``[first, end)``, ``records`` of them; with new
+    offsets (``offsets="new"``), the source offsets of the first and last records restored
+    (``source_first``, ``source_last``; None for a source without offsets, or offsets kept)."""
 
     topic: str
     partition: int
     first: int
     end: int
     records: int
+    source_first: int | None = None
+    source_last: int | None = None
 
 
 @dataclass(frozen=True)
 class RestoreSummary:
-    """What :func:`restore` wrote, per partition (in topic, partition order)."""
+    """What :func:`restore` wrote, per partition (in topic, partition order), and the groups it restored
+    in the same commit (``groups``; None when none were asked). ``offsets``: ``keep`` or ``new``;
+    ``translation``: with new offsets, each restored partition's source offsets to target offsets
+    (:class:`~storage_core.tools.restore_groups.OffsetTranslation`; None with offsets kept, or a source
+    without offsets)."""
 
     target: str
     partitions: tuple[RestoredPartition, ...]
+    offsets: str = "keep"
+    groups: RestoreGroupsReport | None = None
+    translation: OffsetTranslation | None = field(default=None, compare=False, repr=False)
 
     @property
     def records(self) -> int:
@@ -107,11 +153,18 @@ class RestoreSummary:
 
 @dataclass(frozen=True)
 class _Source:
-    """A source opened: each partition's first offset (the restored partition's base) and its rows."""
+    """A source opened: each partition's first offset (the restored partition's base) and its rows;
+    ``ends``, each partition's end (its high watermark for a log dir, the last offset + 1 for Parquet
+    and tables; for a log dir only when asked: it takes a second plan); ``kind``: ``log dir``,
+    ``parquet`` or ``table``; ``has_offsets``: False for Parquet without an ``offset`` column (taken
+    with new offsets only: its ``starts`` are 0, its rows numbered in file order)."""
 
     description: str
     starts: dict[TopicPartition, int]
     batches: Iterator[pa.RecordBatch]
+    ends: dict[TopicPartition, int] = field(default_factory=dict)
+    kind: str = "log dir"
+    has_offsets: bool = True
 
 
 def _parquet_files(path: Path) -> list[Path] | None:
@@ -126,19 +179,36 @@ class _Index:
     """Each partition's first offset over the rows of a source's files or tables, in their order, each
     partition's offsets checked to increase from one to the next."""
 
-    def __init__(self) -> None:
+    def __init__(self, offsets_required: bool = True) -> None:
         self.starts: dict[TopicPartition, int] = {}
         self.last: dict[TopicPartition, int] = {}
         self.held: set[str] = set()
+        self.offsets_required = offsets_required
+        self.has_offsets = True
 
     def add(self, where: str, names: Sequence[str], index: pa.Table, topics: Sequence[str] | None) -> None:
-        """``index``: the ``topic``, ``partition`` and ``offset`` columns of ``where`` (its columns ``names``)."""
-        missing = [c for c in (*PARQUET_COLUMNS, "value") if c not in names]
+        """``index``: the ``topic``, ``partition`` and ``offset`` columns of ``where`` (its columns ``names``).
+        Without ``offsets_required`` (new offsets), a source without an ``offset`` column is taken: each
+        partition's rows in their order, its ``starts`` 0."""
+        needed = (*PARQUET_COLUMNS, "value") if self.offsets_required or "offset" in names else \
+            ("topic", "partition", "value")
+        missing = [c for c in needed if c not in names]
         if missing:
             raise RestoreError(f"{where} has no {', '.join(repr(c) for c in missing)} column; expected the columns a "
                                f"klog export writes (topic, partition, offset, key, value, timestamp, timestampType), "
-                               f"so that each record goes back at its partition and offset; found {list(names)}")
+                               f"so that each record goes back at its partition and offset"
+                               + (" (or new offsets, appended at each partition's end: offsets='new', klog restore "
+                                  "--offsets new)" if "offset" in missing else "")
+                               + f"; found {list(names)}")
+        if ("offset" in names) != self.has_offsets and (self.starts or self.held):
+            raise RestoreError(f"{where} {'has' if 'offset' in names else 'has no'} 'offset' column, unlike the "
+                               "files before it; expected all of the source's files with offsets, or none")
         self.held.update(str(t) for t in pc.unique(index.column("topic")).to_pylist())
+        if "offset" not in names:
+            self.has_offsets = False
+            for tp, _, _ in _partition_runs(index, topics):
+                self.starts.setdefault(tp, 0)
+            return
         for tp, offsets in _runs(index, topics):
             first, top = int(offsets[0]), self.last.get(tp)
             bad = np.flatnonzero(np.diff(offsets) <= 0)
@@ -150,6 +220,10 @@ class _Index:
             self.starts.setdefault(tp, first)
             self.last[tp] = int(offsets[-1])
 
+    def ends(self) -> dict[TopicPartition, int]:
+        """Each partition's end: its last offset + 1 (none without offsets)."""
+        return {tp: last + 1 for tp, last in self.last.items()}
+
     def check_topics(self, where: str, topics: Sequence[str] | None) -> None:
         absent = sorted(set(topics or ()) - self.held)
         if absent:
@@ -157,10 +231,10 @@ class _Index:
                                f"the topics it holds: {sorted(self.held)}")
 
 
-def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
+def _open_parquet(files: list[Path], topics: Sequence[str] | None, offsets_required: bool) -> _Source:
     import pyarrow.parquet as pq
 
-    index = _Index()
+    index = _Index(offsets_required)
     for f in files:
         names = pq.read_schema(f).names
         index.add(str(f), names, pq.read_table(f, columns=[c for c in PARQUET_COLUMNS if c in names]), topics)
@@ -174,7 +248,8 @@ def _open_parquet(files: list[Path], topics: Sequence[str] | None) -> _Source:
     def batches(group: tuple[Path, int]) -> Iterator[pa.RecordBatch]:
         return iter(pq.ParquetFile(group[0]).read_row_group(group[1]).to_batches(max_chunksize=1 << 16))
 
-    return _Source(where, index.starts, stream_in_order(groups, batches, pool_size(None, len(groups)), depth=4))
+    return _Source(where, index.starts, stream_in_order(groups, batches, pool_size(None, len(groups)), depth=4),
+                   index.ends(), "parquet", index.has_offsets)
 
 
 def _latest_iceberg_metadata(path: Path) -> Path | None:
@@ -185,7 +260,7 @@ def _latest_iceberg_metadata(path: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def _open_table(path: Path, topics: Sequence[str] | None) -> _Source | None:
+def _open_table(path: Path, topics: Sequence[str] | None, offsets_required: bool) -> _Source | None:
     """A table ``klog sync`` made, by its dir: Delta (``_delta_log``) or Iceberg (``metadata/*.metadata.json``,
     read from its newest metadata file without a catalog); None: neither. Its rows are read whole and put in
     offset order (a table's files need not be in commit order)."""
@@ -205,15 +280,18 @@ def _open_table(path: Path, topics: Sequence[str] | None) -> _Source | None:
         if topics is not None:
             table = table.filter(pc.is_in(table.column("topic"), pa.array(list(topics), table.column("topic").type)))
         table = table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
-    index = _Index()
+    index = _Index(offsets_required)
     index.add(str(path), names, table.select([c for c in PARQUET_COLUMNS if c in names]), topics)
     index.check_topics(str(path), topics)
-    return _Source(str(path), index.starts, iter(table.to_batches(max_chunksize=1 << 16)))
+    return _Source(str(path), index.starts, iter(table.to_batches(max_chunksize=1 << 16)), index.ends(), "table",
+                   index.has_offsets)
 
 
-def _open_log_dir(path: Path, topics: Sequence[str] | None) -> _Source:
+def _open_log_dir(path: Path, topics: Sequence[str] | None, want_ends: bool) -> _Source:
     """A log dir's records, read ``read_committed`` from one plan: its ranges give each partition's
-    first offset, its pieces (those of the chosen topics) the rows."""
+    first offset, its pieces (those of the chosen topics) the rows. ``want_ends``: each partition's
+    high watermark too (where a consumer's read ends, past the transactions ``read_committed`` leaves
+    out), from a second, ``read_uncommitted`` plan of the same partitions."""
     from storage_core.read.api import read_options
     from storage_core.read.piece_reader import read_pieces
     from storage_core.read.planner import plan_read
@@ -227,9 +305,13 @@ def _open_log_dir(path: Path, topics: Sequence[str] | None) -> _Source:
     starts = {r.topic_partition: r.start for r in the_plan.ranges
               if r.topic_partition.topic in chosen and r.end > r.start}
     pieces = [pc for pc in the_plan.pieces if pc.topic in chosen]
+    ends: dict[TopicPartition, int] = {}
+    if want_ends:
+        uncommitted = plan_read(read_options(str(path), **{**options, "isolationLevel": "read_uncommitted"}))
+        ends = {r.topic_partition: r.end for r in uncommitted.ranges if r.topic_partition.topic in chosen}
     batches = read_pieces(pieces, include_headers=True, fail_on_data_loss=opts.fail_on_data_loss,
                           threads=opts.max_threads)
-    return _Source(str(path), starts, batches)
+    return _Source(str(path), starts, batches, ends, "log dir")
 
 
 def _runs(table: pa.Table | pa.RecordBatch, topics: Sequence[str] | None
@@ -260,16 +342,25 @@ def _partition_runs(table: pa.Table | pa.RecordBatch, topics: Sequence[str] | No
         yield TopicPartition(t, int(part[a].as_py())), a, b
 
 
-def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None) -> _Source:
+def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None, *, offsets_required: bool = True,
+                 want_ends: bool = False) -> _Source:
+    """``offsets_required``: refuse Parquet without an ``offset`` column (a restore at the original
+    offsets); ``want_ends``: each partition's end, for a log dir too (:func:`_open_log_dir`)."""
+    from storage_core.read.options import split_paths
+
     path = Path(source)
+    dirs = split_paths(str(source)) if not path.exists() and "," in str(source) else ()
+    if dirs and all(Path(d).is_dir() for d in dirs):  # a cluster's dirs, "b1/data,b2/data": one log dir to read
+        return _open_log_dir(path, topics, want_ends)
     if not path.exists():
-        raise RestoreError(f"source {source} does not exist; expected a log dir, a klog snapshot, or a klog export "
-                           "Parquet file or dir")
-    table = _open_table(path, topics)
+        raise RestoreError(f"source {source} does not exist; expected a log dir (or a cluster's, \"b1/data,b2/data\"), "
+                           "a klog snapshot, or a klog export Parquet file or dir")
+    table = _open_table(path, topics, offsets_required)
     if table is not None:
         return table
     files = _parquet_files(path)
-    return _open_parquet(files, topics) if files is not None else _open_log_dir(path, topics)
+    return _open_parquet(files, topics, offsets_required) if files is not None else \
+        _open_log_dir(path, topics, want_ends)
 
 
 def _check_target(targets: Sequence[Path], topics: Iterable[str], partitions: Iterable[TopicPartition],
@@ -359,10 +450,21 @@ def _check_partition(target: Path, tp: TopicPartition, first: int, config: LogCo
                                "an empty partition, or a compacted topic")
 
 
+#: ``offsets``: the records at their original offsets, or appended at each partition's end
+Offsets = Literal["keep", "new"]
+OFFSETS_MODES: tuple[str, ...] = get_args(Offsets)
+#: ``groups="source"``: the consumer groups of the source itself (a log dir or snapshot)
+GROUPS_FROM_SOURCE = "source"
+
+
 def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
             topics: Sequence[str] | str | None = None, compression: CompressionType | str = CompressionType.NONE,
-            lock_timeout_s: float = 0.0, max_batch_bytes: int = DEFAULT_BATCH_BYTES) -> RestoreSummary:
-    """Restore the records of ``source`` into the log dir ``target_dir`` at their original offsets.
+            lock_timeout_s: float = 0.0, max_batch_bytes: int = DEFAULT_BATCH_BYTES, offsets: Offsets = "keep",
+            groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]] | None = None,
+            unmapped: Unmapped = "fail", only_groups: Iterable[str] | None = None,
+            protocols: Mapping[str, str] | None = None, now_ms: int | None = None) -> RestoreSummary:
+    """Restore the records of ``source`` into the log dir ``target_dir``, at their original offsets or
+    at new ones, and consumer groups' committed offsets with them, in one atomic commit.
 
     ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``), a ``klog export``
     Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made.
@@ -371,19 +473,55 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
     ``topics``: those to restore (default: every topic of the source but Kafka's internal ones).
     ``compression``: the codec of the written batches.
     ``lock_timeout_s``: how long to wait for another klog writer's lock (a broker's is refused at
-    once). Raises :class:`~storage_core.errors.RestoreError` (a source without offsets),
-    :class:`~storage_core.errors.OffsetOverlapError` (a partition holding offsets at or above the
-    first one restored), :class:`~storage_core.errors.InvalidTopicError` (a topic the dir's KRaft
+    once).
+
+    ``offsets``: ``keep`` (the records at their original offsets; each partition must end at or below
+    the first one) or ``new`` (appended at each partition's log end with new offsets, pinned there: a
+    partition that grows meanwhile makes the commit refuse; Parquet without an ``offset`` column is
+    taken in this mode only). ``groups``: consumer groups to restore with the records
+    (:func:`~storage_core.tools.restore_groups.load_groups`): ``"source"`` (the source's own
+    ``__consumer_offsets``: a log dir or snapshot), a ``klog groups --json`` file, another log dir, or
+    a mapping group -> (topic, partition) -> offset. Their offsets are kept where the restored
+    partition reaches them (a committed offset past the last restored record, up to the source
+    partition's end, becomes the target partition's end: aborted records and markers at the end of a
+    ``read_committed`` source), or with new offsets translated (the target offset of the first
+    restored record at or after it; :class:`~storage_core.tools.restore_groups.OffsetTranslation`).
+    ``unmapped``: what an offset nothing maps to does (``fail``, ``skip``, ``end``, ``start``);
+    ``only_groups``: these groups alone; ``protocols``, ``now_ms``: as
+    :func:`~storage_core.tools.restore_groups.restore_groups`.
+
+    Every refusal, of the records and of the groups, comes before anything is written:
+    :class:`~storage_core.errors.RestoreError` (a source without offsets at the original offsets),
+    :class:`~storage_core.errors.OffsetOverlapError` (a partition holding offsets at or above
+    the first one restored), :class:`~storage_core.errors.InvalidTopicError` (a topic the dir's KRaft
     metadata does not know, an internal topic), :class:`~storage_core.errors.ReplicatedWriteError` (a
-    replicated partition whose in-sync replicas are not all given) or
-    :class:`~storage_core.errors.LogDirLockedError` (a broker holds a dir) before anything is written;
-    the commit is atomic."""
+    replicated partition whose in-sync replicas are not all given),
+    :class:`~storage_core.errors.LogDirLockedError` (a broker holds a dir),
+    :class:`~storage_core.errors.GroupRestoreError` (a target without
+    ``__consumer_offsets``, a group it has already, an offset nothing maps to under
+    ``unmapped="fail"``, a group's partition neither in the target nor restored, ``groups="source"``
+    from a Parquet or table source, groups with a source without offsets). Records and groups
+    are then staged and committed as one job: a kill at any moment leaves the target as it was."""
+    if offsets not in OFFSETS_MODES:
+        raise RestoreError(f"offsets={offsets!r}; expected 'keep' (the records at their original offsets) or 'new' "
+                           "(appended at each partition's end with new offsets)")
+    if unmapped not in UNMAPPED_POLICIES:
+        raise GroupRestoreError(f"unmapped={unmapped!r}; expected one of {', '.join(UNMAPPED_POLICIES)}")
+    if groups is None and (only_groups is not None or protocols is not None):
+        raise GroupRestoreError("only_groups or protocols without groups; expected groups=\"source\", a path or a "
+                                "mapping of the groups to restore (klog restore --groups [FROM] --group G)")
+    new = offsets == "new"
     wanted = [topics] if isinstance(topics, str) else None if topics is None else list(topics)
     codec = compression if isinstance(compression, CompressionType) else CompressionType.from_name(compression)
     targets = _target_dirs(target_dir)
     target = targets[0]
     _check_names(wanted or ())
-    src = _open_source(source, wanted)
+    src = _open_source(source, wanted, offsets_required=not new, want_ends=new or groups is not None)
+    groups_from = _groups_source(groups, source, src)
+    if groups_from is not None and len(targets) > 1:
+        raise GroupRestoreError(f"groups into the log dirs of several brokers ({', '.join(map(str, targets))}): "
+                                f"{GROUP_OFFSETS_TOPIC} is replicated there, and klog restores groups into one "
+                                "broker's dir only; expected one log dir (restore the records without --groups)")
     _check_target(targets, {tp.topic for tp in src.starts} | set(wanted or ()), src.starts, lock_timeout_s)
     kraft = find_cluster_metadata([t for t in targets if t.is_dir()])
     stored = load_topic_configs(target) if target.is_dir() else {}
@@ -393,18 +531,36 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
     except ReplicatedWriteError as exc:
         raise ReplicatedWriteError(f"{exc.detail}; a restore into a replicated partition writes every in-sync "
                                    "replica: give every broker's log dir (DIR as b1/data,b2/data,b3/data)") from None
-    for tp, first in sorted(src.starts.items()):
-        for pdir in (placed[tp].stage, *placed[tp].replicas):
-            _check_partition(pdir.parent, tp, first, configs[tp.topic])
+    if not new:
+        for tp, first in sorted(src.starts.items()):
+            for pdir in (placed[tp].stage, *placed[tp].replicas):
+                _check_partition(pdir.parent, tp, first, configs[tp.topic])
+    # each source partition's range in the target now: where new offsets start, what groups map into
+    before: dict[TopicPartition, tuple[int, int]] = {}
+    if new or groups_from is not None:
+        for tp in sorted(set(src.starts) | set(src.ends)):
+            now_there = target_range(placed[tp].stage.parent if tp in placed else target, tp)
+            if now_there is not None or tp in src.starts:
+                before[tp] = now_there or (0, 0)
+    plan = None
+    if groups_from is not None:
+        projected = _projected(before, src, new)
+        plan = plan_groups(groups_from, target, translate=_translation(new, src, projected, {}), unmapped=unmapped,
+                           protocols=protocols, only=only_groups, ranges=projected)
     # every refusal asked: from here on the target is written (staging, then the commit)
     target.mkdir(parents=True, exist_ok=True)
     job = uuid.uuid4().hex[:16]
     writers: dict[TopicPartition, StagingWriter] = {}
     counts: dict[TopicPartition, int] = {}
+    firsts: dict[TopicPartition, int] = {}  # the first restored record's target offset
+    ends: dict[TopicPartition, int] = {}  # the last restored record's target offset + 1
+    moved: dict[TopicPartition, list[np.ndarray]] = {}  # new offsets: the source offsets restored, in order
     buffer = EncodeBuffer()
+    staged: list[StagedPartition] = []
     try:
         for batch in src.batches:
             for tp, a, b in _partition_runs(batch, wanted):
+                rows = batch.slice(a, b - a)
                 w = writers.get(tp)
                 if w is None:
                     if tp not in src.starts:
@@ -413,33 +569,64 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
                     pdir = placed[tp].stage
                     pdir.mkdir(exist_ok=True)
                     reg = kraft.partition(tp.topic, tp.partition) if kraft is not None else None
-                    # the partition's first segment starts at its first restored record (at or above the
-                    # source's first offset, checked above: a read_committed source may begin with
-                    # records it leaves out)
-                    first = int(batch.column("offset")[a].as_py())
+                    # at their own offsets, the partition's first segment starts at its first restored
+                    # record (at or above the source's first offset, checked above: a read_committed
+                    # source may begin with records it leaves out); new offsets start at its log end
+                    first = before[tp][1] if new else int(rows.column("offset")[0].as_py())
                     w = writers[tp] = StagingWriter(pdir, staging_prefix(job) + "restore", configs[tp.topic], codec,
                                                     max_batch_bytes, buffer, None if reg is None else reg.leader_epoch,
                                                     pinned_base=first)
-                counts[tp] = counts.get(tp, 0) + _stage(w, batch.slice(a, b - a))
-        staged: list[StagedPartition] = [w.finish() for w in writers.values()]
+                    firsts[tp] = first
+                if new:
+                    at = firsts[tp] + counts.get(tp, 0)
+                    if src.has_offsets:
+                        moved.setdefault(tp, []).append(_offsets_of(rows))
+                    rows = _with_offsets(rows, np.arange(at, at + rows.num_rows, dtype=np.int64))
+                counts[tp] = counts.get(tp, 0) + _stage(w, rows)
+                ends[tp] = int(rows.column("offset")[rows.num_rows - 1].as_py()) + 1
+        staged = [w.finish() for w in writers.values()]
+        translation = _final_translation(new, src, before, firsts, ends, moved)
+        group_staged: list[StagedPartition] = []
+        restored_groups: tuple[list[RestoredOffset], list[SkippedOffset], dict[int, list[tuple[bytes, bytes]]]] | \
+            None = None
+        if plan is not None:
+            after = {tp: _after(r, firsts.get(tp), ends.get(tp)) for tp, r in before.items()}
+            kept = KeptOffsets({tp: e for tp, (_, e) in {**plan.target.ranges, **after}.items()}, src.ends)
+            restored, skipped = plan.map(translation if new else kept, after)
+            plan.check_offsets_dirs(restored)
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            rows_by_partition = plan.records(restored, now) if restored else {}
+            restored_groups = (restored, skipped, rows_by_partition)
+            if rows_by_partition:
+                group_staged = stage_groups(plan, rows_by_partition, now, staging_prefix(job) + "groups")
     except BaseException:
         for w in writers.values():
             w.discard()
         raise
     try:
         replicas = {str(p.stage): [str(r) for r in p.replicas] for p in placed.values() if p.replicas}
-        committed = commit_job(job, [sp for sp in staged if sp.segments], lock_timeout_s=lock_timeout_s,
+        committed = commit_job(job, [sp for sp in staged if sp.segments] + group_staged, lock_timeout_s=lock_timeout_s,
                                replicas=replicas)
     except BaseException:
         # refused before its journal was written (a partition that moved since the checks): the staging
         # goes; a journal written is settled by the next writable open, which removes it with the commit
         if not any(journal_path(t, job).exists() for t in targets):
-            collect_staging([w.partition_dir for w in writers.values()]
-                            + [str(r) for p in placed.values() for r in p.replicas], job_id=job)
+            collect_staging([w.partition_dir for w in writers.values()] +
+                            [Path(sp.partition_dir) for sp in group_staged] +
+                            [r for p in placed.values() for r in p.replicas], job_id=job)
         raise
-    done = [RestoredPartition(tp.topic, tp.partition, first, end, counts.get(tp, 0))
-            for tp, (first, end) in sorted(committed.items())]
-    return RestoreSummary(",".join(map(str, targets)), tuple(done))
+    report = None
+    if plan is not None and restored_groups is not None:
+        restored, skipped, rows_by_partition = restored_groups
+        report = plan.report(restored, skipped, rows_by_partition, offsets_partitions(committed))
+    done = []
+    for tp, (first, end) in sorted(committed.items()):
+        if tp.topic == GROUP_OFFSETS_TOPIC:
+            continue
+        span = moved.get(tp)
+        done.append(RestoredPartition(tp.topic, tp.partition, first, end, counts.get(tp, 0),
+                                      int(span[0][0]) if span else None, int(span[-1][-1]) if span else None))
+    return RestoreSummary(",".join(map(str, targets)), tuple(done), offsets, report, translation)
 
 
 def _target_dirs(target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -451,6 +638,97 @@ def _target_dirs(target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike
     if not out:
         raise RestoreError(f"no target log dir in {target_dir!r}; expected a log dir, or a cluster's log dirs")
     return out
+
+
+def _groups_source(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]] | None,
+                   source: str | os.PathLike[str], src: _Source,
+                   ) -> str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]] | None:
+    """Where the groups come from (``"source"``: the source itself, which must be a log dir), refused
+    where the restored records cannot map their offsets (a source without offsets)."""
+    if groups is None:
+        return None
+    if isinstance(groups, str) and groups == GROUPS_FROM_SOURCE:
+        if src.kind != "log dir":
+            raise GroupRestoreError(f"groups from the source: {src.description} is a {src.kind}, which holds no "
+                                    "consumer groups; expected a log dir or klog snapshot as the source, or the groups "
+                                    "from a `klog groups --json` file or a log dir (klog restore --groups FROM)")
+        groups = source
+    if not src.has_offsets:
+        raise GroupRestoreError(f"{src.description} has no 'offset' column: the groups' committed offsets cannot be "
+                                "mapped to its records; expected a source with offsets (a klog export) to restore "
+                                "groups with")
+    return groups
+
+
+def _projected(before: Mapping[TopicPartition, tuple[int, int]], src: _Source,
+               new: bool) -> dict[TopicPartition, tuple[int, int]]:
+    """Each partition's (log start, log end) as the restore will leave it, projected before its records
+    are read: at their own offsets, an empty partition starts at the source's first offset and each
+    ends at most at the source's end; with new offsets it starts where it does (its end is known once
+    the records are staged)."""
+    out: dict[TopicPartition, tuple[int, int]] = {}
+    for tp, (start, end) in before.items():
+        first = src.starts.get(tp)
+        if new or first is None:
+            out[tp] = (start, end)
+        else:
+            out[tp] = (first if start >= end else start, max(end, src.ends.get(tp, end)))
+    return out
+
+
+def _translation(new: bool, src: _Source, ranges: Mapping[TopicPartition, tuple[int, int]],
+                 moved: Mapping[TopicPartition, tuple[np.ndarray, np.ndarray]]) -> Translate:
+    """The mapping of the groups' offsets into the restored partitions ``ranges``: kept
+    (:class:`KeptOffsets`), or with new offsets an :class:`OffsetTranslation` of the records ``moved``
+    (source offsets, target offsets; a partition without them maps up to its source end to its end).
+    Before the records are read (``moved`` empty, ``ranges`` projected) it maps the same offsets as
+    after: a group's refusals are asked before anything is written."""
+    ends = {tp: e for tp, (_, e) in ranges.items()}
+    if not new:
+        return KeptOffsets(ends, src.ends)
+    empty = np.empty(0, np.int64)
+    return OffsetTranslation({tp: moved.get(tp, (empty, empty)) for tp in ranges}, source_ends=src.ends,
+                             target_ends=ends)
+
+
+def _after(before: tuple[int, int], first: int | None, end: int | None) -> tuple[int, int]:
+    """A partition's (log start, log end) once the restore's records from ``first`` to ``end`` (None:
+    none) are committed: an empty partition's log start moves up to its first record, as the commit
+    does (:func:`~storage_core.log.staged.commit_job`)."""
+    start, stop = before
+    if first is None or end is None:
+        return before
+    return (first if start >= stop else start, end)
+
+
+def _final_translation(new: bool, src: _Source, before: Mapping[TopicPartition, tuple[int, int]],
+                       firsts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int],
+                       moved: Mapping[TopicPartition, list[np.ndarray]]) -> OffsetTranslation | None:
+    """With new offsets (and a source that has offsets), what the restore did: each partition's source
+    offsets to the target offsets it wrote them at, from the first on."""
+    if not new or not src.has_offsets:
+        return None
+    after = {tp: _after(r, firsts.get(tp), ends.get(tp)) for tp, r in before.items()}
+    pairs = {}
+    for tp, chunks in moved.items():
+        source_offsets = np.concatenate(chunks)
+        pairs[tp] = (source_offsets, np.arange(firsts[tp], firsts[tp] + source_offsets.size, dtype=np.int64))
+    translation = _translation(True, src, after, pairs)
+    assert isinstance(translation, OffsetTranslation)
+    return translation
+
+
+def _offsets_of(rows: pa.RecordBatch) -> np.ndarray:
+    return np.asarray(rows.column("offset").to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _with_offsets(rows: pa.RecordBatch, offsets: np.ndarray) -> pa.RecordBatch:
+    """``rows`` with ``offsets`` as their ``offset`` column (new offsets)."""
+    column = pa.array(offsets, pa.int64())
+    names = rows.schema.names
+    if "offset" in names:
+        return rows.set_column(names.index("offset"), "offset", column)
+    return rows.append_column("offset", column)
 
 
 def _stage(writer: StagingWriter, rows: pa.RecordBatch) -> int:

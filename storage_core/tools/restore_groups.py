@@ -35,21 +35,30 @@ offsets ``offsets.retention.minutes`` after it (after the group's state timestam
 group), so that the source's timestamps would expire an old backup's offsets at once.
 
 Offsets: a committed offset is the next record to consume. Restored at their original offsets
-(``translate=None``) it is kept, if the target partition reaches it; otherwise ``translate`` gives the
-target offset of the first restored record at or after it (:class:`OffsetTranslation`: the target's
-end of the partition where the group had consumed everything restored). An offset nothing maps to is
-refused (``unmapped="fail"``), left out with a warning (``"skip"``) or set to the target partition's
-log end (``"end"``) or log start (``"start"``).
+(:class:`KeptOffsets`) it is kept, if the target partition reaches it; past it, up to the source
+partition's end (the aborted records and markers a ``read_committed`` restore leaves out at the
+end), it becomes the target partition's end. Otherwise ``translate`` gives the target offset of the
+first restored record at or after it (:class:`OffsetTranslation`: the target's end of the partition
+where the group had consumed everything restored). An offset nothing maps to is refused
+(``unmapped="fail"``), left out with a warning (``"skip"``) or set to the target partition's log end
+(``"end"``) or log start (``"start"``).
+
+Two parts, which :func:`restore_groups` (the groups alone) and
+:func:`storage_core.tools.restore.restore` (``groups=...``: the records and the groups in one job)
+both run: **planning** (:func:`plan_groups`: the groups loaded, every refusal asked, the offsets
+mapped by :meth:`GroupsPlan.map` into the target's partitions as they are, or as the restore in the
+same job will leave them) and **staging** (:meth:`GroupsPlan.records`, :func:`stage_groups`: the
+coordinator's records staged into their ``__consumer_offsets`` partitions, for the job's commit).
 
 The write is klog's staged commit (:mod:`storage_core.log.staged`): staged, then made visible at
 once under the log dir's lock, rolled back after a crash. Every refusal comes before anything is
 written, in one line: a dir held by a broker, a target without ``__consumer_offsets``, a group's
-topic or partition the target lacks, a group the target already has, an offset nothing maps to.
+topic or partition the target lacks (and the restore does not write), a group the target already
+has, an offset nothing maps to.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
 import os
@@ -60,8 +69,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from storage_core.errors import GroupRestoreError, KlogError
+import numpy as np
+
+from storage_core.errors import GroupRestoreError
+from storage_core.files import LOG_SUFFIX, staging_prefix
 from storage_core.log.cluster_metadata import cluster_metadata
+from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
@@ -78,8 +91,8 @@ from storage_core.record.messages.coordinator import (
 from storage_core.record.messages.decoders import CONSUMER_PROTOCOL_TYPE, Decoder, encode_coordinator_record
 from storage_core.record.messages.schema import MessageSpec
 
-__all__ = ["GroupOffset", "OffsetTranslation", "RestoreGroupsReport", "RestoredOffset", "SkippedOffset",
-           "load_groups", "restore_groups"]
+__all__ = ["GroupOffset", "GroupsPlan", "KeptOffsets", "OffsetTranslation", "RestoreGroupsReport", "RestoredOffset",
+           "SkippedOffset", "load_groups", "plan_groups", "restore_groups", "stage_groups"]
 
 log = logging.getLogger("klog")
 
@@ -139,42 +152,85 @@ class RestoreGroupsReport:
 
 class OffsetTranslation:
     """Source offsets to target offsets, from what a restore wrote: per source partition, the
-    source offsets of the restored records (ascending) and the target offsets they were written at.
+    source offsets of the restored records (ascending) and the target offsets they were written at
+    (sequences or numpy arrays: a restore's millions of offsets are held as int64 arrays, a dense
+    run of target offsets as its first one alone).
 
     A committed offset ``c`` (the next record to consume) becomes the target offset of the first
     restored record at or after ``c``; past the last restored record, up to the source partition's
     end (``source_ends``; else the last restored offset + 1), the target partition's end
     (``target_ends``; else the last target offset + 1): the group had consumed everything. None for
-    a partition not restored, or an offset past the source's end."""
+    a partition not restored, or an offset past the source's end. A partition given no offsets (none
+    of its records restored) maps every offset up to its source end to its target end."""
 
-    def __init__(self, offsets: Mapping[TopicPartition, tuple[Sequence[int], Sequence[int]]], *,
-                 source_ends: Mapping[TopicPartition, int] | None = None,
+    def __init__(self, offsets: Mapping[TopicPartition, tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]],
+                 *, source_ends: Mapping[TopicPartition, int] | None = None,
                  target_ends: Mapping[TopicPartition, int] | None = None) -> None:
-        self._src: dict[TopicPartition, list[int]] = {}
-        self._dst: dict[TopicPartition, list[int]] = {}
+        self._src: dict[TopicPartition, np.ndarray] = {}
+        self._dst: dict[TopicPartition, np.ndarray | int] = {}  # an int: the first of a dense run
         for tp, (src, dst) in offsets.items():
-            s, d = list(map(int, src)), list(map(int, dst))
-            if len(s) != len(d):
-                raise ValueError(f"{tp}: {len(s)} source offsets but {len(d)} target offsets; expected one each")
-            if any(b <= a for a, b in zip(s, s[1:], strict=False)) or any(b <= a for a, b in zip(d, d[1:], strict=False)):
+            s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+            if s.ndim != 1 or s.shape != d.shape:
+                raise ValueError(f"{tp}: {s.size} source offsets but {d.size} target offsets; expected one each")
+            if bool(np.any(np.diff(s) <= 0)) or bool(np.any(np.diff(d) <= 0)):
                 raise ValueError(f"{tp}: the source and target offsets must both be strictly ascending")
-            self._src[tp], self._dst[tp] = s, d
-        self._source_ends = dict(source_ends or {})
-        self._target_ends = dict(target_ends or {})
+            self._src[tp] = s
+            self._dst[tp] = int(d[0]) if d.size and int(d[-1]) - int(d[0]) == d.size - 1 else d
+        self.source_ends: dict[TopicPartition, int] = {
+            tp: int(v) for tp, v in (source_ends or {}).items()}
+        for tp, s in self._src.items():
+            if s.size:
+                self.source_ends.setdefault(tp, int(s[-1]) + 1)
+        self.target_ends: dict[TopicPartition, int] = {tp: int(v) for tp, v in (target_ends or {}).items()}
+        for tp, dense in self._dst.items():
+            if isinstance(dense, int) or dense.size:
+                self.target_ends.setdefault(tp, self._target_at(tp, self._src[tp].size - 1) + 1)
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._src)
+
+    def records(self, tp: TopicPartition) -> int:
+        """How many restored records of ``tp`` the translation holds (0 for a partition it does not know)."""
+        s = self._src.get(tp)
+        return 0 if s is None else int(s.size)
+
+    def _target_at(self, tp: TopicPartition, i: int) -> int:
+        d = self._dst[tp]
+        return d + i if isinstance(d, int) else int(d[i])
 
     def __call__(self, tp: TopicPartition, offset: int) -> int | None:
         src = self._src.get(tp)
         if src is None:
             return None
-        dst = self._dst[tp]
-        i = bisect.bisect_left(src, offset)
-        if i < len(src):
-            return dst[i]
-        source_end = self._source_ends.get(tp, src[-1] + 1 if src else None)
-        target_end = self._target_ends.get(tp, dst[-1] + 1 if dst else None)
+        i = int(np.searchsorted(src, offset, side="left"))
+        if i < src.size:
+            return self._target_at(tp, i)
+        source_end, target_end = self.source_ends.get(tp), self.target_ends.get(tp)
         if source_end is None or target_end is None or offset > source_end:
             return None
         return target_end
+
+
+class KeptOffsets:
+    """Offsets at their original place (a restore at the original offsets, or none at all): a
+    committed offset the target partition reaches (``0 <= c <=`` its end, ``target_ends``) is kept;
+    one past it, up to the source partition's end (``source_ends``: the records after the last one
+    restored were left out, as a ``read_committed`` source leaves aborted records and markers out),
+    becomes the target partition's end (the group had consumed everything restored); None past both."""
+
+    def __init__(self, target_ends: Mapping[TopicPartition, int],
+                 source_ends: Mapping[TopicPartition, int] | None = None) -> None:
+        self.target_ends = dict(target_ends)
+        self.source_ends = dict(source_ends or {})
+
+    def __call__(self, tp: TopicPartition, offset: int) -> int | None:
+        end = self.target_ends.get(tp)
+        if end is None or offset < 0:
+            return None
+        if offset <= end:
+            return offset
+        return end if offset <= self.source_ends.get(tp, end) else None
 
 
 # --- the groups to restore ---------------------------------------------------------------------
@@ -202,6 +258,10 @@ def load_groups(source: str | os.PathLike[str] | Mapping[str, Mapping[TopicParti
     from storage_core.read.options import split_paths
 
     paths = split_paths(str(source))
+    absent = [q for q in paths if "://" not in q and not Path(q).is_dir()]
+    if absent:
+        raise GroupRestoreError(f"groups source {absent[0]} does not exist; expected a log dir (or several, "
+                                "\"a,b\"), a `klog groups --json` file or a mapping of groups")
     found = group_offsets(paths)
     groups = {g: {tp: GroupOffset(c.offset, c.metadata) for tp, c in parts.items()} for g, parts in found.items()}
     return groups, group_protocols(paths)
@@ -246,17 +306,26 @@ class _Target:
     log_dir: Path
     offsets_dirs: Mapping[int, Path]  # __consumer_offsets partition -> its dir
     num_partitions: int
-    #: each partition the groups name: (log start, log end)
+    #: each partition the groups name: (log start, log end) as the target holds it, or as a restore
+    #: in the same job will leave it (:func:`plan_groups`' ``ranges``)
     ranges: Mapping[TopicPartition, tuple[int, int]]
     topic_ids: Mapping[str, str]
 
 
-def _target(log_dir: Path, wanted: set[TopicPartition]) -> _Target:
+def _target(log_dir: Path, wanted: set[TopicPartition], ranges: Mapping[TopicPartition, tuple[int, int]]) -> _Target:
     if not log_dir.is_dir():
         raise GroupRestoreError(f"target {log_dir} is not a directory; expected a stopped broker's log dir")
     kraft = cluster_metadata(log_dir)
     pds = {pd.topic_partition: pd for pd in find_partitions([log_dir], allow_empty=True)}
     offsets_dirs = {tp.partition: pd.path for tp, pd in pds.items() if tp.topic == GROUP_OFFSETS_TOPIC}
+    replicated = sorted(tp for tp, pd in pds.items() if tp.topic == GROUP_OFFSETS_TOPIC and pd.replicas is not None)
+    if replicated:
+        # its other replicas' brokers would make the records of this one broker's dir truncated away
+        # (a follower truncates to its leader), or, as leader, serve them to no follower
+        raise GroupRestoreError(f"{replicated[0]} in {log_dir} is replicated (offsets.topic.replication.factor > 1 by "
+                                "the KRaft metadata); klog restores groups into a single broker's "
+                                f"{GROUP_OFFSETS_TOPIC} only, not yet into every replica of a cluster's; expected a "
+                                "log dir whose broker holds its only replica")
     known = kraft.topics.get(GROUP_OFFSETS_TOPIC) if kraft is not None else None
     if known is None and not offsets_dirs:
         raise GroupRestoreError(
@@ -265,17 +334,16 @@ def _target(log_dir: Path, wanted: set[TopicPartition]) -> _Target:
             "`kafka-consumer-groups.sh --bootstrap-server HOST:PORT --describe --group any` (or any consumer "
             "with a group.id) once, stop it, then restore")
     num = len(known.partitions) if known is not None else max(offsets_dirs) + 1
-    missing = sorted(wanted - set(pds))
+    missing = sorted(wanted - set(pds) - set(ranges))
     if missing:
         tp = missing[0]
         raise GroupRestoreError(f"target {log_dir} has no partition {tp} (no dir {tp.dir_name}), which a group "
-                                f"has an offset of; create the topic with its partitions first ({len(missing)} "
-                                "partitions missing)")
-    ranges: dict[TopicPartition, tuple[int, int]] = {}
-    for tp in sorted(wanted):
-        ranges[tp] = _log_range(pds[tp])
+                                f"has an offset of, and no record is restored into it: create the topic with its "
+                                f"partitions first (kafka-topics.sh --create), or restore it with the groups "
+                                f"({len(missing)} partitions missing)")
+    got = {tp: ranges[tp] if tp in ranges else _log_range(pds[tp]) for tp in sorted(wanted)}
     ids = {t: kraft.topics[t].topic_id for t in {tp.topic for tp in wanted} if kraft is not None and t in kraft.topics}
-    return _Target(log_dir, offsets_dirs, num, ranges, ids)
+    return _Target(log_dir, offsets_dirs, num, got, ids)
 
 
 def _check_new_groups(target: Path, groups: set[str]) -> None:
@@ -288,10 +356,14 @@ def _check_new_groups(target: Path, groups: set[str]) -> None:
     if clash:
         raise GroupRestoreError(f"target {target} already has group {clash[0]!r} ({len(clash)} of the groups to "
                                 "restore): delete it there first (kafka-consumer-groups.sh --delete --group), or "
-                                "restore the others (only=...)")
+                                "restore the others (only=..., klog restore --group G)")
 
 
 def _log_range(pd: PartitionDir) -> tuple[int, int]:
+    """(log start, log end) of a partition of the target; (0, 0) for one without segments (a commit into
+    it starts its log at 0)."""
+    if not any(pd.path.glob("*" + LOG_SUFFIX)):
+        return 0, 0
     lg = open_log_read_only(pd)
     try:
         return lg.log_start_offset, lg.log_end_offset
@@ -299,34 +371,129 @@ def _log_range(pd: PartitionDir) -> tuple[int, int]:
         lg.close()
 
 
-# --- the restore -------------------------------------------------------------------------------
+def target_range(log_dir: str | os.PathLike[str], tp: TopicPartition) -> tuple[int, int] | None:
+    """(log start, log end) of ``tp`` in the log dir ``log_dir`` as it is now (:func:`_log_range`); None:
+    the dir has no such partition."""
+    pdir = Path(log_dir) / tp.dir_name
+    return _log_range(PartitionDir(tp, pdir, Path(log_dir))) if pdir.is_dir() else None
 
 
-def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]],
-                   target_dir: str | os.PathLike[str], *, translate: Translate | None = None,
-                   unmapped: Unmapped = "fail", protocols: Mapping[str, str] | None = None,
-                   only: Iterable[str] | None = None, now_ms: int | None = None,
-                   lock_timeout_s: float = 60.0) -> RestoreGroupsReport:
-    """Write each group's committed offsets into ``target_dir``'s ``__consumer_offsets`` (see the
-    module): ``groups`` is a source log dir, a ``klog groups --json`` file or a mapping (:func:`load_groups`).
+# --- planning: the groups loaded, checked, their offsets mapped ----------------------------------
 
-    ``translate``: source (topic, partition) and committed offset -> target offset, None where no
-    record maps it (:class:`OffsetTranslation`); None keeps the offsets (a restore at the original
-    offsets). ``unmapped``: what an offset nothing maps to does: ``fail`` (refused, nothing written),
-    ``skip`` (left out, logged), ``end``/``start`` (the target partition's log end / start).
-    ``protocols``: group -> ``classic``, ``consumer`` or ``simple``, over what the source says (a
-    source without group records, such as a JSON file, restores ``simple`` groups). ``only``: these
-    groups alone. ``now_ms``: the commit timestamp written (default: now).
 
-    Raises :class:`~storage_core.errors.GroupRestoreError` (or ``LogDirLockedError`` for a dir a
-    broker holds) before writing anything."""
+@dataclass(frozen=True)
+class GroupsPlan:
+    """Groups to restore into a target, loaded and checked (:func:`plan_groups`): nothing is written
+    yet. :meth:`map` maps their offsets, :meth:`records` makes the coordinator's records of them."""
+
+    target: _Target
+    #: group -> (topic, partition) -> its committed offset in the source
+    groups: Mapping[str, Mapping[TopicPartition, GroupOffset]]
+    #: group -> (protocol, a classic group's protocolType)
+    protocols: Mapping[str, tuple[str, str]]
+    unmapped: Unmapped
+    #: the partitions a restore in the same job writes (their ranges are the restore's projection)
+    restored: frozenset[TopicPartition] = frozenset()
+
+    def map(self, translate: Translate | None, ranges: Mapping[TopicPartition, tuple[int, int]] | None = None,
+            ) -> tuple[list[RestoredOffset], list[SkippedOffset]]:
+        """Each committed offset's target offset, by ``translate`` (None: kept where the target partition
+        reaches it, :class:`KeptOffsets`), in the target's partitions as ``ranges`` gives them (over the
+        plan's). An offset nothing maps to follows the plan's ``unmapped`` policy: refused
+        (:class:`~storage_core.errors.GroupRestoreError`), skipped, or the partition's end or start."""
+        spans = {**self.target.ranges, **(ranges or {})}
+        if translate is None:
+            translate = KeptOffsets({tp: end for tp, (_, end) in spans.items()})
+        restored: list[RestoredOffset] = []
+        skipped: list[SkippedOffset] = []
+        for g, parts in sorted(self.groups.items()):
+            opart = offsets_partition_for(g, self.target.num_partitions)
+            for tp, go in sorted(parts.items()):
+                start, end = spans[tp]
+                mapped = translate(tp, go.offset)
+                if mapped is not None and not 0 <= mapped <= end:
+                    raise GroupRestoreError(f"group {g!r} {tp}: offset {go.offset} translates to {mapped}, beyond "
+                                            f"the target partition's end {end}; expected a translation of what "
+                                            "was restored into this dir")
+                if mapped is not None:
+                    how = "kept" if mapped == go.offset else "translated"
+                else:
+                    why = self._unmapped_why(g, tp, go.offset, translate, start, end)
+                    if self.unmapped == "fail":
+                        raise GroupRestoreError(why + "; expected an offset a restored record maps, or a policy for "
+                                                "it: unmapped=skip, end or start (klog restore --unmapped)")
+                    if self.unmapped == "skip":
+                        skipped.append(SkippedOffset(g, tp, go.offset, why))
+                        continue
+                    mapped, how = (end, "end") if self.unmapped == "end" else (start, "start")
+                restored.append(RestoredOffset(g, tp, go.offset, mapped, opart, how))
+        return restored, skipped
+
+    def _unmapped_why(self, group: str, tp: TopicPartition, offset: int, translate: Translate,
+                      start: int, end: int) -> str:
+        source_end = getattr(translate, "source_ends", {}).get(tp)
+        if tp in self.restored and source_end is not None:
+            why = f"past the source partition's end {source_end}"
+        elif isinstance(translate, KeptOffsets):
+            why = f"past the target partition's end: it holds offsets {start} to {end}"
+        else:
+            why = f"none of the partition's records is restored; the target partition holds offsets {start} to {end}"
+        return f"group {group!r} {tp}: no restored record maps committed offset {offset} ({why})"
+
+    def check_offsets_dirs(self, restored: Sequence[RestoredOffset]) -> None:
+        """Refuse a target lacking the ``__consumer_offsets`` partition a written group's coordinator loads."""
+        parts = {r.offsets_partition for r in restored}
+        missing = sorted(parts - set(self.target.offsets_dirs))
+        if missing:
+            raise GroupRestoreError(f"target {self.target.log_dir} has no dir {GROUP_OFFSETS_TOPIC}-{missing[0]}, the "
+                                    f"partition of {len(missing)} of the groups' coordinators; expected all "
+                                    f"{self.target.num_partitions} partitions of {GROUP_OFFSETS_TOPIC} (a single "
+                                    "broker's dir holds them all)")
+
+    def records(self, restored: Sequence[RestoredOffset], now: int) -> dict[int, list[tuple[bytes, bytes]]]:
+        """The coordinator's records of the ``restored`` offsets, by ``__consumer_offsets`` partition: each
+        written group's own records, then its offset commits."""
+        rows: dict[int, list[tuple[bytes, bytes]]] = {}
+        for g in sorted({r.group for r in restored}):
+            rows.setdefault(offsets_partition_for(g, self.target.num_partitions), []).extend(
+                _group_records(g, *self.protocols[g], now))
+        for r in restored:
+            go = self.groups[r.group][r.topic_partition]
+            rows.setdefault(r.offsets_partition, []).append(
+                _offset_commit(r.group, r.topic_partition, r.target_offset, go.metadata, now, self.target.topic_ids))
+        return rows
+
+    def report(self, restored: Sequence[RestoredOffset], skipped: Sequence[SkippedOffset],
+               rows: Mapping[int, Sequence[tuple[bytes, bytes]]],
+               partitions: Mapping[int, tuple[int, int]]) -> RestoreGroupsReport:
+        for s in skipped:
+            log.warning("klog: %s; left out (unmapped=skip)", s.reason)
+        written = sorted({r.group for r in restored})
+        return RestoreGroupsReport(tuple(restored), tuple(skipped), {g: self.protocols[g][0] for g in written},
+                                   sum(len(v) for v in rows.values()), dict(partitions))
+
+
+def plan_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]],
+                target_dir: str | os.PathLike[str], *, translate: Translate | None = None,
+                unmapped: Unmapped = "fail", protocols: Mapping[str, str] | None = None,
+                only: Iterable[str] | None = None,
+                ranges: Mapping[TopicPartition, tuple[int, int]] | None = None) -> GroupsPlan:
+    """The groups of ``groups`` (:func:`load_groups`) checked against ``target_dir``, nothing written:
+    every refusal of a restore of groups (a target without ``__consumer_offsets``, a group the target
+    has already, a group's partition the target neither has nor gets, a protocol or policy that is not
+    one, an offset nothing maps to under ``unmapped="fail"``).
+
+    ``ranges``: the partitions a restore in the same job writes, each (log start, log end) as that
+    restore projects it (they need not exist yet); the others are read from the target. ``translate``:
+    as :meth:`GroupsPlan.map` (for a restore in the same job, one that maps the same offsets as the
+    restore's final one: the refusals are asked here, the offsets mapped again once it has staged its
+    records)."""
     if unmapped not in UNMAPPED_POLICIES:
         raise GroupRestoreError(f"unmapped={unmapped!r}; expected one of {', '.join(UNMAPPED_POLICIES)}")
     target = Path(target_dir)
-    check_free_to_stage(target, 0)  # a running broker's dir: refused at once, nothing written
     found, known = load_groups(groups)
     if only is not None:
-        wanted_groups = set(only)
+        wanted_groups = {only} if isinstance(only, str) else set(only)
         absent = sorted(wanted_groups - set(found))
         if absent:
             raise GroupRestoreError(f"no group {absent[0]!r} in the source; groups found: "
@@ -339,55 +506,91 @@ def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPa
         if protocol not in PROTOCOLS:
             raise GroupRestoreError(f"group {g!r}: protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
         chosen[g] = (protocol, (protocol_type or CONSUMER_PROTOCOL_TYPE) if protocol == CLASSIC else "")
-    tgt = _target(target, {tp for parts in found.values() for tp in parts})
+    tgt = _target(target, {tp for parts in found.values() for tp in parts}, ranges or {})
     _check_new_groups(target, set(found))
+    plan = GroupsPlan(tgt, found, chosen, unmapped, frozenset(ranges or {}))
+    restored, _ = plan.map(translate)
+    plan.check_offsets_dirs(restored)
+    return plan
+
+
+# --- staging and the restore ---------------------------------------------------------------------
+
+
+def stage_groups(plan: GroupsPlan, rows: Mapping[int, Sequence[tuple[bytes, bytes]]], now: int,
+                 staging_name: str) -> list[StagedPartition]:
+    """The records staged into their ``__consumer_offsets`` partitions (not yet visible: a job's
+    :func:`~storage_core.log.staged.commit_job` makes them so), under ``staging_name``. A failure
+    removes what this call staged and raises."""
+    import pyarrow as pa
+
+    target = plan.target.log_dir
+    kraft = cluster_metadata(target)
+    config = config_for_topic(GROUP_OFFSETS_TOPIC, load_topic_configs(target), kraft=kraft)
+    staged: list[StagedPartition] = []
+    writers: list[StagingWriter] = []
+    try:
+        for p in sorted(rows):
+            reg = kraft.partition(GROUP_OFFSETS_TOPIC, p) if kraft is not None else None
+            w = StagingWriter(plan.target.offsets_dirs[p], staging_name, config, CompressionType.NONE,
+                              config.max_message_bytes, registered_epoch=None if reg is None else reg.leader_epoch,
+                              group_records=True)
+            writers.append(w)
+            keys, values = zip(*rows[p], strict=True)
+            w.append(pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
+                               "timestamp": pa.array([now] * len(keys), pa.int64())}), now)
+            staged.append(w.finish())
+    except BaseException:
+        for w in writers:
+            w.discard()
+        raise
+    return staged
+
+
+def offsets_partitions(committed: Mapping[TopicPartition, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """The ``__consumer_offsets`` partitions of a commit's result: partition -> (first offset, end offset)."""
+    return {tp.partition: span for tp, span in committed.items() if tp.topic == GROUP_OFFSETS_TOPIC}
+
+
+def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]],
+                   target_dir: str | os.PathLike[str], *, translate: Translate | None = None,
+                   unmapped: Unmapped = "fail", protocols: Mapping[str, str] | None = None,
+                   only: Iterable[str] | None = None, now_ms: int | None = None,
+                   lock_timeout_s: float = 60.0) -> RestoreGroupsReport:
+    """Write each group's committed offsets into ``target_dir``'s ``__consumer_offsets`` (see the
+    module): ``groups`` is a source log dir, a ``klog groups --json`` file or a mapping (:func:`load_groups`).
+    The groups alone: :func:`storage_core.tools.restore.restore` (``groups=...``) restores records and
+    groups in one commit.
+
+    ``translate``: source (topic, partition) and committed offset -> target offset, None where no
+    record maps it (:class:`OffsetTranslation`); None keeps the offsets (a restore at the original
+    offsets, :class:`KeptOffsets`). ``unmapped``: what an offset nothing maps to does: ``fail`` (refused,
+    nothing written), ``skip`` (left out, logged), ``end``/``start`` (the target partition's log end / start).
+    ``protocols``: group -> ``classic``, ``consumer`` or ``simple``, over what the source says (a
+    source without group records, such as a JSON file, restores ``simple`` groups). ``only``: these
+    groups alone. ``now_ms``: the commit timestamp written (default: now).
+
+    Raises :class:`~storage_core.errors.GroupRestoreError` (or ``LogDirLockedError`` for a dir a
+    broker holds) before writing anything."""
+    target = Path(target_dir)
+    check_free_to_stage(target, 0)  # a running broker's dir: refused at once, nothing written
+    plan = plan_groups(groups, target, translate=translate, unmapped=unmapped, protocols=protocols, only=only)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-
-    restored: list[RestoredOffset] = []
-    skipped: list[SkippedOffset] = []
-    for g, parts in sorted(found.items()):
-        opart = offsets_partition_for(g, tgt.num_partitions)
-        for tp, go in sorted(parts.items()):
-            start, end = tgt.ranges[tp]
-            if translate is None:
-                mapped, how = (go.offset, "kept") if 0 <= go.offset <= end else (None, "")
-            else:
-                mapped, how = translate(tp, go.offset), "translated"
-                if mapped is not None and not 0 <= mapped <= end:
-                    raise GroupRestoreError(f"group {g!r} {tp}: offset {go.offset} translates to {mapped}, beyond "
-                                            f"the target partition's end {end}; expected a translation of what "
-                                            "was restored into this dir")
-            if mapped is None:
-                why = (f"group {g!r} {tp}: no restored record maps committed offset {go.offset} (the target "
-                       f"partition holds offsets {start} to {end})")
-                if unmapped == "fail":
-                    raise GroupRestoreError(why + "; choose a policy for it: unmapped=skip, end or start")
-                if unmapped == "skip":
-                    log.warning("klog: %s; left out (unmapped=skip)", why)
-                    skipped.append(SkippedOffset(g, tp, go.offset, why))
-                    continue
-                mapped, how = (end, "end") if unmapped == "end" else (start, "start")
-            restored.append(RestoredOffset(g, tp, go.offset, mapped, opart, how))
-    written = {r.group for r in restored}
+    restored, skipped = plan.map(translate)
     if not restored:
-        return RestoreGroupsReport((), tuple(skipped), {}, 0)
-    missing = sorted({offsets_partition_for(g, tgt.num_partitions) for g in written} - set(tgt.offsets_dirs))
-    if missing:
-        raise GroupRestoreError(f"target {target} has no dir {GROUP_OFFSETS_TOPIC}-{missing[0]}, the partition of "
-                                f"{len(missing)} of the groups' coordinators; expected all {tgt.num_partitions} "
-                                f"partitions of {GROUP_OFFSETS_TOPIC} (a single broker's dir holds them all)")
-
-    rows: dict[int, list[tuple[bytes, bytes]]] = {}
-    for g in sorted(written):
-        rows.setdefault(offsets_partition_for(g, tgt.num_partitions), []).extend(
-            _group_records(g, *chosen[g], now))
-    for r in restored:
-        go = found[r.group][r.topic_partition]
-        rows.setdefault(r.offsets_partition, []).append(
-            _offset_commit(r.group, r.topic_partition, r.target_offset, go.metadata, now, tgt.topic_ids))
-    partitions = _append(target, tgt, rows, now, lock_timeout_s)
-    return RestoreGroupsReport(tuple(restored), tuple(skipped), {g: chosen[g][0] for g in sorted(written)},
-                               sum(len(v) for v in rows.values()), partitions)
+        return plan.report((), skipped, {}, {})
+    rows = plan.records(restored, now)
+    job = f"restore-groups-{uuid.uuid4().hex[:12]}"
+    staged = stage_groups(plan, rows, now, staging_prefix(job) + "groups")
+    try:
+        committed = commit_job(job, staged, lock_timeout_s=lock_timeout_s)
+    except BaseException:
+        # refused before its journal was written: the staging goes; a journal written is settled by
+        # the next writable open, which removes it with the commit
+        if not journal_path(target, job).exists():
+            collect_staging([Path(sp.partition_dir) for sp in staged], job_id=job)
+        raise
+    return plan.report(restored, skipped, rows, offsets_partitions(committed))
 
 
 def _record(key_spec: MessageSpec, key: dict[str, object], version: int,
@@ -420,34 +623,3 @@ def _offset_commit(group: str, tp: TopicPartition, offset: int, metadata: str | 
         value["topicId"] = topic_ids[tp.topic]
     return _record(OFFSET_COMMIT_KEY, {"group": group, "topic": tp.topic, "partition": tp.partition},
                    OFFSET_COMMIT_VERSION, value)
-
-
-def _append(target: Path, tgt: _Target, rows: Mapping[int, list[tuple[bytes, bytes]]], now: int,
-            lock_timeout_s: float) -> dict[int, tuple[int, int]]:
-    """The records staged into their ``__consumer_offsets`` partitions and committed at once (one job)."""
-    import pyarrow as pa
-
-    kraft = cluster_metadata(target)
-    config = config_for_topic(GROUP_OFFSETS_TOPIC, load_topic_configs(target), kraft=kraft)
-    job = f"restore-groups-{uuid.uuid4().hex[:12]}"
-    staging = f".klog-staging-{job}-00000-0"
-    staged: list[StagedPartition] = []
-    dirs = [tgt.offsets_dirs[p] for p in sorted(rows)]
-    try:
-        for p in sorted(rows):
-            reg = kraft.partition(GROUP_OFFSETS_TOPIC, p) if kraft is not None else None
-            w = StagingWriter(tgt.offsets_dirs[p], staging, config, CompressionType.NONE, config.max_message_bytes,
-                              registered_epoch=None if reg is None else reg.leader_epoch, group_records=True)
-            try:
-                keys, values = zip(*rows[p], strict=True)
-                w.append(pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
-                                   "timestamp": pa.array([now] * len(keys), pa.int64())}), now)
-                staged.append(w.finish())
-            except BaseException:
-                w.discard()
-                raise
-        committed = commit_job(job, staged, lock_timeout_s=lock_timeout_s, config=config)
-    except KlogError:
-        collect_staging(dirs, job_id=job)
-        raise
-    return {tp.partition: span for tp, span in committed.items()}

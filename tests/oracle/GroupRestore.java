@@ -20,8 +20,9 @@
 //                                            a consumer of the group (group.protocol as given,
 //                                            auto.offset.reset=none, no commits) subscribes to the topic;
 //                                            prints {"positions": {"t-p": o}, "first": {"t-p": offset of
-//                                            the first record it got}} once it has every partition's
-//                                            position and a record of each partition not at its end
+//                                            the first record it got}, "firstValue": {"t-p": its value,
+//                                            hex}} once it has every partition's position and a record
+//                                            of each partition not at its end
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
@@ -167,11 +168,14 @@ public class GroupRestore {
             c.subscribe(List.of(topic));
             Map<String, Long> positions = new TreeMap<>();
             Map<String, Long> first = new TreeMap<>();
+            Map<String, String> firstValue = new TreeMap<>();
             long deadline = System.currentTimeMillis() + 60_000;
             int partitions = c.partitionsFor(topic).size();
             while (System.currentTimeMillis() < deadline) {
                 for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
-                    first.putIfAbsent(r.topic() + "-" + r.partition(), r.offset());
+                    if (first.putIfAbsent(r.topic() + "-" + r.partition(), r.offset()) == null) {
+                        firstValue.put(r.topic() + "-" + r.partition(), r.value() == null ? "-" : hex(r.value()));
+                    }
                 }
                 Set<TopicPartition> assigned = c.assignment();
                 if (assigned.size() < partitions) continue;
@@ -190,7 +194,8 @@ public class GroupRestore {
                 }
                 if (done) break;
             }
-            System.out.println("{\"positions\": " + json(positions) + ", \"first\": " + json(first) + "}");
+            System.out.println("{\"positions\": " + json(positions) + ", \"first\": " + json(first)
+                + ", \"firstValue\": " + jsonText(firstValue) + "}");
         }
     }
 
@@ -199,6 +204,16 @@ public class GroupRestore {
         String sep = "";
         for (Map.Entry<String, Long> e : m.entrySet()) {
             sb.append(sep).append("\"").append(e.getKey()).append("\": ").append(e.getValue());
+            sep = ", ";
+        }
+        return sb.append("}").toString();
+    }
+
+    static String jsonText(Map<String, String> m) {
+        StringBuilder sb = new StringBuilder("{");
+        String sep = "";
+        for (Map.Entry<String, String> e : m.entrySet()) {
+            sb.append(sep).append("\"").append(e.getKey()).append("\": \"").append(e.getValue()).append("\"");
             sep = ", ";
         }
         return sb.append("}").toString();
