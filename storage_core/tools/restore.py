@@ -45,26 +45,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage_core.errors import InvalidTopicError, RestoreError
-from storage_core.files import LOG_SUFFIX, staging_prefix
+from storage_core.files import staging_prefix
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
-from storage_core.log.config import LogConfig
 from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
-from storage_core.log.log import Log
-from storage_core.log.lost import gaps_are_lost, gather_evidence
-from storage_core.log.manager import PartitionDir
 from storage_core.log.staged import (
     StagedPartition,
     StagingWriter,
-    check_ends_at_or_below,
+    check_at_offsets,
     collect_staging,
     commit_job,
 )
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import INTERNAL_TOPICS, TopicPartition, check_appendable, validate_topic_name
-from storage_core.record.columnar import DEFAULT_BATCH_BYTES, EncodeBuffer, RowSelection, prepare_columns
+from storage_core.record.columnar import DEFAULT_BATCH_BYTES, EncodeBuffer
 from storage_core.record.compression import CompressionType
-from storage_core.record.records import NO_TIMESTAMP, TimestampType
 from storage_core.workers import pool_size, stream_in_order
 
 #: the columns a Parquet source must have (what ``klog export`` writes), besides ``value``
@@ -292,25 +287,6 @@ def _check_names(topics: Iterable[str]) -> None:
         check_appendable(topic)
 
 
-def _check_partition(target: Path, tp: TopicPartition, first: int, config: LogConfig) -> None:
-    """Refuse a partition of the target that ends above ``first`` (the source's first offset), or ends
-    below it in a log where klog's readers would take the gap for lost data
-    (:func:`~storage_core.log.lost.gaps_are_lost`: a log known never compacted rolls at its end). An
-    empty partition takes any first offset: its log then starts there."""
-    pdir = target / tp.dir_name
-    if not pdir.is_dir() or not any(pdir.glob("*" + LOG_SUFFIX)):
-        return
-    evidence = gather_evidence(PartitionDir(tp, pdir, target))
-    with Log(pdir, config) as lg:
-        end, empty = lg.log_end_offset, lg.log_start_offset >= lg.log_end_offset
-        check_ends_at_or_below(pdir, end, first)
-        if end < first and not empty and gaps_are_lost(lg, evidence):
-            raise RestoreError(f"{tp} in {target} ends at offset {end} and the source starts at {first}: its topic "
-                               "is not compacted, and klog's readers take a gap between segments of such a log "
-                               f"for lost data (offsets {end}..{first - 1}); expected a source starting at {end}, "
-                               "an empty partition, or a compacted topic")
-
-
 def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], *,
             topics: Sequence[str] | str | None = None, compression: CompressionType | str = CompressionType.NONE,
             lock_timeout_s: float = 0.0, max_batch_bytes: int = DEFAULT_BATCH_BYTES) -> RestoreSummary:
@@ -336,7 +312,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
     stored = load_topic_configs(target) if target.is_dir() else {}
     configs = {t: config_for_topic(t, stored, kraft=kraft) for t in {tp.topic for tp in src.starts}}
     for tp, first in sorted(src.starts.items()):
-        _check_partition(target, tp, first, configs[tp.topic])
+        check_at_offsets(target, tp, configs[tp.topic], [(first, first)])
     # every refusal asked: from here on the target is written (staging, then the commit)
     target.mkdir(parents=True, exist_ok=True)
     job = uuid.uuid4().hex[:16]
@@ -361,7 +337,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
                     w = writers[tp] = StagingWriter(pdir, staging_prefix(job) + "restore", configs[tp.topic], codec,
                                                     max_batch_bytes, buffer, None if reg is None else reg.leader_epoch,
                                                     pinned_base=first)
-                counts[tp] = counts.get(tp, 0) + _stage(w, batch.slice(a, b - a))
+                counts[tp] = counts.get(tp, 0) + w.append_rows_at(batch.slice(a, b - a))
         staged: list[StagedPartition] = [w.finish() for w in writers.values()]
     except BaseException:
         for w in writers.values():
@@ -378,23 +354,3 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str], 
     done = [RestoredPartition(tp.topic, tp.partition, first, end, counts.get(tp, 0))
             for tp, (first, end) in sorted(committed.items())]
     return RestoreSummary(str(target), tuple(done))
-
-
-def _stage(writer: StagingWriter, rows: pa.RecordBatch) -> int:
-    """Stage one partition's rows at their offsets: one call per run of records that share a batch's
-    timestamp type (and, for LogAppendTime, its time)."""
-    offsets = rows.column("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    cols = prepare_columns(rows, NO_TIMESTAMP)
-    ts = cols.timestamps
-    if "timestampType" in rows.column_names:
-        types = np.asarray(pc.fill_null(rows.column("timestampType"), 0).to_numpy(zero_copy_only=False))
-    else:
-        types = np.zeros(rows.num_rows, np.int32)
-    lat = types == int(TimestampType.LOG_APPEND_TIME)
-    cut = np.flatnonzero((lat[1:] != lat[:-1]) | (lat[1:] & (ts[1:] != ts[:-1]))) + 1
-    bounds = [0, *cut.tolist(), rows.num_rows]
-    n = 0
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        picked = RowSelection.of([(cols, np.arange(a, b, dtype=np.int64))])
-        n += writer.append_at(picked, offsets[a:b], int(ts[a]) if lat[a] else None)
-    return n
