@@ -273,3 +273,34 @@ def test_commit_orders_several_pinned_writers_of_a_partition(tmp_path: Path) -> 
         commit_job("j3", mixed)
     collect_staging([pdir], job_id="j3")
     assert files_of(tmp_path) == before
+
+
+def test_pinned_writers_keep_their_offsets_in_every_replica(tmp_path: Path) -> None:
+    """A replicated partition (the Spark writer's ``replicas``, from a cluster's dirs): each replica gets the
+    tasks' segments at the same offsets, its empty log starting at the first; a replica that holds those
+    offsets already refuses the commit, and no replica changes."""
+    from storage_core.errors import OffsetOverlapError
+    from storage_core.log.staged import collect_staging, commit_job
+
+    leader, follower = tmp_path / "b1" / "t-0", tmp_path / "b2" / "t-0"
+    leader.mkdir(parents=True)
+    follower.mkdir(parents=True)
+    staged = [_stage(leader, ".klog-staging-r1-1", list(range(40, 45))), _stage(leader, ".klog-staging-r1-0", [20, 25])]
+    commit_job("r1", staged, replicas={str(leader): [str(follower)]})
+    for d in (tmp_path / "b1", tmp_path / "b2"):
+        assert [r[0] for r in read(d)[("t", 0)]] == [20, 25, 40, 41, 42, 43, 44], d
+        assert log_starts(d) == {("t", 0): 20}
+    # the follower alone holds later offsets (a replica that moved since): nothing committed anywhere
+    commit_job("r2", [_stage(follower, ".klog-staging-r2-0", [60])])
+    before = {d: files_of(tmp_path / d) for d in ("b1", "b2")}
+    with pytest.raises(OffsetOverlapError, match=r"t-0 in .*b2 ends at offset 61, above the first offset to restore, 50"):
+        commit_job("r3", [_stage(leader, ".klog-staging-r3-0", [50, 51])], replicas={str(leader): [str(follower)]})
+    collect_staging([leader, follower], job_id="r3")
+    assert {d: files_of(tmp_path / d) for d in ("b1", "b2")} == before
+    # the leader, whose dir commits last, holds them: refused before the follower's commit too
+    commit_job("r4", [_stage(leader, ".klog-staging-r4-0", [80])])
+    before = {d: files_of(tmp_path / d) for d in ("b1", "b2")}
+    with pytest.raises(OffsetOverlapError, match=r"t-0 in .*b1 ends at offset 81, above the first offset to restore, 70"):
+        commit_job("r5", [_stage(leader, ".klog-staging-r5-0", [70])], replicas={str(leader): [str(follower)]})
+    collect_staging([leader, follower], job_id="r5")
+    assert {d: files_of(tmp_path / d) for d in ("b1", "b2")} == before

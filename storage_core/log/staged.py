@@ -415,6 +415,12 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
     for d in _overwrite_dirs(overwrite_topics, staged):
         by_dir.setdefault(d, [])
+    # records at their own offsets: every log dir's partitions (each replica's) checked before any
+    # log dir commits, so that a refusal leaves every replica as it was; asked again under each lock
+    for log_dir, parts in by_dir.items():
+        for pdir in sorted({sp.partition_dir for sp in parts}):
+            _check_pinned(job_id, log_dir, pdir, [sp for sp in parts if sp.partition_dir == pdir],
+                          set(overwrite_topics), topic_configs)
     result: dict[TopicPartition, tuple[int, int]] = {}
     for log_dir, parts in sorted(by_dir.items(), key=lambda kv: (kv[0] in last, kv[0])):
         try:
@@ -446,15 +452,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 staged_in.setdefault(sp.partition_dir, []).append(sp)
             for pdir in pdirs:
                 tp0 = TopicPartition.parse_dir_name(Path(pdir).name)
-                pinned = pinned_ranges(job_id, pdir, staged_in.get(pdir, ()))
-                if pinned:
-                    if tp0.topic in overwrite_set:
-                        raise CommitError(f"job {job_id}: {pdir} is written at its records' own offsets and its "
-                                          f"topic {tp0.topic!r} overwritten; expected one or the other (an "
-                                          "overwrite starts from the log end); nothing was committed")
-                    topic_config = topic_configs.get(tp0.topic) or config_for_topic(
-                        tp0.topic, load_topic_configs(log_dir), kraft=find_cluster_metadata([log_dir]))
-                    check_at_offsets(log_dir, tp0, topic_config, [(a, b) for a, b, _ in pinned])
+                _check_pinned(job_id, log_dir, pdir, staged_in.get(pdir, ()), overwrite_set, topic_configs)
                 with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
                          had_clean_shutdown=clean) as lg:
                     leo = lg.log_end_offset
@@ -507,6 +505,24 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
         finally:
             lock.release()
     return result
+
+
+def _check_pinned(job_id: str, log_dir: Path, pdir: str, staged: Sequence[StagedPartition], overwrite: set[str],
+                  topic_configs: Mapping[str, LogConfig]) -> None:
+    """The refusals of a partition's pinned writers (none: nothing to check): their ranges
+    (:func:`pinned_ranges`), an overwrite of their topic, the target (:func:`check_at_offsets`, with the
+    topic's config from ``topic_configs``, else the dir's)."""
+    pinned = pinned_ranges(job_id, pdir, staged)
+    if not pinned:
+        return
+    tp = TopicPartition.parse_dir_name(Path(pdir).name)
+    if tp.topic in overwrite:
+        raise CommitError(f"job {job_id}: {pdir} is written at its records' own offsets and its topic {tp.topic!r} "
+                          "overwritten; expected one or the other (an overwrite starts from the log end); nothing "
+                          "was committed")
+    config = topic_configs.get(tp.topic) or config_for_topic(tp.topic, load_topic_configs(log_dir),
+                                                             kraft=find_cluster_metadata([log_dir]))
+    check_at_offsets(log_dir, tp, config, [(a, b) for a, b, _ in pinned])
 
 
 def check_ends_at_or_below(partition_dir: str | os.PathLike[str], log_end: int, first: int) -> None:
