@@ -15,10 +15,11 @@ between offsets stay gaps. Each task sorts each partition's rows by offset and s
 their offsets (:meth:`~storage_core.log.staged.StagingWriter.append_rows_at`, one pinned writer per
 partition from its first offset; a task holds its rows in memory to sort them); several tasks may
 write one partition, each a range of offsets apart from the others' (``df.repartitionByRange(n,
-"partition", "offset")``). The commit refuses, before anything is visible, a duplicate offset,
-tasks whose ranges overlap, a partition that ends above the first offset written, and a gap that
-klog's readers would take for lost data (:func:`~storage_core.log.staged.check_at_offsets`); an
-empty partition's log start offset becomes the first offset written. Refused on the driver: a
+"partition", "offset")``). Refused before anything is visible: an offset twice (by its task), tasks
+whose ranges overlap, a partition that ends above the first offset written, and a gap that klog's
+readers would take for lost data (by the commit, under the lock:
+:func:`~storage_core.log.staged.pinned_ranges`, :func:`~storage_core.log.staged.check_at_offsets`);
+an empty partition's log start offset becomes the first offset written. Refused on the driver: a
 missing column, ``txnAppId`` (a rerun at the same offsets is refused anyway), overwrite mode, a
 streaming write.
 
