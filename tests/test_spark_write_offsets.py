@@ -216,13 +216,17 @@ def test_gap_where_readers_take_it_for_lost_data(spark, tmp_path: Path) -> None:
     LogManager([dst], writable=True).close()  # the recovery point checkpoint knows the partition
 
     def df(name: str, offsets: list[int]):  # type: ignore[no-untyped-def]
-        return frame(spark, plain("g", 0, offsets), tmp_path / f"{name}.parquet").coalesce(1)
+        # one small file, one task; a union of two is two tasks (not a union of two coalesce(1), which
+        # Spark 4 makes one partition)
+        return frame(spark, plain("g", 0, offsets), tmp_path / f"{name}.parquet")
 
     refused(lambda: write(df("far", list(range(1000, 1010))), dst), dst, "RestoreError",
             "g-0 in", "ends at offset 3 and the source starts at 1000", "lost data (offsets 3..999)")
     refused(lambda: write(df("a", list(range(3, 53))).union(df("b", list(range(60, 100)))), dst), dst,
             "the records of one task end at offset 52 and the next task's start at 60", "lost data (offsets 53..59)")
-    write(df("c", list(range(3, 53))).union(df("d", list(range(53, 100)))), dst)
+    two = df("c", list(range(3, 53))).union(df("d", list(range(53, 100))))
+    assert two.rdd.getNumPartitions() == 2
+    write(two, dst)
     got = read(dst)[("g", 0)]
     assert [r[0] for r in got] == list(range(100)) and [r[2] for r in got[3:]] == [b"v%d" % o for o in range(3, 100)]
     assert log_starts(dst) == {("g", 0): 0}
