@@ -417,10 +417,13 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
         by_dir.setdefault(d, [])
     # records at their own offsets: every log dir's partitions (each replica's) checked before any
     # log dir commits, so that a refusal leaves every replica as it was; asked again under each lock
+    overwritten = set(overwrite_topics)
     for log_dir, parts in by_dir.items():
-        for pdir in sorted({sp.partition_dir for sp in parts}):
-            _check_pinned(job_id, log_dir, pdir, [sp for sp in parts if sp.partition_dir == pdir],
-                          set(overwrite_topics), topic_configs)
+        writers: dict[str, list[StagedPartition]] = {}
+        for sp in parts:
+            writers.setdefault(sp.partition_dir, []).append(sp)
+        for pdir, mine in sorted(writers.items()):
+            _check_pinned(job_id, log_dir, pdir, mine, overwritten, topic_configs)
     result: dict[TopicPartition, tuple[int, int]] = {}
     for log_dir, parts in sorted(by_dir.items(), key=lambda kv: (kv[0] in last, kv[0])):
         try:
