@@ -175,6 +175,17 @@ def test_refusals_leave_the_target_as_it_was(spark, tmp_path: Path, target) -> N
     refused(lambda: write(df, dst, mode="overwrite"), dst, "mode('overwrite')")
     refused(lambda: df.write.format("klog").option("offsets", "old").mode("append").save(str(dst)), dst,
             "offsets='old' is neither 'new'")
+
+    def stream() -> None:
+        q = (spark.readStream.format("klog").option("includeHeaders", "true").load(str(dst))
+             .writeStream.format("klog").option("offsets", "keep").option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start(str(tmp_path / "out")))
+        try:
+            q.awaitTermination(60)
+        finally:
+            q.stop()
+    refused(stream, dst, "InvalidOptionError", "offsets=keep is a batch write's")
+    assert not list((tmp_path / "out").glob("*/*" + LOG_SUFFIX)) if (tmp_path / "out").exists() else True
     # an offset twice in one task
     twice = frame(spark, pa.concat_tables([rows, rows.slice(3, 1)]), tmp_path / "twice.parquet", rng)
     dup = rows.column("offset")[3].as_py()
