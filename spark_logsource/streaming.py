@@ -502,5 +502,8 @@ def stream_writer(options: Mapping[str, str], schema: object, overwrite: bool) -
 
     wopts = parse_write_options({k: v for k, v in options.items()
                                  if str(k).lower() not in ("checkpointlocation", "queryname")})
+    if wopts.keep_offsets:
+        raise InvalidOptionError("write option offsets=keep is a batch write's (df.write): a stream writes each "
+                                 "micro-batch from the log end; expected offsets=new, or a batch write of the rows")
     validate_schema(schema, wopts)  # type: ignore[arg-type]
     return KlogStreamWriter(wopts, overwrite, sink_id_for(options))

@@ -6,6 +6,23 @@ or binary), ``headers`` (``array<struct<key: string, value: binary>>``), ``topic
 Other columns are ignored. Rows go to the given ``partition``, else to Kafka's default
 partitioner's choice (murmur2 of the key), else round-robin for null keys.
 
+``offsets``: ``new`` (the default) appends each partition's rows from its log end, as a producer's
+records; ``keep`` writes each row at its own ``offset`` column (long), in its ``partition`` (int,
+required), as ``klog restore`` does (a backfill from a notebook: ``spark.read.format("klog")`` or a
+``klog export``'s Parquet, filtered, written back): key, value, headers, timestamp and, with a
+``timestampType`` column (int: 0 CreateTime, 1 LogAppendTime), the timestamp type are kept, gaps
+between offsets stay gaps. Each task sorts each partition's rows by offset and stages them at
+their offsets (:meth:`~storage_core.log.staged.StagingWriter.append_rows_at`, one pinned writer per
+partition from its first offset; a task holds its rows in memory to sort them); several tasks may
+write one partition, each a range of offsets apart from the others' (``df.repartitionByRange(n,
+"partition", "offset")``). Refused before anything is visible: an offset twice (by its task), tasks
+whose ranges overlap, a partition that ends above the first offset written, and a gap that klog's
+readers would take for lost data (by the commit, under the lock:
+:func:`~storage_core.log.staged.pinned_ranges`, :func:`~storage_core.log.staged.check_at_offsets`);
+an empty partition's log start offset becomes the first offset written. Refused on the driver: a
+missing column, ``txnAppId`` (a rerun at the same offsets is refused anyway), overwrite mode, a
+streaming write.
+
 The protocol is :mod:`storage_core.log.staged`: nothing a task writes is visible until the driver's
 ``commit`` assigns offsets and renames the staged segments in, with a journal that a crash rolls
 forward; ``abort``, failed and speculative attempts leave only staging, which is collected.
@@ -28,7 +45,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
 
-from storage_core.errors import InvalidOptionError, KlogError, ReplicatedWriteError
+from storage_core.errors import InvalidOptionError, KlogError, ReplicatedWriteError, RestoreError
 from storage_core.files import journal_name, staging_prefix
 from storage_core.fs import OPTION_PREFIX, StorageOptions, writable_dir
 from storage_core.limits import INT32_MAX, INT64_MAX
@@ -50,7 +67,7 @@ from .errors import spark_entry
 log = logging.getLogger("klog")
 
 WRITE_OPTIONS = {"path", "topic", "numpartitions", "compression", "maxbatchbytes", "locktimeoutms",
-                 "includeheaders", "kafka.compression.type", "txnappid", "txnversion"}
+                 "includeheaders", "kafka.compression.type", "txnappid", "txnversion", "offsets"}
 #: The most partitions one write creates for a new topic: Kafka's controller refuses a CreateTopics or
 #: CreatePartitions request for more than this many partitions at once
 #: (``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``, PolicyViolationException).
@@ -84,6 +101,8 @@ class WriteOptions:
     num_partitions_given: bool = False  # numPartitions was set: the count of a partial copy's topic
     #: ``txnAppId``/``txnVersion`` (Delta Lake's names for idempotent writes): the commit's mark
     txn: SinkBatch | None = None
+    #: ``offsets=keep``: each row at its ``offset`` column's offset (a restore's writers, pinned)
+    keep_offsets: bool = False
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -97,7 +116,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         raise InvalidOptionError(unknown_options_message([spelled[k] for k in unknown], WRITE_OPTIONS | set(CONFIG_KEYS),
                                                          "write")
                                  + "path, topic, numPartitions, compression, maxBatchBytes, lockTimeoutMs, txnAppId, txnVersion, "
-                                 "includeHeaders and topic configs by their Kafka names (segment.bytes, ...)")
+                                 "offsets, includeHeaders and topic configs by their Kafka names (segment.bytes, ...)")
     codec_name = opts.get("compression")
     producer_codec = opts.get("kafka.compression.type")
     if codec_name is not None and producer_codec is not None and codec_name.strip().lower() != producer_codec.strip().lower():
@@ -132,11 +151,29 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
 
     config = LogConfig.from_properties(config_props)
     txn = _txn_option(opts.get("txnappid"), opts.get("txnversion"))
+    keep = _offsets_option(opts.get("offsets"))
+    if keep and txn is not None:
+        raise InvalidOptionError("write options offsets=keep and txnAppId/txnVersion do not go together: a write at "
+                                 "the rows' own offsets is refused where the partition already holds them, so a "
+                                 "rerun adds nothing twice without a txnVersion; expected one or the other")
     given_codec = codec_name if codec_name is not None else producer_codec
     codec = CompressionType.from_name(given_codec if given_codec is not None else "none")  # "" is an error
     return WriteOptions(paths[0], paths, topic, positive("numpartitions", 1, MAX_NEW_PARTITIONS), codec, config,
                         config_props, positive("maxbatchbytes", DEFAULT_MAX_BATCH_BYTES),
-                        positive("locktimeoutms", 600_000, INT64_MAX) / 1000, ignored, "numpartitions" in opts, txn)
+                        positive("locktimeoutms", 600_000, INT64_MAX) / 1000, ignored, "numpartitions" in opts, txn,
+                        keep)
+
+
+def _offsets_option(raw: str | None) -> bool:
+    """``offsets``: ``new`` (the default, False: from each partition's log end) or ``keep`` (True: each
+    row at its ``offset`` column's offset)."""
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value not in ("new", "keep"):
+        raise InvalidOptionError(f"write option offsets={raw!r} is neither 'new' (the default: each partition's rows "
+                                 "from its log end) nor 'keep' (each row at its 'offset' column's offset)")
+    return value == "keep"
 
 
 def _txn_option(app_id: str | None, version: str | None) -> SinkBatch | None:
@@ -183,6 +220,29 @@ def validate_schema(schema: StructType, opts: WriteOptions) -> None:
                                      "array<struct<key:string,value:binary>>")
     if opts.topic is None and "topic" not in fields:
         raise InvalidOptionError("no topic: set the 'topic' option or give a 'topic' column")
+    if opts.keep_offsets:
+        _validate_keep_schema(fields)
+
+
+def _validate_keep_schema(fields: Mapping[str, object]) -> None:
+    """``offsets=keep``: the ``offset`` (long) and ``partition`` (int) columns that say where each row
+    goes, and the ``timestampType`` (int) that may say its timestamp type, as a klog read gives them."""
+    from pyspark.sql.types import DataType, LongType
+
+    have = ", ".join(f"{n} {t.simpleString() if isinstance(t, DataType) else t}" for n, t in fields.items())
+    for name, types, label in (("offset", (LongType,), "long"), ("partition", (IntegerType,), "int")):
+        if name not in fields:
+            raise InvalidOptionError(f"offsets=keep writes each row at its own offset in its own partition, and the "
+                                     f"DataFrame has no {name!r} column ({label}); expected the 'partition' (int) and "
+                                     f"'offset' (long) columns a klog read or a klog export gives; it has {have}")
+        if not isinstance(fields[name], types):
+            t = fields[name]
+            raise InvalidOptionError(f"column {name!r} has type {t.simpleString() if isinstance(t, DataType) else t}; "
+                                     f"expected {label} (offsets=keep)")
+    t = fields.get("timestampType")
+    if t is not None and not isinstance(t, IntegerType):
+        raise InvalidOptionError(f"column 'timestampType' has type {t.simpleString() if isinstance(t, DataType) else t}; "
+                                 "expected int (0 CreateTime, 1 LogAppendTime), as a klog read gives it")
 
 
 def existing_topics(paths: tuple[str, ...]) -> dict[str, dict[int, str]]:
@@ -243,6 +303,10 @@ class KlogWriter(DataSourceArrowWriter):
     """Pickled to every task; ``commit``/``abort`` run on an unpickled copy on the driver side."""
 
     def __init__(self, opts: WriteOptions, overwrite: bool) -> None:
+        if opts.keep_offsets and overwrite:
+            raise InvalidOptionError("offsets=keep with mode('overwrite'): an overwrite deletes what the topic holds "
+                                     "and appends from its log end; expected mode('append') with offsets=keep (into "
+                                     "partitions that end at or below the first offset written, or are empty)")
         # on the driver, before any task runs: a dir a broker holds is refused now, not after its tasks
         # staged into the broker's partition dirs and the commit waited lockTimeoutMs; the tasks ask again
         # (StagingWriter, ensure_topic) before they create anything
@@ -290,6 +354,8 @@ class KlogWriter(DataSourceArrowWriter):
         task = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
         staging_name = self._staging_name(task, attempt)
+        if self.opts.keep_offsets:
+            return self._write_at(iterator, staging_name, task, attempt)
         writers: dict[str, StagingWriter] = {}
         now = int(time.time() * 1000)
         rr = task  # round-robin position for null keys
@@ -360,6 +426,65 @@ class KlogWriter(DataSourceArrowWriter):
         from storage_core.faults import maybe_crash
 
         maybe_crash("task-staged", partition=task, attempt=attempt)  # tests: die after staging
+        return KlogCommitMessage(staged, task, attempt)
+
+    def _write_at(self, iterator: Iterator[pa.RecordBatch], staging_name: str, task: int,
+                  attempt: int) -> KlogCommitMessage:
+        """A task of ``offsets=keep``: each partition's rows collected, sorted by offset (Spark gives them
+        in no order), a duplicate refused, and staged at their offsets by one writer pinned to the first
+        (:meth:`~storage_core.log.staged.StagingWriter.append_rows_at`, klog restore's staging)."""
+        import pyarrow.compute as pc
+
+        names = ("offset", "key", "value", "headers", "timestamp", "timestampType")
+        pending: dict[str, list[pa.RecordBatch]] = {}
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            for col in ("partition", "offset"):
+                nulls = batch.column(col).null_count
+                if nulls:
+                    raise InvalidOptionError(f"{nulls} rows have a null {col!r}; offsets=keep writes each row at its "
+                                             "own partition and offset: expected both in every row")
+            topics = self._topics_of(batch)
+            parts, _ = self._partitions_of(batch, topics, 0)
+            order, groups = self._groups(topics, parts)
+            rows = batch if order is None else batch.take(pa.array(order))
+            rows = rows.select([n for n in names if n in rows.schema.names])
+            for topic, p, picked in groups:
+                pdir = self.topics[topic][p]
+                self._writable(pdir)
+                part = rows if picked is None else rows.slice(int(picked[0]), len(picked))
+                pending.setdefault(pdir, []).append(part)
+        writers: dict[str, StagingWriter] = {}
+        encode_buffer = EncodeBuffer()
+        try:
+            for pdir in sorted(pending):
+                table = pa.Table.from_batches(pending.pop(pdir))
+                table = table.take(pc.sort_indices(table.column("offset")))
+                offsets = table.column("offset").to_numpy()
+                tp = TopicPartition.parse_dir_name(Path(pdir).name)
+                if offsets[0] < 0:
+                    raise RestoreError(f"{tp} in {Path(pdir).parent}: a row at offset {offsets[0]}; expected offsets "
+                                       "of 0 and above; nothing was written")
+                twice = np.flatnonzero(offsets[1:] == offsets[:-1])
+                if len(twice):
+                    raise RestoreError(f"{tp} in {Path(pdir).parent}: offset {offsets[twice[0]]} is in "
+                                       f"{int(np.count_nonzero(offsets == offsets[twice[0]]))} rows of task {task}; "
+                                       "expected each offset of a partition once; nothing was written")
+                w = writers[pdir] = StagingWriter(pdir, staging_name, self._config(tp.topic), self.opts.compression,
+                                                  self.opts.max_batch_bytes, encode_buffer,
+                                                  self._registered_epoch(tp.topic, tp.partition),
+                                                  pinned_base=int(offsets[0]))
+                for chunk in table.to_batches(max_chunksize=1 << 16):
+                    w.append_rows_at(chunk)
+            staged = tuple(w.finish() for w in writers.values())
+        except BaseException:
+            for w in writers.values():  # as write(): the job's abort may have run already
+                w.discard()
+            raise
+        from storage_core.faults import maybe_crash
+
+        maybe_crash("task-staged", partition=task, attempt=attempt)
         return KlogCommitMessage(staged, task, attempt)
 
     def _config(self, topic: str) -> LogConfig:
@@ -526,8 +651,11 @@ class KlogWriter(DataSourceArrowWriter):
             overwrite_topics = {self.opts.topic} if self.opts.topic else {sp.topic for sp in staged}
         from .driver import driver_liveness
 
+        # a write at its rows' offsets: each partition's target checked under the lock with its topic's config
+        pinned = {sp.topic: self._config(sp.topic) for sp in staged if sp.pinned_base is not None}
         commit_job(self.job_id, staged, overwrite_topics=overwrite_topics, lock_timeout_s=self.opts.lock_timeout_s,
-                   config=self.opts.config, sink=self.opts.txn, owner_alive=driver_liveness(), replicas=self.replicas)
+                   config=self.opts.config, sink=self.opts.txn, owner_alive=driver_liveness(), replicas=self.replicas,
+                   topic_configs=pinned)
         self._store_configs({sp.topic for sp in staged} | ({self.opts.topic} if self.opts.topic else set()))
         self._collect(older_than_s=STALE_STAGING_S)
 

@@ -12,7 +12,8 @@ is stopped and klog writes into the same partitions, after what the broker wrote
   crash);
 * ``klog restore`` of an export into a topic the broker created empty: records from an offset above
   0, with gaps and LogAppendTime batches, which its consumer must return at the same offsets, and
-  ListOffsets earliest at the first of them.
+  ListOffsets earliest at the first of them; and the same from a notebook, another export written by
+  the Spark writer's ``offsets=keep`` into another such topic.
 
 What klog then reads from the dir is what it claims to have written; the rows the Spark writers
 were given are in it. The broker restarts on the dir: it must log no error, no stray or offline
@@ -87,9 +88,10 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
     broker.produce(retain_topic, 3000, rnd.randrange(1 << 40), "idempotent", "none")
     broker.create_topic(torn_topic, 1, small)
     broker.produce(torn_topic, 1500, rnd.randrange(1 << 40), "idempotent", "gzip")
-    restore_topic = f"{prefix}-restore"
+    restore_topic, keep_topic = f"{prefix}-restore", f"{prefix}-keep"
     broker.create_topic(restore_topic, 2)  # empty: klog restores into it
-    topics = [*spark_topics, stream_topic, compact_topic, retain_topic, torn_topic, restore_topic]
+    broker.create_topic(keep_topic, 2)  # empty: the Spark writer writes into it at the rows' offsets
+    topics = [*spark_topics, stream_topic, compact_topic, retain_topic, torn_topic, restore_topic, keep_topic]
     broker.stop()
     log_dir = broker.log_dir
     before = {iso: _klog_rows(log_dir, topics, iso) for iso in ISOLATION}
@@ -139,10 +141,18 @@ def written(broker: Broker, spark, tmp_path_factory: pytest.TempPathFactory) -> 
                           int(time.time() * 1000) - 3600_000)  # recent: the topic's retention.ms keeps it
     pq.write_table(export, tmp / "export.parquet")
     storage_core.restore(tmp / "export.parquet", log_dir, topics=[restore_topic], compression=rnd.choice(CODECS))
+
+    # the same from a notebook: the Spark writer at the rows' offsets (one task per partition: in a
+    # topic that is not compacted, a gap between two tasks' ranges would read as lost data)
+    kept = export_table(rnd, keep_topic, 2, rnd.randint(200, 400), rnd.randint(1, 10**6),
+                        int(time.time() * 1000) - 3600_000)
+    pq.write_table(kept, tmp / "keep.parquet")
+    (spark.read.parquet(str(tmp / "keep.parquet")).repartition("partition").write.format("klog")
+     .option("offsets", "keep").option("compression", rnd.choice(CODECS)).mode("append").save(str(log_dir)))
     after = {iso: _klog_rows(log_dir, topics, iso) for iso in ISOLATION}
     return {"log_dir": log_dir, "prefix": prefix, "topics": topics, "before": before, "after": after,
             "given": given, "torn": torn_topic, "compact": compact_topic, "retain": retain_topic, "tmp": tmp,
-            "restore": restore_topic, "restored": export}
+            "restore": restore_topic, "restored": export, "keep": keep_topic, "kept": kept}
 
 
 def test_klog_wrote_what_it_was_given(written: dict[str, Any]) -> None:
@@ -208,9 +218,10 @@ def test_broker_serves_klogs_records(restarted: dict[str, Any], broker: Broker, 
     assert_same_rows(got, restarted["after"][iso], f"{CTX} the broker's consumer ({iso}) on klog's dir vs klog")
 
 
-def _restored_rows(written: dict[str, Any]) -> list[Row]:
-    """The export the restore was given, as rows of klog's reader and of the broker's consumer."""
-    export = written["restored"]
+def _restored_rows(written: dict[str, Any], which: str = "restored") -> list[Row]:
+    """The export the restore (``restored``) or the Spark writer (``kept``) was given, as rows of klog's
+    reader and of the broker's consumer."""
+    export = written[which]
     millis = export.column("timestamp").cast(pa.int64()).to_pylist()
     return sorted(({**r, "timestamp": ms, "headers": [(h["key"], h["value"]) for h in r["headers"]] or None}
                    for r, ms in zip(export.to_pylist(), millis, strict=True)),
@@ -218,15 +229,16 @@ def _restored_rows(written: dict[str, Any]) -> list[Row]:
 
 
 def test_klog_restored_the_export(written: dict[str, Any]) -> None:
-    """Every record of the export at its offset, with its key, value, headers, timestamp and timestamp
-    type (the broker's consumer returns the same: test_broker_serves_klogs_records, whose topics hold
+    """Every record of each export (klog restore's, the Spark writer's offsets=keep) at its offset, with
+    its key, value, headers, timestamp and timestamp type (the broker's consumer returns the same: test_broker_serves_klogs_records, whose topics hold
     the restored one; ListOffsets: test_broker_loads_klogs_dir_clean)."""
-    want = _restored_rows(written)
-    for iso in ISOLATION:
-        got = sorted((dict(r) for r in written["after"][iso] if r["topic"] == written["restore"]),
-                     key=lambda r: (r["partition"], r["offset"]))
-        assert [{**r, "headers": [tuple(h) for h in r["headers"]] if r["headers"] else None} for r in got] == want, \
-            f"{CTX} {iso}: klog's read of the restored topic"
+    for topic, which in ((written["restore"], "restored"), (written["keep"], "kept")):
+        want = _restored_rows(written, which)
+        for iso in ISOLATION:
+            got = sorted((dict(r) for r in written["after"][iso] if r["topic"] == topic),
+                         key=lambda r: (r["partition"], r["offset"]))
+            assert [{**r, "headers": [tuple(h) for h in r["headers"]] if r["headers"] else None}
+                    for r in got] == want, f"{CTX} {iso}: klog's read of {topic} ({which})"
 
 
 def test_broker_and_producers_carry_on(restarted: dict[str, Any], broker: Broker) -> None:
@@ -255,6 +267,7 @@ def test_broker_loads_klogs_dir_clean(restarted: dict[str, Any], broker: Broker)
         mine = [r["offset"] for r in restarted["after"]["read_uncommitted"]
                 if r["topic"] == topic and r["partition"] == int(p)]
         assert o["latest"][0] >= (max(mine) + 1 if mine else 0), f"{CTX} {tp}: the broker truncated klog's records"
-        if topic == restarted["restore"]:  # a consumer at earliest starts at the first restored record
-            first = min(r["offset"] for r in _restored_rows(restarted) if r["partition"] == int(p))
-            assert o["earliest"][0] == first, f"{CTX} {tp}: ListOffsets earliest after a restore"
+        which = {restarted["restore"]: "restored", restarted["keep"]: "kept"}.get(topic)
+        if which is not None:  # a consumer at earliest starts at the first restored record
+            first = min(r["offset"] for r in _restored_rows(restarted, which) if r["partition"] == int(p))
+            assert o["earliest"][0] == first, f"{CTX} {tp}: ListOffsets earliest after a restore ({which})"

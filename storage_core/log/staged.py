@@ -13,9 +13,10 @@ Protocol (what a Spark job, or any batch writer, does):
    and the gaps between the records' offsets are kept.
 2. **Commit** (:func:`commit_job`, on the driver, holding the log dir's ``.lock``): the log end
    offset of each partition is read, every staged segment gets its final base offset (in task
-   order; a pinned partition keeps its base offset, refused if the partition ends above it, a gap
-   below it allowed, and an empty partition's log start offset moves up to it: the journal's
-   ``log_starts``), and the plan is written to a journal ``<log dir>/.klog-commit-<job>.json``, which is
+   order; a pinned partition's writers, one or several, keep their base offsets, in offset order:
+   refused if their ranges overlap, if the partition ends above the first, or where a gap is taken for
+   lost data (:func:`check_at_offsets`); an empty partition's log start offset moves up to the first:
+   the journal's ``log_starts``), and the plan is written to a journal ``<log dir>/.klog-commit-<job>.json``, which is
    then applied (:func:`~storage_core.log.journal.finish_commit`): batches rebased in place,
    files renamed in, checkpoints and the clean-shutdown marker written, the journal removed.
 3. **Crash.** A journal left behind is settled by the next commit, writable open or the job's
@@ -41,9 +42,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from storage_core.errors import CommitError, KlogError, LogDirLockedError, OffsetOverlapError, storage_error
+from storage_core.errors import (
+    CommitError,
+    KlogError,
+    LogDirLockedError,
+    OffsetOverlapError,
+    RestoreError,
+    storage_error,
+)
 from storage_core.faults import maybe_crash_at_step
-from storage_core.files import RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
+from storage_core.files import LOG_SUFFIX, RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
 from storage_core.log.checkpoint import (
     CleanShutdownFile,
     OffsetCheckpointFile,
@@ -51,6 +59,7 @@ from storage_core.log.checkpoint import (
     current_leader_epoch,
     fsync_dir,
 )
+from storage_core.log.cluster_metadata import find_cluster_metadata
 from storage_core.log.config import LogConfig
 from storage_core.log.journal import (
     STAGED_ORIGIN,
@@ -65,14 +74,18 @@ from storage_core.log.journal import (
 )
 from storage_core.log.lock import LogDirLock, check_free_to_stage
 from storage_core.log.log import Log
+from storage_core.log.lost import gaps_are_lost, gather_evidence
+from storage_core.log.manager import PartitionDir
 from storage_core.log.segment import LogSegment, RollParams
+from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import TopicPartition, check_appendable
 from storage_core.record.columnar import EncodeBuffer, EncodedBatch, RowSelection, RowsEncoder, prepare_columns
 from storage_core.record.compression import CompressionType
-from storage_core.record.records import NO_TIMESTAMP
+from storage_core.record.records import NO_TIMESTAMP, TimestampType
 
 if TYPE_CHECKING:
     import numpy as np
+    import pyarrow as pa
 
 _log = logging.getLogger(__name__)
 _BASE_OFFSET = struct.Struct(">q")  # a batch's first 8 bytes
@@ -234,6 +247,37 @@ class StagingWriter:
             self._stage_batch(batch, _BASE_OFFSET.unpack_from(batch.data)[0], now)
         return rows.num_rows
 
+    def append_rows_at(self, rows: pa.RecordBatch) -> int:
+        """Stage one partition's rows at their offsets (the writer is pinned): ``rows`` has an ``offset``
+        column (int64, strictly increasing, at or above the pinned base and above what was staged
+        before), ``value``, and optionally ``key``, ``headers``, ``timestamp`` (a null one, or none: -1,
+        no timestamp) and ``timestampType`` (0 CreateTime, 1 LogAppendTime, as ``klog export`` and a
+        klog read give it; null or absent: CreateTime). Each run of records that share a batch's
+        timestamp type (and, for LogAppendTime, its time) is staged apart (:meth:`append_at`), so that
+        a LogAppendTime record lands in a batch a broker stamped with its time. The one way rows are
+        staged at their offsets: ``klog restore`` and the Spark writer's ``offsets=keep``. Returns
+        records staged."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        if rows.num_rows == 0:
+            return 0
+        offsets = rows.column("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        cols = prepare_columns(rows, NO_TIMESTAMP)
+        ts = cols.timestamps
+        if "timestampType" in rows.column_names:
+            types = np.asarray(pc.fill_null(rows.column("timestampType"), 0).to_numpy(zero_copy_only=False))
+        else:
+            types = np.zeros(rows.num_rows, np.int32)
+        lat = types == int(TimestampType.LOG_APPEND_TIME)
+        cut = np.flatnonzero((lat[1:] != lat[:-1]) | (lat[1:] & (ts[1:] != ts[:-1]))) + 1
+        bounds = [0, *cut.tolist(), rows.num_rows]
+        n = 0
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            picked = RowSelection.of([(cols, np.arange(a, b, dtype=np.int64))])
+            n += self.append_at(picked, offsets[a:b], int(ts[a]) if lat[a] else None)
+        return n
+
     def _stage_batch(self, batch: EncodedBatch, base_offset: int, now: int) -> None:
         """Append one encoded batch (of first offset ``base_offset``) to the staged segment, rolling first
         where Kafka's ``LogSegment.shouldRoll`` would."""
@@ -297,7 +341,8 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
                lock_timeout_s: float = 600.0, config: LogConfig | None = None,
                sink: SinkBatch | None = None,
                owner_alive: Callable[[], bool] | None = None,
-               replicas: Mapping[str, Sequence[str]] | None = None) -> dict[TopicPartition, tuple[int, int]]:
+               replicas: Mapping[str, Sequence[str]] | None = None,
+               topic_configs: Mapping[str, LogConfig] | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """Make a job's staged partitions visible atomically per log dir; returns each partition's
     new ``(first offset, end offset)`` of what was committed. With ``sink``, a log dir whose
     sink mark already holds the batch (or a later one) is skipped and its staging dropped.
@@ -317,11 +362,19 @@ def commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topi
     copy of the staging and commits it at the same offsets, under its own log dir's lock; the dirs
     of the staging replicas (the leaders') commit last, so that a commit cut short leaves klog's
     records on followers only, which a follower truncates to its leader when the cluster starts
-    (``Partition.makeFollower``): never on a leader without them on its ISR."""
+    (``Partition.makeFollower``): never on a leader without them on its ISR.
+
+    Writers pinned to their offsets (a restore's, the Spark writer's ``offsets=keep``; one or several
+    per partition, each its own range of offsets) keep them in every replica, each replica's log dir
+    checked by :func:`check_at_offsets` under its lock (with the topic's config from
+    ``topic_configs``, else from the dir: its KRaft metadata and ``klog-topic-configs.json``), and
+    their ranges by :func:`pinned_ranges`; a pinned partition of an ``overwrite_topics`` topic is
+    refused (:class:`CommitError`)."""
     try:
         more, last = _replicate_staging(staged, replicas or {})
         return _commit_job(job_id, [*staged, *more], overwrite_topics=overwrite_topics, lock_timeout_s=lock_timeout_s,
-                           config=config, sink=sink, owner_alive=owner_alive, last=last)
+                           config=config, sink=sink, owner_alive=owner_alive, last=last,
+                           topic_configs=topic_configs or {})
     except OSError as exc:
         raise storage_error(exc, f"committing job {job_id}") from exc
 
@@ -355,12 +408,22 @@ def _replicate_staging(staged: Sequence[StagedPartition], replicas: Mapping[str,
 
 def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_topics: Iterable[str],
                 lock_timeout_s: float, config: LogConfig | None, sink: SinkBatch | None,
-                owner_alive: Callable[[], bool] | None, last: set[Path]) -> dict[TopicPartition, tuple[int, int]]:
+                owner_alive: Callable[[], bool] | None, last: set[Path],
+                topic_configs: Mapping[str, LogConfig]) -> dict[TopicPartition, tuple[int, int]]:
     by_dir: dict[Path, list[StagedPartition]] = {}
     for sp in staged:
         by_dir.setdefault(Path(sp.partition_dir).parent, []).append(sp)
     for d in _overwrite_dirs(overwrite_topics, staged):
         by_dir.setdefault(d, [])
+    # records at their own offsets: every log dir's partitions (each replica's) checked before any
+    # log dir commits, so that a refusal leaves every replica as it was; asked again under each lock
+    overwritten = set(overwrite_topics)
+    for log_dir, parts in by_dir.items():
+        writers: dict[str, list[StagedPartition]] = {}
+        for sp in parts:
+            writers.setdefault(sp.partition_dir, []).append(sp)
+        for pdir, mine in sorted(writers.items()):
+            _check_pinned(job_id, log_dir, pdir, mine, overwritten, topic_configs)
     result: dict[TopicPartition, tuple[int, int]] = {}
     for log_dir, parts in sorted(by_dir.items(), key=lambda kv: (kv[0] in last, kv[0])):
         try:
@@ -392,6 +455,7 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
                 staged_in.setdefault(sp.partition_dir, []).append(sp)
             for pdir in pdirs:
                 tp0 = TopicPartition.parse_dir_name(Path(pdir).name)
+                _check_pinned(job_id, log_dir, pdir, staged_in.get(pdir, ()), overwrite_set, topic_configs)
                 with Log(pdir, config, writable=True, recovery_point=recovery.get(tp0, 0),
                          had_clean_shutdown=clean) as lg:
                     leo = lg.log_end_offset
@@ -446,6 +510,24 @@ def _commit_job(job_id: str, staged: Sequence[StagedPartition], *, overwrite_top
     return result
 
 
+def _check_pinned(job_id: str, log_dir: Path, pdir: str, staged: Sequence[StagedPartition], overwrite: set[str],
+                  topic_configs: Mapping[str, LogConfig]) -> None:
+    """The refusals of a partition's pinned writers (none: nothing to check): their ranges
+    (:func:`pinned_ranges`), an overwrite of their topic, the target (:func:`check_at_offsets`, with the
+    topic's config from ``topic_configs``, else the dir's)."""
+    pinned = pinned_ranges(job_id, pdir, staged)
+    if not pinned:
+        return
+    tp = TopicPartition.parse_dir_name(Path(pdir).name)
+    if tp.topic in overwrite:
+        raise CommitError(f"job {job_id}: {pdir} is written at its records' own offsets and its topic {tp.topic!r} "
+                          "overwritten; expected one or the other (an overwrite starts from the log end); nothing "
+                          "was committed")
+    config = topic_configs.get(tp.topic) or config_for_topic(tp.topic, load_topic_configs(log_dir),
+                                                             kraft=find_cluster_metadata([log_dir]))
+    check_at_offsets(log_dir, tp, config, [(a, b) for a, b, _ in pinned])
+
+
 def check_ends_at_or_below(partition_dir: str | os.PathLike[str], log_end: int, first: int) -> None:
     """Refuse records at their own offsets from ``first`` (a restore's) into a partition that ends at
     ``log_end`` above it: they would overlap what it holds. A gap (``log_end`` below ``first``) is
@@ -457,27 +539,100 @@ def check_ends_at_or_below(partition_dir: str | os.PathLike[str], log_end: int, 
                                  "written")
 
 
+def pinned_ranges(job_id: str, pdir: str, staged: Sequence[StagedPartition]) -> list[tuple[int, int, StagedPartition]]:
+    """The ``(first, end, writer)`` of each writer of a partition pinned to its offsets (a restore's, the
+    Spark writer's ``offsets=keep``: one or several tasks, each its own range), in offset order;
+    ``end`` is the offset after its last record. Empty: no writer is pinned. Refused (nothing is
+    visible yet): pinned and unpinned writers in one partition (records at their own offsets and
+    records from the log end cannot be told apart), and two writers whose ranges overlap (their
+    segments cannot both be in the log: a partition's offsets are written once, in order)."""
+    pinned = [sp for sp in staged if sp.pinned_base is not None]
+    if not pinned:
+        return []
+    if len(pinned) != len(staged):
+        raise CommitError(f"job {job_id}: {pdir} has {len(staged)} staged writers, {len(pinned)} of them pinned to "
+                          "their offsets; expected every writer of a partition pinned (records at their own "
+                          "offsets) or none (records from the log end)")
+    out = []
+    for sp in pinned:
+        base = sp.pinned_base
+        assert base is not None
+        end = base
+        for seg in sp.segments:
+            end = base + seg.staged_base - STAGED_ORIGIN + seg.records
+        out.append((base, end, sp))
+    out.sort(key=lambda r: (r[0], r[1]))
+    for (a0, a1, _), (b0, b1, _) in zip(out, out[1:], strict=False):
+        if b0 < a1:
+            raise OffsetOverlapError(
+                f"{Path(pdir).name} in {Path(pdir).parent}: offsets {a0}..{a1 - 1} and {b0}..{b1 - 1} were staged "
+                f"by two tasks (job {job_id}) and overlap; expected each offset of a partition written once, the "
+                "tasks of a partition each holding a range of its offsets apart from the others' (in Spark: "
+                "df.repartitionByRange('partition', 'offset'), or df.repartition('partition') for one task per "
+                "partition); nothing was written")
+    return out
+
+
+def check_at_offsets(log_dir: str | os.PathLike[str], tp: TopicPartition, config: LogConfig,
+                     ranges: Sequence[tuple[int, int]]) -> None:
+    """The one rule of the target of records written at their own offsets (``klog restore``, asked
+    before it stages; the Spark writer's ``offsets=keep``; and every commit of pinned writers, again
+    under the lock): ``ranges`` are the ``[first, end)`` of the records of each writer of partition
+    ``tp`` of ``log_dir``, in offset order (a restore, before staging, gives its source's first offset
+    alone: ``[(first, first)]``). Refused, before anything is visible:
+
+    - a partition that ends above the first offset (:func:`check_ends_at_or_below`,
+      :class:`~storage_core.errors.OffsetOverlapError`): it holds those offsets already;
+    - where klog's readers would take a gap between segments for lost data
+      (:func:`~storage_core.log.lost.gaps_are_lost`: a log known never compacted rolls at its end), a
+      partition holding records that ends below the first offset, and a gap between two writers'
+      ranges (each writer's records start segments of their own)
+      (:class:`~storage_core.errors.RestoreError`).
+
+    An empty partition takes any first offset (its log then starts there), and a partition dir without
+    a ``.log`` (a topic the write creates) any ranges. ``config``: the topic's (its cleanup policy says
+    whether it is compacted)."""
+    pdir = Path(log_dir) / tp.dir_name
+    if not ranges or not pdir.is_dir() or not any(pdir.glob("*" + LOG_SUFFIX)):
+        return
+    first = ranges[0][0]
+    evidence = gather_evidence(PartitionDir(tp, pdir, Path(log_dir)))  # before the open, as every reader takes it
+    with Log(pdir, config) as lg:
+        end, empty = lg.log_end_offset, lg.log_start_offset >= lg.log_end_offset
+        check_ends_at_or_below(pdir, end, first)
+        if not gaps_are_lost(lg, evidence):
+            return
+    if end < first and not empty:
+        raise RestoreError(f"{tp} in {log_dir} ends at offset {end} and the source starts at {first}: its topic "
+                           "is not compacted, and klog's readers take a gap between segments of such a log "
+                           f"for lost data (offsets {end}..{first - 1}); expected a source starting at {end}, "
+                           "an empty partition, or a compacted topic")
+    for (_, a_end), (b_first, _) in zip(ranges, ranges[1:], strict=False):
+        if a_end < b_first:
+            raise RestoreError(f"{tp} in {log_dir}: the records of one task end at offset {a_end - 1} and the next "
+                               f"task's start at {b_first}: its topic is not compacted, and klog's readers take a gap "
+                               f"between segments of such a log for lost data (offsets {a_end}..{b_first - 1}); "
+                               "expected each partition's rows in one task (in Spark: df.repartition('partition')), "
+                               "offsets without a gap where one task's end, or a compacted topic; nothing was "
+                               "written")
+
+
 def _final_bases(job_id: str, pdir: str, staged: Sequence[StagedPartition], leo: int,
                  entries: list[dict[str, object]]) -> tuple[int, int]:
     """Each staged segment of a partition its final base offset (one journal entry each, added to
     ``entries``); returns the first offset and the end offset of what the commit adds. Staged from the
-    log end ``leo`` in task order; a pinned partition (a restore's, one writer) at its own offsets,
-    refused when the partition ends above them (a restore never overwrites nor shifts a record)."""
-    pinned = [sp for sp in staged if sp.pinned_base is not None]
+    log end ``leo`` in task order; a pinned partition's writers (:func:`pinned_ranges`) at their own
+    offsets, in offset order, refused when the partition ends above the first of them (a write at its
+    offsets never overwrites nor shifts a record)."""
+    pinned = pinned_ranges(job_id, pdir, staged)
     if pinned:
-        if len(staged) != 1:
-            raise CommitError(f"job {job_id}: {pdir} has {len(staged)} staged writers, {len(pinned)} of them pinned "
-                              "to their offsets; expected one pinned writer per partition")
-        sp = pinned[0]
-        base = sp.pinned_base
-        assert base is not None
-        check_ends_at_or_below(pdir, leo, base)
-        end = base
-        for seg in sp.segments:
-            final = base + seg.staged_base - STAGED_ORIGIN
-            entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, final)))
-            end = final + seg.records
-        return base, end
+        first = pinned[0][0]
+        check_ends_at_or_below(pdir, leo, first)
+        for base, _, sp in pinned:
+            for seg in sp.segments:
+                final = base + seg.staged_base - STAGED_ORIGIN
+                entries.append(asdict(JournalEntry(pdir, sp.staging_dir, seg.staged_base, final)))
+        return first, pinned[-1][1]
     next_base = leo
     for sp in staged:
         for seg in sp.segments:

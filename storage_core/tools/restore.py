@@ -70,19 +70,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage_core.errors import GroupRestoreError, InvalidTopicError, ReplicatedWriteError, RestoreError
-from storage_core.files import LOG_SUFFIX, staging_prefix
+from storage_core.files import staging_prefix
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
-from storage_core.log.config import LogConfig
 from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
-from storage_core.log.log import Log
-from storage_core.log.lost import gaps_are_lost, gather_evidence
-from storage_core.log.manager import PartitionDir, find_partitions
+from storage_core.log.manager import find_partitions
 from storage_core.log.replicas import write_targets
 from storage_core.log.staged import (
     StagedPartition,
     StagingWriter,
-    check_ends_at_or_below,
+    check_at_offsets,
     collect_staging,
     commit_job,
 )
@@ -94,9 +91,8 @@ from storage_core.log.topic_partition import (
     check_appendable,
     validate_topic_name,
 )
-from storage_core.record.columnar import DEFAULT_BATCH_BYTES, EncodeBuffer, RowSelection, prepare_columns
+from storage_core.record.columnar import DEFAULT_BATCH_BYTES, EncodeBuffer
 from storage_core.record.compression import CompressionType
-from storage_core.record.records import NO_TIMESTAMP, TimestampType
 from storage_core.tools.restore_groups import (
     UNMAPPED_POLICIES,
     KeptOffsets,
@@ -431,25 +427,6 @@ def _check_names(topics: Iterable[str]) -> None:
         check_appendable(topic)
 
 
-def _check_partition(target: Path, tp: TopicPartition, first: int, config: LogConfig) -> None:
-    """Refuse a partition of the target that ends above ``first`` (the source's first offset), or ends
-    below it in a log where klog's readers would take the gap for lost data
-    (:func:`~storage_core.log.lost.gaps_are_lost`: a log known never compacted rolls at its end). An
-    empty partition takes any first offset: its log then starts there."""
-    pdir = target / tp.dir_name
-    if not pdir.is_dir() or not any(pdir.glob("*" + LOG_SUFFIX)):
-        return
-    evidence = gather_evidence(PartitionDir(tp, pdir, target))
-    with Log(pdir, config) as lg:
-        end, empty = lg.log_end_offset, lg.log_start_offset >= lg.log_end_offset
-        check_ends_at_or_below(pdir, end, first)
-        if end < first and not empty and gaps_are_lost(lg, evidence):
-            raise RestoreError(f"{tp} in {target} ends at offset {end} and the source starts at {first}: its topic "
-                               "is not compacted, and klog's readers take a gap between segments of such a log "
-                               f"for lost data (offsets {end}..{first - 1}); expected a source starting at {end}, "
-                               "an empty partition, or a compacted topic")
-
-
 #: ``offsets``: the records at their original offsets, or appended at each partition's end
 Offsets = Literal["keep", "new"]
 OFFSETS_MODES: tuple[str, ...] = get_args(Offsets)
@@ -534,7 +511,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
     if not new:
         for tp, first in sorted(src.starts.items()):
             for pdir in (placed[tp].stage, *placed[tp].replicas):
-                _check_partition(pdir.parent, tp, first, configs[tp.topic])
+                check_at_offsets(pdir.parent, tp, configs[tp.topic], [(first, first)])
     # each source partition's range in the target now: where new offsets start, what groups map into
     before: dict[TopicPartition, tuple[int, int]] = {}
     if new or groups_from is not None:
@@ -582,7 +559,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
                     if src.has_offsets:
                         moved.setdefault(tp, []).append(_offsets_of(rows))
                     rows = _with_offsets(rows, np.arange(at, at + rows.num_rows, dtype=np.int64))
-                counts[tp] = counts.get(tp, 0) + _stage(w, rows)
+                counts[tp] = counts.get(tp, 0) + w.append_rows_at(rows)
                 ends[tp] = int(rows.column("offset")[rows.num_rows - 1].as_py()) + 1
         staged = [w.finish() for w in writers.values()]
         translation = _final_translation(new, src, before, firsts, ends, moved)
@@ -730,22 +707,3 @@ def _with_offsets(rows: pa.RecordBatch, offsets: np.ndarray) -> pa.RecordBatch:
         return rows.set_column(names.index("offset"), "offset", column)
     return rows.append_column("offset", column)
 
-
-def _stage(writer: StagingWriter, rows: pa.RecordBatch) -> int:
-    """Stage one partition's rows at their offsets: one call per run of records that share a batch's
-    timestamp type (and, for LogAppendTime, its time)."""
-    offsets = rows.column("offset").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    cols = prepare_columns(rows, NO_TIMESTAMP)
-    ts = cols.timestamps
-    if "timestampType" in rows.column_names:
-        types = np.asarray(pc.fill_null(rows.column("timestampType"), 0).to_numpy(zero_copy_only=False))
-    else:
-        types = np.zeros(rows.num_rows, np.int32)
-    lat = types == int(TimestampType.LOG_APPEND_TIME)
-    cut = np.flatnonzero((lat[1:] != lat[:-1]) | (lat[1:] & (ts[1:] != ts[:-1]))) + 1
-    bounds = [0, *cut.tolist(), rows.num_rows]
-    n = 0
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        picked = RowSelection.of([(cols, np.arange(a, b, dtype=np.int64))])
-        n += writer.append_at(picked, offsets[a:b], int(ts[a]) if lat[a] else None)
-    return n
