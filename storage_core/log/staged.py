@@ -52,6 +52,7 @@ from storage_core.errors import (
 )
 from storage_core.faults import maybe_crash_at_step
 from storage_core.files import LOG_SUFFIX, RECOVERY_POINT_OFFSET_CHECKPOINT, STAGING_PREFIX, staging_prefix
+from storage_core.limits import INT32_MAX
 from storage_core.log.checkpoint import (
     CleanShutdownFile,
     OffsetCheckpointFile,
@@ -242,8 +243,6 @@ class StagingWriter:
                               f"{self.pinned_base}; expected increasing offsets from the base")
         now = int(time.time() * 1000)
         for batch in self.encoder.encode(rows, staged_first, offsets=offsets, log_append_time=log_append_time):
-            # a segment starts at the pinned base, later ones at the first offset of their first batch
-            # (UnifiedLog.maybeRoll rolls at the append's first offset)
             self._stage_batch(batch, _BASE_OFFSET.unpack_from(batch.data)[0], now)
         return rows.num_rows
 
@@ -289,10 +288,26 @@ class StagingWriter:
                                       f"max.message.bytes ({self.config.max_message_bytes})")
         seg = self.segment or self._new_segment(self.next_offset)
         if seg.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes, batch.max_timestamp,
-                                      batch.last_offset, size, now)):
+                                      batch.last_offset, size, now)) and not self._gap_holds_roll(seg, batch, base_offset):
+            # a new segment at the batch's first offset (UnifiedLog.maybeRoll rolls at the append's first
+            # offset; a pinned writer's batches keep their own offsets)
             seg = self._new_segment(base_offset)
         seg.append(batch.last_offset, batch.max_timestamp, batch.last_offset, batch.data)
         self.next_offset = batch.last_offset + 1
+
+    def _gap_holds_roll(self, seg: LogSegment, batch: EncodedBatch, base_offset: int) -> bool:
+        """Whether a roll that is due waits for a later batch: records at their own offsets (a restore's)
+        with a gap before this batch, in a topic that is not compacted. A segment starting after a gap
+        is what a compacted log holds; in one that is not, a log rolls at its end, and every reader
+        takes a gap between segments (or a segment whose first batch lies above its base offset) for a
+        deleted or misplaced segment (:mod:`storage_core.log.lost`). So the segment grows past
+        ``segment.bytes`` (or ``segment.ms``) until a batch follows on without a gap, as far as a
+        segment can: not with a full index or an offset its index cannot hold relative to its base."""
+        if base_offset == self.next_offset or self.config.compact:
+            return False
+        return not (seg.offset_index.is_full() or seg.time_index.is_full()
+                    or not 0 <= batch.last_offset - seg.base_offset <= INT32_MAX
+                    or seg.size_in_bytes + len(batch.data) > INT32_MAX)
 
     def _check_timestamps(self, timestamps: np.ndarray) -> None:
         """Kafka's ``LogValidator.validateTimestamp``: under CreateTime, a record's timestamp (other than
