@@ -189,7 +189,7 @@ def test_kafka_source_benchmark_runs(spark, capsys: pytest.CaptureFixture[str]) 
                 pytest.fail(f"KLOG_REQUIRE_BROKER=1 but {reason}")
             pytest.skip(reason)
     # two rounds: from the second on, each side writes into a place of its own (a new topic, a new dir)
-    kafka_source.main(["--records", "20000", "--repeat", "2", "--seconds", "3", "--rate", "300"])
+    kafka_source.main(["--records", "8000", "--repeat", "2", "--seconds", "1.5", "--rate", "300"])
     out = capsys.readouterr().out
     assert "ratio full scan klog/kafka-source throughput:" in out and "ratio tail klog/kafka-source" in out
     assert "ratio batch write lz4 klog/kafka-sink throughput:" in out and "ratio stream p99 latency" in out

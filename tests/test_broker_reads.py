@@ -11,7 +11,7 @@ topic ids and configs, committed group offsets). klog then reads the broker's lo
 each a value of the ``state`` fixture: ``live`` (the broker running: no lock taken, no byte
 changed), ``clean`` (after SIGTERM) and ``killed`` (restarted, then SIGKILL: recovery in memory).
 
-``KLOG_BROKER_WORKLOADS`` (default 4) sets how many workloads run, ``KLOG_BROKER_RECORDS`` the
+``KLOG_BROKER_WORKLOADS`` (default 3) sets how many workloads run, ``KLOG_BROKER_RECORDS`` the
 records per workload (default: random, 10,000 to 16,000), ``KLOG_BROKER_SEED`` the seed (default:
 a new one each run, printed in every failure). ``KLOG_BROKER_CAMPAIGN=N`` runs N more rounds of
 fresh workloads through the engine paths (the ``slow`` test ``test_campaign``).
@@ -40,7 +40,7 @@ from storage_core.tools.cli import main as klog
 
 pytestmark = [pytest.mark.broker, pytest.mark.interop]
 
-N_WORKLOADS = env_int("KLOG_BROKER_WORKLOADS", 4)
+N_WORKLOADS = env_int("KLOG_BROKER_WORKLOADS", 3)
 SEED = int(os.environ.get("KLOG_BROKER_SEED") or random.SystemRandom().randrange(1, 1 << 31))
 ISOLATION = ("read_uncommitted", "read_committed")
 KINDS = ("plain", "txn", "retained", "compacted")
