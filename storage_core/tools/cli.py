@@ -1092,6 +1092,7 @@ RESTORE_EXAMPLES = """examples:
   klog restore backup /var/lib/kafka/data --groups          the records and the groups of the snapshot, one commit
   klog restore orders.parquet /var/lib/kafka/data --groups groups.json --group billing   from klog groups --json
   klog restore backup /var/lib/kafka/data --offsets new --groups --unmapped end   appended, groups translated
+  klog restore orders.parquet b1/data,b2/data,b3/data --topic orders   into a cluster: every replica
 Each record goes back at its partition and offset, with its key, value, headers, timestamp and
 timestamp type; gaps between offsets stay gaps. A log dir or snapshot is read read_committed (aborted
 records and transaction markers are not restored); an export holds what it was exported with.
@@ -1399,7 +1400,8 @@ def build_parser() -> argparse.ArgumentParser:
                        parents=[_common()])
     p.add_argument("source", metavar="SOURCE", help="a log dir or klog snapshot, a klog export Parquet file or dir, "
                    "or a Delta or Iceberg table's dir (klog sync's)")
-    p.add_argument("dir", metavar="DIR", help="the log dir to restore into (a stopped broker's, or klog's own)")
+    p.add_argument("dir", metavar="DIR", help="the log dir to restore into (a stopped broker's, or klog's own), or "
+                   "every broker's of a stopped cluster, separated by commas (each in-sync replica written)")
     p.add_argument("--topic", action="append", type=_topic_name,
                    help="a topic to restore (repeatable; default: every topic of SOURCE but Kafka's internal ones)")
     p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
