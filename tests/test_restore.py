@@ -594,3 +594,26 @@ def test_segments_rolled_at_a_gap_stay_contiguous(tmp_path: Path) -> None:
             ends.append((base_offset_of(seg.name), batches[0].base_offset, batches[-1].last_offset + 1))
         for (_, _, end), (base, _, _) in zip(ends, ends[1:], strict=False):
             assert base == end, f"g-{p}: a segment starts at {base}, the one before it ends at {end}: {ends}"
+
+
+def test_restore_from_a_snapshot_in_object_storage(tmp_path: Path) -> None:
+    """A ``klog snapshot`` taken into a bucket (SeaweedFS's S3 on 127.0.0.1) is restored from its URI, read
+    through the ``fs.*`` settings as the read path reads it: the records are those of the source read
+    read_committed. A Parquet URI, and groups from a source in a bucket, are refused by name."""
+    from s3_server import server_or_skip
+
+    from storage_core.fs import StorageOptions
+
+    server = server_or_skip()
+    storage = StorageOptions.from_options(server.options)
+    RestoreSource(tmp_path / "src", seeded("s3"), partitions=2, batches=10)
+    uri = server.bucket() + "/snap"
+    klog.snapshot(tmp_path / "src", uri, storage=storage)
+    summary = klog.restore(uri, tmp_path / "dst", storage=storage)
+    assert summary.records > 0
+    assert read(tmp_path / "dst") == read(tmp_path / "src", isolationLevel="read_committed")
+    with pytest.raises(klog.RestoreError, match="is a Parquet file in object storage"):
+        klog.restore(server.bucket() + "/orders.parquet", tmp_path / "dst2", storage=storage)
+    with pytest.raises(klog.GroupRestoreError, match="is in object storage"):
+        klog.restore(uri, tmp_path / "dst3", storage=storage, groups="source")
+    assert not (tmp_path / "dst2").exists() and not (tmp_path / "dst3").exists()

@@ -1118,7 +1118,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
     summary = restore(args.source, args.dir, topics=args.topic, compression=args.compression,
                       lock_timeout_s=args.lock_timeout, offsets=args.offsets, groups=args.groups,
-                      unmapped=args.unmapped, only_groups=args.group)
+                      unmapped=args.unmapped, only_groups=args.group, storage=_storage(args))
     report = summary.groups
     if args.json:
         groups = None if report is None else {

@@ -71,6 +71,7 @@ import pyarrow.compute as pc
 
 from storage_core.errors import GroupRestoreError, InvalidTopicError, ReplicatedWriteError, RestoreError
 from storage_core.files import staging_prefix
+from storage_core.fs import OPTION_PREFIX, StorageOptions, uri_scheme
 from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
 from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
@@ -283,7 +284,8 @@ def _open_table(path: Path, topics: Sequence[str] | None, offsets_required: bool
                    index.has_offsets)
 
 
-def _open_log_dir(path: Path, topics: Sequence[str] | None, want_ends: bool) -> _Source:
+def _open_log_dir(path: Path | str, topics: Sequence[str] | None, want_ends: bool,
+                  storage: StorageOptions | None = None) -> _Source:
     """A log dir's records, read ``read_committed`` from one plan: its ranges give each partition's
     first offset, its pieces (those of the chosen topics) the rows. ``want_ends``: each partition's
     high watermark too (where a consumer's read ends, past the transactions ``read_committed`` leaves
@@ -292,7 +294,8 @@ def _open_log_dir(path: Path, topics: Sequence[str] | None, want_ends: bool) -> 
     from storage_core.read.piece_reader import read_pieces
     from storage_core.read.planner import plan_read
 
-    options: dict[str, object] = {"isolationLevel": "read_committed", "includeHeaders": True}
+    options: dict[str, object] = {"isolationLevel": "read_committed", "includeHeaders": True,
+                                  **{OPTION_PREFIX + k: v for k, v in (storage or StorageOptions()).items}}
     if topics is not None:
         options["topics"] = list(topics)
     opts = read_options(str(path), **options)
@@ -339,11 +342,19 @@ def _partition_runs(table: pa.Table | pa.RecordBatch, topics: Sequence[str] | No
 
 
 def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None, *, offsets_required: bool = True,
-                 want_ends: bool = False) -> _Source:
+                 want_ends: bool = False, storage: StorageOptions | None = None) -> _Source:
     """``offsets_required``: refuse Parquet without an ``offset`` column (a restore at the original
-    offsets); ``want_ends``: each partition's end, for a log dir too (:func:`_open_log_dir`)."""
+    offsets); ``want_ends``: each partition's end, for a log dir too (:func:`_open_log_dir`). A URI
+    (``s3://bucket/snapshot``) is a log dir or ``klog snapshot`` in object storage, read through
+    ``storage`` as the read path reads one."""
     from storage_core.read.options import split_paths
 
+    if uri_scheme(os.fspath(source)) is not None:
+        if os.fspath(source).rstrip("/").endswith(".parquet"):
+            raise RestoreError(f"source {os.fspath(source)} is a Parquet file in object "
+                               "storage; expected a log dir or klog snapshot there (klog restore reads those through "
+                               "--fs), or the export copied to a local path")
+        return _open_log_dir(os.fspath(source), topics, want_ends, storage)
     path = Path(source)
     dirs = split_paths(str(source)) if not path.exists() and "," in str(source) else ()
     if dirs and all(Path(d).is_dir() for d in dirs):  # a cluster's dirs, "b1/data,b2/data": one log dir to read
@@ -439,12 +450,14 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
             lock_timeout_s: float = 0.0, max_batch_bytes: int = DEFAULT_BATCH_BYTES, offsets: Offsets = "keep",
             groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]] | None = None,
             unmapped: Unmapped = "fail", only_groups: Iterable[str] | None = None,
-            protocols: Mapping[str, str] | None = None, now_ms: int | None = None) -> RestoreSummary:
+            protocols: Mapping[str, str] | None = None, now_ms: int | None = None,
+            storage: StorageOptions | None = None) -> RestoreSummary:
     """Restore the records of ``source`` into the log dir ``target_dir``, at their original offsets or
     at new ones, and consumer groups' committed offsets with them, in one atomic commit.
 
-    ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``), a ``klog export``
-    Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made.
+    ``source``: a log dir or a ``klog snapshot`` of one (read ``read_committed``; also in object
+    storage, ``s3://bucket/snapshot``, read through ``storage``, the ``fs.*`` settings), a ``klog
+    export`` Parquet file or dir of them, or the dir of a Delta or Iceberg table ``klog sync`` made.
     ``target_dir``: a log dir, or the log dirs of a cluster's brokers (``"b1/data,b2/data"``, a glob,
     or a list): every in-sync replica of a restored partition gets the same batches.
     ``topics``: those to restore (default: every topic of the source but Kafka's internal ones).
@@ -493,7 +506,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
     targets = _target_dirs(target_dir)
     target = targets[0]
     _check_names(wanted or ())
-    src = _open_source(source, wanted, offsets_required=not new, want_ends=new or groups is not None)
+    src = _open_source(source, wanted, offsets_required=not new, want_ends=new or groups is not None, storage=storage)
     groups_from = _groups_source(groups, source, src)
     if groups_from is not None and len(targets) > 1:
         raise GroupRestoreError(f"groups into the log dirs of several brokers ({', '.join(map(str, targets))}): "
@@ -629,6 +642,10 @@ def _groups_source(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPa
             raise GroupRestoreError(f"groups from the source: {src.description} is a {src.kind}, which holds no "
                                     "consumer groups; expected a log dir or klog snapshot as the source, or the groups "
                                     "from a `klog groups --json` file or a log dir (klog restore --groups FROM)")
+        if uri_scheme(os.fspath(source)) is not None:
+            raise GroupRestoreError(f"groups from the source: {os.fspath(source)} is in object storage, whose "
+                                    f"{GROUP_OFFSETS_TOPIC} klog does not read for a restore yet; expected the groups "
+                                    "from a `klog groups --json` file or a local log dir (klog restore --groups FROM)")
         groups = source
     if not src.has_offsets:
         raise GroupRestoreError(f"{src.description} has no 'offset' column: the groups' committed offsets cannot be "
