@@ -4,7 +4,7 @@
   (``KLOG_CRASH_AT``), ``KLOG_COMMIT_CRASH_TRIALS`` trials (default 5) in one Spark application;
 * the driver's process group is SIGKILLed at a random moment of a write, half of the time while
   its commit runs, and the jobs it did not report done are rerun: ``KLOG_DRIVER_KILL_TRIALS``
-  trials (default 3), every job exactly once;
+  trials (default 2), every job exactly once;
 
 After each trial the log dir is reopened (an unfinished commit is rolled back) and every record
 must be there exactly once, or the job's records must be absent entirely.
@@ -134,7 +134,7 @@ def test_driver_killed_exactly_once_with_reruns(tmp_path: Path) -> None:
     each job carries ``txnAppId``/``txnVersion``, so the rerun of a job that did commit adds
     nothing. Every job the dead driver did not report done is rerun, as a user would: every job's
     records are there exactly once."""
-    trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "3"))
+    trials = int(os.environ.get("KLOG_DRIVER_KILL_TRIALS", "2"))
     rng = random.Random(11)
     root = tmp_path / "logs"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, KLOG_STEP_DELAY_MS="5", **short_jvm_env())
