@@ -581,7 +581,9 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
             None = None
         if plan is not None:
             after = {tp: _after(r, firsts.get(tp), ends.get(tp)) for tp, r in before.items()}
-            kept = KeptOffsets({tp: e for tp, (_, e) in {**plan.target.ranges, **after}.items()}, src.ends)
+            spans = {**plan.target.ranges, **after}
+            kept = KeptOffsets({tp: e for tp, (_, e) in spans.items()}, src.ends,
+                               {tp: s for tp, (s, _) in spans.items()})
             restored, skipped = plan.map(translation if new else kept, after)
             plan.check_offsets_dirs(restored)
             now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -679,7 +681,7 @@ def _translation(new: bool, src: _Source, ranges: Mapping[TopicPartition, tuple[
     after: a group's refusals are asked before anything is written."""
     ends = {tp: e for tp, (_, e) in ranges.items()}
     if not new:
-        return KeptOffsets(ends, src.ends)
+        return KeptOffsets(ends, src.ends, {tp: s for tp, (s, _) in ranges.items()})
     empty = np.empty(0, np.int64)
     return OffsetTranslation({tp: moved.get(tp, (empty, empty)) for tp in ranges}, source_ends=src.ends,
                              target_ends=ends)

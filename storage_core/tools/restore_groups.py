@@ -217,17 +217,25 @@ class KeptOffsets:
     committed offset the target partition reaches (``0 <= c <=`` its end, ``target_ends``) is kept;
     one past it, up to the source partition's end (``source_ends``: the records after the last one
     restored were left out, as a ``read_committed`` source leaves aborted records and markers out),
-    becomes the target partition's end (the group had consumed everything restored); None past both."""
+    becomes the target partition's end (the group had consumed everything restored); None past both.
+    One below the target partition's log start (``target_starts``: the records before its first
+    restored one were left out, aborted or deleted by retention in the source) becomes that start, the
+    first record at or after it: a consumer fetching below the log start would be out of range."""
 
     def __init__(self, target_ends: Mapping[TopicPartition, int],
-                 source_ends: Mapping[TopicPartition, int] | None = None) -> None:
+                 source_ends: Mapping[TopicPartition, int] | None = None,
+                 target_starts: Mapping[TopicPartition, int] | None = None) -> None:
         self.target_ends = dict(target_ends)
         self.source_ends = dict(source_ends or {})
+        self.target_starts = dict(target_starts or {})
 
     def __call__(self, tp: TopicPartition, offset: int) -> int | None:
         end = self.target_ends.get(tp)
         if end is None or offset < 0:
             return None
+        start = self.target_starts.get(tp, 0)
+        if offset < start <= end:
+            return start
         if offset <= end:
             return offset
         return end if offset <= self.source_ends.get(tp, end) else None
@@ -403,7 +411,8 @@ class GroupsPlan:
         (:class:`~storage_core.errors.GroupRestoreError`), skipped, or the partition's end or start."""
         spans = {**self.target.ranges, **(ranges or {})}
         if translate is None:
-            translate = KeptOffsets({tp: end for tp, (_, end) in spans.items()})
+            translate = KeptOffsets({tp: end for tp, (_, end) in spans.items()},
+                                    target_starts={tp: start for tp, (start, _) in spans.items()})
         restored: list[RestoredOffset] = []
         skipped: list[SkippedOffset] = []
         for g, parts in sorted(self.groups.items()):
