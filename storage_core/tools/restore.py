@@ -72,7 +72,7 @@ import pyarrow.compute as pc
 from storage_core.errors import GroupRestoreError, InvalidTopicError, ReplicatedWriteError, RestoreError
 from storage_core.files import staging_prefix
 from storage_core.fs import OPTION_PREFIX, StorageOptions, uri_scheme
-from storage_core.log.cluster_metadata import check_new_topic, find_cluster_metadata
+from storage_core.log.cluster_metadata import ClusterMetadata, check_new_topic, find_cluster_metadata
 from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
 from storage_core.log.manager import find_partitions
@@ -370,13 +370,12 @@ def _open_source(source: str | os.PathLike[str], topics: Sequence[str] | None, *
         _open_log_dir(path, topics, want_ends)
 
 
-def _check_target(targets: Sequence[Path], topics: Iterable[str], partitions: Iterable[TopicPartition],
-                  lock_timeout_s: float) -> None:
+def _check_target(targets: Sequence[Path], kraft: ClusterMetadata | None, topics: Iterable[str],
+                  partitions: Iterable[TopicPartition], lock_timeout_s: float) -> None:
     """Every refusal of the target's KRaft metadata and locks, before anything is written (see the
     module's doc); the replicas' are :func:`_write_plan`'s."""
     for t in targets:
         check_free_to_stage(t, lock_timeout_s)
-    kraft = find_cluster_metadata([t for t in targets if t.is_dir()])
     target = targets[0]
     _check_names(topics)
     for topic in sorted(set(topics)):
@@ -512,8 +511,9 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
         raise GroupRestoreError(f"groups into the log dirs of several brokers ({', '.join(map(str, targets))}): "
                                 f"{GROUP_OFFSETS_TOPIC} is replicated there, and klog restores groups into one "
                                 "broker's dir only; expected one log dir (restore the records without --groups)")
-    _check_target(targets, {tp.topic for tp in src.starts} | set(wanted or ()), src.starts, lock_timeout_s)
+    # the target's KRaft metadata replayed once, for every check and the writers' epochs
     kraft = find_cluster_metadata([t for t in targets if t.is_dir()])
+    _check_target(targets, kraft, {tp.topic for tp in src.starts} | set(wanted or ()), src.starts, lock_timeout_s)
     stored = load_topic_configs(target) if target.is_dir() else {}
     configs = {t: config_for_topic(t, stored, kraft=kraft) for t in {tp.topic for tp in src.starts}}
     try:
