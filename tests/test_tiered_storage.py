@@ -283,7 +283,12 @@ def test_verify_reads_the_remote_segments(tiered: Tiered, capsys: pytest.Capture
     assert "not verified: give the remote storage" in local.err, local
     assert klog(["verify", str(tiered.log_dir), "--topic", TOPIC, "--remote-storage", str(tiered.remote)]) == 0
     both = capsys.readouterr()
-    assert "warning:" not in both.err, both
+    # the broker is live: its active segment's preallocated index is warned about (Kafka's recovery
+    # rebuilds it) whenever that segment has no entry yet; any other warning is a failure
+    live = ("(the active segment of a dir not shut down cleanly: Kafka's recovery rebuilds it)",
+            "as an unclean shutdown leaves it (Kafka's recovery rebuilds it)")
+    other = [w for w in both.err.splitlines() if w.startswith("warning:") and not any(x in w for x in live)]
+    assert not other, both
     copies = sum(1 for tp in tiered.tps if tp[0] == TOPIC for c in _remote_logs(tiered.remote, tp)
                  for _ in FileRecords(c).batches())
     counted = [int(m) for m in re.findall(r": ok \((\d+) batches", both.out)]
