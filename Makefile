@@ -32,7 +32,7 @@ quickstart: $(RUN_STAMP)
 	@echo "klog is installed in $(VENV): run $(VENV)/bin/klog --help, or '. $(VENV)/bin/activate' to put klog on the PATH"
 
 test: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: $(DEV_STAMP)
 	$(PY) -m benchmarks
