@@ -24,7 +24,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -600,12 +600,19 @@ def _staging(dirs: Sequence[Path]) -> list[Path]:
 @pytest.mark.spark
 def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """With the cluster stopped, a Spark append into every broker's dirs, and a ``klog restore`` of an
-    export (offsets from above 0, gaps, LogAppendTime runs) into a topic created empty; after the
-    restart Kafka's consumer returns klog's rows and the export's records at their offsets, and again
-    after each broker in turn was made the leader (the others killed in turn). A write or a restore
-    given two of the three brokers' dirs is refused before anything is written."""
+    export (offsets from above 0, gaps, LogAppendTime runs) into a topic created empty, with a classic
+    and a consumer-protocol group committed inside it (``__consumer_offsets`` replicated three times);
+    after the restart Kafka's consumer returns klog's rows and the export's records at their offsets,
+    and again after each broker in turn was made the leader (the others killed in turn); Admin lists
+    the groups' offsets, and a consumer of each resumes there. A write or a restore given two of the
+    three brokers' dirs is refused before anything is written."""
+    import group_oracle
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from restore_gen import export_table
+
+    from storage_core.log.topic_partition import TopicPartition
+    from storage_core.tools.restore_groups import restore_groups
 
     seed = _seed("write")
     rng = random.Random(seed)
@@ -616,7 +623,8 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     cluster.create_topic(restored, 2)
     cluster.wait_replicated([topic, restored])
     cluster.produce(rng.randrange(2**31), [(topic, "idempotent", rng.randint(100, 300))])
-    cluster.wait_replicated([topic])
+    group_oracle.admin_offsets(cluster.bootstrap, [f"probe{seed}"], f"seed={seed}")  # makes __consumer_offsets
+    cluster.wait_replicated([topic, "__consumer_offsets"])
     before = cluster.consume("read_uncommitted", [topic])
     cluster.stop()
     dirs = [cluster.broker(n).log_dir for n in sorted(cluster.brokers)]
@@ -638,13 +646,25 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     export = export_table(rng, restored, 2, rng.randint(100, 300), rng.randint(1, 10**6),
                           int(time.time() * 1000) - 3600_000)
     pq.write_table(export, tmp_path / "export.parquet")
+    # each group committed at a random record of each partition, or past the last (it had read them all)
+    offsets = {p: export.filter(pc.equal(export.column("partition"), p)).column("offset").to_pylist() for p in (0, 1)}
+    groups = {f"g{seed}-{proto}": {TopicPartition(restored, p): rng.choice([*offsets[p], offsets[p][-1] + 1])
+                                   for p in (0, 1)} for proto in ("classic", "consumer")}
+    protocols = {g: g.rpartition("-")[2] for g in groups}
     before_files = {f: f.stat().st_size for d in dirs for f in Path(d).glob(f"{restored}-*/*")}
+    coordinators = {f: f.stat().st_size for d in dirs for f in Path(d).glob("__consumer_offsets-*/*")}
     with pytest.raises(ReplicatedWriteError, match="must reach every in-sync replica"):
-        storage_core.restore(tmp_path / "export.parquet", without, topics=[restored])
+        storage_core.restore(tmp_path / "export.parquet", without, topics=[restored], groups=groups,
+                             protocols=protocols)
     assert {f: f.stat().st_size for d in dirs for f in Path(d).glob(f"{restored}-*/*")} == before_files
-    storage_core.restore(tmp_path / "export.parquet", dirs, topics=[restored],
-                         compression=rng.choice(["none", "zstd", "lz4"]))
+    with pytest.raises(ReplicatedWriteError, match="__consumer_offsets"):  # the groups alone: the same rule
+        restore_groups(groups, without, protocols=protocols, unmapped="end")
+    assert {f: f.stat().st_size for d in dirs for f in Path(d).glob("__consumer_offsets-*/*")} == coordinators
+    summary = storage_core.restore(tmp_path / "export.parquet", dirs, topics=[restored], groups=groups,
+                                   protocols=protocols, compression=rng.choice(["none", "zstd", "lz4"]))
     _assert_epochs_recorded(dirs, restored, seed)
+    assert summary.groups is not None and summary.groups.partitions, f"seed={seed}: {summary}"
+    _assert_epochs_recorded(dirs, "__consumer_offsets", seed, only=summary.groups.partitions)
     millis = export.column("timestamp").cast("int64").to_pylist()
     want = sorted(({**r, "timestamp": ms, "headers": [(h["key"], h["value"]) for h in r["headers"]] or None}
                    for r, ms in zip(export.to_pylist(), millis, strict=True)),
@@ -664,6 +684,12 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
     assert len(got) == len(before) + n
     for iso in ("read_uncommitted", "read_committed"):
         assert_same_rows(cluster.consume(iso, [restored]), want, f"seed={seed} the restored topic at {iso}")
+    expect = {g: {f"{tp.topic}-{tp.partition}": o for tp, o in parts.items()} for g, parts in groups.items()}
+    listed = group_oracle.admin_offsets(cluster.bootstrap, sorted(groups), f"seed={seed}")
+    assert {g: listed[g]["offsets"] for g in groups} == expect, f"seed={seed}: Admin lists {listed}"
+    for g, proto in sorted(protocols.items()):
+        resumed = group_oracle.resume(cluster.bootstrap, g, proto, restored, f"seed={seed}")
+        assert resumed["positions"] == expect[g], f"seed={seed} {g}: resumed at {resumed}, expected {expect[g]}"
     for leader in sorted(cluster.brokers):
         for other in cluster.brokers:
             if other != leader:
@@ -678,15 +704,25 @@ def test_write_reaches_every_replica(spark, cluster, tmp_path: Path) -> None:  #
         cluster.wait_replicated([topic, restored])
 
 
-def _assert_epochs_recorded(dirs: Sequence[Path], topic: str, seed: int) -> None:
+def _assert_epochs_recorded(dirs: Sequence[Path], topic: str, seed: int, only: Iterable[int] | None = None) -> None:
     """Every replica holds klog's batches byte for byte, and its leader-epoch-checkpoint covers
-    them: the batches' epoch is the checkpoint's last, starting at or before the first of them."""
+    them: the batches' epoch is the checkpoint's last, starting at or before the first of them
+    (``only``: of these partitions, the ones klog wrote)."""
     from storage_core.log.checkpoint import LeaderEpochCheckpointFile
     from storage_core.record.file_records import FileRecords
 
+    def batches_of(pdir: Path) -> list[Any]:
+        return [b for seg in sorted(pdir.glob("*.log")) for b in FileRecords(seg).batches()]
+
+    names = sorted(p.name for p in Path(dirs[0]).glob(f"{topic}-*")
+                   if only is None or int(p.name.rpartition("-")[2]) in set(only))
+    assert names, f"seed={seed}: no partition of {topic} in {dirs[0]}"
+    copies = {name: [bytes(b.buffer) for b in batches_of(Path(dirs[0]) / name)] for name in names}
     for d in dirs:
-        for pdir in sorted(Path(d).glob(f"{topic}-*")):
-            batches = [b for seg in sorted(pdir.glob("*.log")) for b in FileRecords(seg).batches()]
+        for pdir in (Path(d) / name for name in names):
+            batches = batches_of(pdir)
+            assert [bytes(b.buffer) for b in batches] == copies[pdir.name], \
+                f"seed={seed}: {pdir} differs from {dirs[0]}"
             entries = LeaderEpochCheckpointFile.in_dir(pdir).read()
             assert batches and entries, f"seed={seed}: {pdir}"
             last = batches[-1]

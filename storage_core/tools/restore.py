@@ -31,7 +31,8 @@ other replica given gets the same batches at the same offsets in the same commit
 rule (:func:`~storage_core.log.replicas.write_targets`): a partition whose in-sync replicas are not
 all among the dirs, or do not end at the same offset, is refused, since a follower truncates to
 its leader when the cluster starts and a record only one replica holds would be lost without a
-word. The same rule refuses one broker's dir alone for a replicated partition. The partition dirs
+word. The same rule refuses one broker's dir alone for a replicated partition, and places the
+groups' ``__consumer_offsets`` partitions (replicated too) when ``groups`` is given. The partition dirs
 must exist: the brokers make them when the topic is created (start the cluster once after
 ``kafka-topics.sh --create``).
 
@@ -106,6 +107,7 @@ from storage_core.tools.restore_groups import (
     offsets_partitions,
     plan_groups,
     stage_groups,
+    target_dirs,
     target_range,
 )
 from storage_core.workers import pool_size, stream_in_order
@@ -502,15 +504,11 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
     new = offsets == "new"
     wanted = [topics] if isinstance(topics, str) else None if topics is None else list(topics)
     codec = compression if isinstance(compression, CompressionType) else CompressionType.from_name(compression)
-    targets = _target_dirs(target_dir)
+    targets = target_dirs(target_dir)
     target = targets[0]
     _check_names(wanted or ())
     src = _open_source(source, wanted, offsets_required=not new, want_ends=new or groups is not None, storage=storage)
     groups_from = _groups_source(groups, source, src)
-    if groups_from is not None and len(targets) > 1:
-        raise GroupRestoreError(f"groups into the log dirs of several brokers ({', '.join(map(str, targets))}): "
-                                f"{GROUP_OFFSETS_TOPIC} is replicated there, and klog restores groups into one "
-                                "broker's dir only; expected one log dir (restore the records without --groups)")
     # the target's KRaft metadata replayed once, for every check and the writers' epochs
     kraft = find_cluster_metadata([t for t in targets if t.is_dir()])
     _check_target(targets, kraft, {tp.topic for tp in src.starts} | set(wanted or ()), src.starts, lock_timeout_s)
@@ -535,7 +533,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
     plan = None
     if groups_from is not None:
         projected = _projected(before, src, new)
-        plan = plan_groups(groups_from, target, translate=_translation(new, src, projected, {}), unmapped=unmapped,
+        plan = plan_groups(groups_from, targets, translate=_translation(new, src, projected, {}), unmapped=unmapped,
                            protocols=protocols, only=only_groups, ranges=projected)
     # every refusal asked: from here on the target is written (staging, then the commit)
     target.mkdir(parents=True, exist_ok=True)
@@ -577,6 +575,7 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
         staged = [w.finish() for w in writers.values()]
         translation = _final_translation(new, src, before, firsts, ends, moved)
         group_staged: list[StagedPartition] = []
+        group_replicas: dict[str, list[str]] = {}  # a replicated __consumer_offsets partition's other replicas
         restored_groups: tuple[list[RestoredOffset], list[SkippedOffset], dict[int, list[tuple[bytes, bytes]]]] | \
             None = None
         if plan is not None:
@@ -591,12 +590,14 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
             restored_groups = (restored, skipped, rows_by_partition)
             if rows_by_partition:
                 group_staged = stage_groups(plan, rows_by_partition, now, staging_prefix(job) + "groups")
+                group_replicas = plan.replicas_by_dir(rows_by_partition)
     except BaseException:
         for w in writers.values():
             w.discard()
         raise
     try:
         replicas = {str(p.stage): [str(r) for r in p.replicas] for p in placed.values() if p.replicas}
+        replicas.update(group_replicas)
         committed = commit_job(job, [sp for sp in staged if sp.segments] + group_staged, lock_timeout_s=lock_timeout_s,
                                replicas=replicas)
     except BaseException:
@@ -605,7 +606,8 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
         if not any(journal_path(t, job).exists() for t in targets):
             collect_staging([w.partition_dir for w in writers.values()] +
                             [Path(sp.partition_dir) for sp in group_staged] +
-                            [r for p in placed.values() for r in p.replicas], job_id=job)
+                            [r for p in placed.values() for r in p.replicas] +
+                            [Path(r) for rs in group_replicas.values() for r in rs], job_id=job)
         raise
     report = None
     if plan is not None and restored_groups is not None:
@@ -619,17 +621,6 @@ def restore(source: str | os.PathLike[str], target_dir: str | os.PathLike[str] |
         done.append(RestoredPartition(tp.topic, tp.partition, first, end, counts.get(tp, 0),
                                       int(span[0][0]) if span else None, int(span[-1][-1]) if span else None))
     return RestoreSummary(",".join(map(str, targets)), tuple(done), offsets, report, translation)
-
-
-def _target_dirs(target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The target's log dirs: one, or a cluster's (a list, ``"a,b"`` or a glob, as the read paths)."""
-    from storage_core.read.options import split_paths
-
-    given = [target_dir] if isinstance(target_dir, (str, os.PathLike)) else list(target_dir)
-    out = [Path(p) for g in given for p in split_paths(os.fspath(g))]
-    if not out:
-        raise RestoreError(f"no target log dir in {target_dir!r}; expected a log dir, or a cluster's log dirs")
-    return out
 
 
 def _groups_source(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]] | None,

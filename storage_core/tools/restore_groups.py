@@ -1,5 +1,5 @@
-"""Consumer groups restored: each group's committed offsets written into a stopped broker's
-``__consumer_offsets``, as its group coordinator writes them, so that the group's consumers resume
+"""Consumer groups restored: each group's committed offsets written into a stopped broker's (or
+cluster's) ``__consumer_offsets``, as its group coordinator writes them, so that the group's consumers resume
 where they were (``klog restore --groups``; issue 55).
 
 What is written, per group, into the partition the coordinator loads the group from
@@ -51,10 +51,14 @@ same job will leave them) and **staging** (:meth:`GroupsPlan.records`, :func:`st
 coordinator's records staged into their ``__consumer_offsets`` partitions, for the job's commit).
 
 The write is klog's staged commit (:mod:`storage_core.log.staged`): staged, then made visible at
-once under the log dir's lock, rolled back after a crash. Every refusal comes before anything is
+once under the log dir's lock, rolled back after a crash. Into a cluster (every broker's log dirs
+given), each ``__consumer_offsets`` partition written is replicated as the records are
+(:func:`~storage_core.log.replicas.write_targets`): staged in its leader's dir, the same batches at
+the same offsets committed into every in-sync replica. Every refusal comes before anything is
 written, in one line: a dir held by a broker, a target without ``__consumer_offsets``, a group's
 topic or partition the target lacks (and the restore does not write), a group the target already
-has, an offset nothing maps to.
+has, an offset nothing maps to, a replicated ``__consumer_offsets`` partition one of whose in-sync
+replicas' dirs is not given.
 """
 
 from __future__ import annotations
@@ -71,12 +75,13 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from storage_core.errors import GroupRestoreError
+from storage_core.errors import GroupRestoreError, RestoreError
 from storage_core.files import LOG_SUFFIX, staging_prefix
-from storage_core.log.cluster_metadata import cluster_metadata
+from storage_core.log.cluster_metadata import find_cluster_metadata
 from storage_core.log.journal import journal_path
 from storage_core.log.lock import check_free_to_stage
 from storage_core.log.manager import PartitionDir, find_partitions, open_log_read_only
+from storage_core.log.replicas import ReplicaSet, write_targets
 from storage_core.log.staged import StagedPartition, StagingWriter, collect_staging, commit_job
 from storage_core.log.topic_configs import config_for_topic, load_topic_configs
 from storage_core.log.topic_partition import GROUP_OFFSETS_TOPIC, TopicPartition
@@ -309,10 +314,24 @@ def _groups_json(path: Path) -> dict[str, dict[TopicPartition, GroupOffset]]:
 # --- the target --------------------------------------------------------------------------------
 
 
+def target_dirs(target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """A restore's target log dirs: one, or a cluster's (a list, ``"a,b"`` or a glob, as the read paths)."""
+    from storage_core.read.options import split_paths
+
+    given = [target_dir] if isinstance(target_dir, (str, os.PathLike)) else list(target_dir)
+    out = [Path(p) for g in given for p in split_paths(os.fspath(g))]
+    if not out:
+        raise RestoreError(f"no target log dir in {target_dir!r}; expected a log dir, or a cluster's log dirs")
+    return out
+
+
 @dataclass(frozen=True)
 class _Target:
-    log_dir: Path
-    offsets_dirs: Mapping[int, Path]  # __consumer_offsets partition -> its dir
+    log_dirs: tuple[Path, ...]  # one broker's log dir, or every broker's of a cluster
+    offsets_dirs: Mapping[int, Path]  # __consumer_offsets partition -> its dir (the replica read: the leader's)
+    #: a replicated __consumer_offsets partition -> its replica set (the records go into every in-sync
+    #: replica given, by the writer's rule: :func:`~storage_core.log.replicas.write_targets`)
+    offsets_replicas: Mapping[int, ReplicaSet]
     num_partitions: int
     #: each partition the groups name: (log start, log end) as the target holds it, or as a restore
     #: in the same job will leave it (:func:`plan_groups`' ``ranges``)
@@ -320,20 +339,17 @@ class _Target:
     topic_ids: Mapping[str, str]
 
 
-def _target(log_dir: Path, wanted: set[TopicPartition], ranges: Mapping[TopicPartition, tuple[int, int]]) -> _Target:
-    if not log_dir.is_dir():
-        raise GroupRestoreError(f"target {log_dir} is not a directory; expected a stopped broker's log dir")
-    kraft = cluster_metadata(log_dir)
-    pds = {pd.topic_partition: pd for pd in find_partitions([log_dir], allow_empty=True)}
+def _target(log_dirs: Sequence[Path], wanted: set[TopicPartition],
+            ranges: Mapping[TopicPartition, tuple[int, int]]) -> _Target:
+    log_dir = ",".join(map(str, log_dirs))
+    for d in log_dirs:
+        if not d.is_dir():
+            raise GroupRestoreError(f"target {d} is not a directory; expected a stopped broker's log dir")
+    kraft = find_cluster_metadata(log_dirs)
+    pds = {pd.topic_partition: pd for pd in find_partitions(list(log_dirs), allow_empty=True)}
     offsets_dirs = {tp.partition: pd.path for tp, pd in pds.items() if tp.topic == GROUP_OFFSETS_TOPIC}
-    replicated = sorted(tp for tp, pd in pds.items() if tp.topic == GROUP_OFFSETS_TOPIC and pd.replicas is not None)
-    if replicated:
-        # its other replicas' brokers would make the records of this one broker's dir truncated away
-        # (a follower truncates to its leader), or, as leader, serve them to no follower
-        raise GroupRestoreError(f"{replicated[0]} in {log_dir} is replicated (offsets.topic.replication.factor > 1 by "
-                                "the KRaft metadata); klog restores groups into a single broker's "
-                                f"{GROUP_OFFSETS_TOPIC} only, not yet into every replica of a cluster's; expected a "
-                                "log dir whose broker holds its only replica")
+    offsets_replicas = {tp.partition: pd.replicas for tp, pd in pds.items()
+                        if tp.topic == GROUP_OFFSETS_TOPIC and pd.replicas is not None}
     known = kraft.topics.get(GROUP_OFFSETS_TOPIC) if kraft is not None else None
     if known is None and not offsets_dirs:
         raise GroupRestoreError(
@@ -351,18 +367,18 @@ def _target(log_dir: Path, wanted: set[TopicPartition], ranges: Mapping[TopicPar
                                 f"({len(missing)} partitions missing)")
     got = {tp: ranges[tp] if tp in ranges else _log_range(pds[tp]) for tp in sorted(wanted)}
     ids = {t: kraft.topics[t].topic_id for t in {tp.topic for tp in wanted} if kraft is not None and t in kraft.topics}
-    return _Target(log_dir, offsets_dirs, num, got, ids)
+    return _Target(tuple(log_dirs), offsets_dirs, offsets_replicas, num, got, ids)
 
 
-def _check_new_groups(target: Path, groups: set[str]) -> None:
+def _check_new_groups(targets: Sequence[Path], groups: set[str]) -> None:
     """Refuse groups the target's coordinator already has (group records or committed offsets): the
     restored records would be replayed over them, and a consumer group's records over a classic
     group (or the reverse) fail the load of the whole ``__consumer_offsets`` partition
     (``GroupMetadataManager.getOrMaybeCreatePersistedConsumerGroup``: "is not a consumer group")."""
-    there = set(group_offsets([target])) | set(group_protocols([target]))
+    there = set(group_offsets(list(targets))) | set(group_protocols(list(targets)))
     clash = sorted(groups & there)
     if clash:
-        raise GroupRestoreError(f"target {target} already has group {clash[0]!r} ({len(clash)} of the groups to "
+        raise GroupRestoreError(f"target {','.join(map(str, targets))} already has group {clash[0]!r} ({len(clash)} of the groups to "
                                 "restore): delete it there first (kafka-consumer-groups.sh --delete --group), or "
                                 "restore the others (only=..., klog restore --group G)")
 
@@ -450,14 +466,35 @@ class GroupsPlan:
         return f"group {group!r} {tp}: no restored record maps committed offset {offset} ({why})"
 
     def check_offsets_dirs(self, restored: Sequence[RestoredOffset]) -> None:
-        """Refuse a target lacking the ``__consumer_offsets`` partition a written group's coordinator loads."""
+        """Refuse a target lacking the ``__consumer_offsets`` partition a written group's coordinator
+        loads, or, for a replicated one, the dir of one of its in-sync replicas (:meth:`replicas_of`)."""
         parts = {r.offsets_partition for r in restored}
         missing = sorted(parts - set(self.target.offsets_dirs))
         if missing:
-            raise GroupRestoreError(f"target {self.target.log_dir} has no dir {GROUP_OFFSETS_TOPIC}-{missing[0]}, the "
+            dirs = ",".join(map(str, self.target.log_dirs))
+            raise GroupRestoreError(f"target {dirs} has no dir {GROUP_OFFSETS_TOPIC}-{missing[0]}, the "
                                     f"partition of {len(missing)} of the groups' coordinators; expected all "
                                     f"{self.target.num_partitions} partitions of {GROUP_OFFSETS_TOPIC} (a single "
-                                    "broker's dir holds them all)")
+                                    "broker's dir holds them all; a cluster's, every broker's dirs together)")
+        for p in sorted(parts):
+            self.replicas_of(p)
+
+    def replicas_of(self, offsets_partition: int) -> tuple[Path, ...]:
+        """The other replicas' dirs of a ``__consumer_offsets`` partition, which get the same batches
+        as its dir (none for a partition with one replica); raises
+        :class:`~storage_core.errors.ReplicatedWriteError` when an in-sync replica's dir is not given."""
+        rs = self.target.offsets_replicas.get(offsets_partition)
+        return () if rs is None else write_targets(rs)
+
+    def replicas_by_dir(self, partitions: Iterable[int]) -> dict[str, list[str]]:
+        """For :func:`~storage_core.log.staged.commit_job`'s ``replicas``: each replicated
+        ``__consumer_offsets`` partition's dir among ``partitions``, and its other replicas' dirs."""
+        out: dict[str, list[str]] = {}
+        for p in sorted(partitions):
+            more = self.replicas_of(p)
+            if more:
+                out[str(self.target.offsets_dirs[p])] = [str(r) for r in more]
+        return out
 
     def records(self, restored: Sequence[RestoredOffset], now: int) -> dict[int, list[tuple[bytes, bytes]]]:
         """The coordinator's records of the ``restored`` offsets, by ``__consumer_offsets`` partition: each
@@ -483,9 +520,9 @@ class GroupsPlan:
 
 
 def plan_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]],
-                target_dir: str | os.PathLike[str], *, translate: Translate | None = None,
-                unmapped: Unmapped = "fail", protocols: Mapping[str, str] | None = None,
-                only: Iterable[str] | None = None,
+                target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                translate: Translate | None = None, unmapped: Unmapped = "fail",
+                protocols: Mapping[str, str] | None = None, only: Iterable[str] | None = None,
                 ranges: Mapping[TopicPartition, tuple[int, int]] | None = None) -> GroupsPlan:
     """The groups of ``groups`` (:func:`load_groups`) checked against ``target_dir``, nothing written:
     every refusal of a restore of groups (a target without ``__consumer_offsets``, a group the target
@@ -499,7 +536,7 @@ def plan_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicParti
     records)."""
     if unmapped not in UNMAPPED_POLICIES:
         raise GroupRestoreError(f"unmapped={unmapped!r}; expected one of {', '.join(UNMAPPED_POLICIES)}")
-    target = Path(target_dir)
+    targets = target_dirs(target_dir)
     found, known = load_groups(groups)
     if only is not None:
         wanted_groups = {only} if isinstance(only, str) else set(only)
@@ -515,8 +552,8 @@ def plan_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicParti
         if protocol not in PROTOCOLS:
             raise GroupRestoreError(f"group {g!r}: protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
         chosen[g] = (protocol, (protocol_type or CONSUMER_PROTOCOL_TYPE) if protocol == CLASSIC else "")
-    tgt = _target(target, {tp for parts in found.values() for tp in parts}, ranges or {})
-    _check_new_groups(target, set(found))
+    tgt = _target(targets, {tp for parts in found.values() for tp in parts}, ranges or {})
+    _check_new_groups(targets, set(found))
     plan = GroupsPlan(tgt, found, chosen, unmapped, frozenset(ranges or {}))
     restored, _ = plan.map(translate)
     plan.check_offsets_dirs(restored)
@@ -533,9 +570,8 @@ def stage_groups(plan: GroupsPlan, rows: Mapping[int, Sequence[tuple[bytes, byte
     removes what this call staged and raises."""
     import pyarrow as pa
 
-    target = plan.target.log_dir
-    kraft = cluster_metadata(target)
-    config = config_for_topic(GROUP_OFFSETS_TOPIC, load_topic_configs(target), kraft=kraft)
+    kraft = find_cluster_metadata(plan.target.log_dirs)
+    config = config_for_topic(GROUP_OFFSETS_TOPIC, load_topic_configs(plan.target.log_dirs[0]), kraft=kraft)
     staged: list[StagedPartition] = []
     writers: list[StagingWriter] = []
     try:
@@ -562,9 +598,10 @@ def offsets_partitions(committed: Mapping[TopicPartition, tuple[int, int]]) -> d
 
 
 def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPartition, object]],
-                   target_dir: str | os.PathLike[str], *, translate: Translate | None = None,
-                   unmapped: Unmapped = "fail", protocols: Mapping[str, str] | None = None,
-                   only: Iterable[str] | None = None, now_ms: int | None = None,
+                   target_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                   translate: Translate | None = None, unmapped: Unmapped = "fail",
+                   protocols: Mapping[str, str] | None = None, only: Iterable[str] | None = None,
+                   now_ms: int | None = None,
                    lock_timeout_s: float = 60.0) -> RestoreGroupsReport:
     """Write each group's committed offsets into ``target_dir``'s ``__consumer_offsets`` (see the
     module): ``groups`` is a source log dir, a ``klog groups --json`` file or a mapping (:func:`load_groups`).
@@ -581,23 +618,26 @@ def restore_groups(groups: str | os.PathLike[str] | Mapping[str, Mapping[TopicPa
 
     Raises :class:`~storage_core.errors.GroupRestoreError` (or ``LogDirLockedError`` for a dir a
     broker holds) before writing anything."""
-    target = Path(target_dir)
-    check_free_to_stage(target, 0)  # a running broker's dir: refused at once, nothing written
-    plan = plan_groups(groups, target, translate=translate, unmapped=unmapped, protocols=protocols, only=only)
+    targets = target_dirs(target_dir)
+    for target in targets:
+        check_free_to_stage(target, 0)  # a running broker's dir: refused at once, nothing written
+    plan = plan_groups(groups, targets, translate=translate, unmapped=unmapped, protocols=protocols, only=only)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     restored, skipped = plan.map(translate)
     if not restored:
         return plan.report((), skipped, {}, {})
     rows = plan.records(restored, now)
     job = f"restore-groups-{uuid.uuid4().hex[:12]}"
+    replicas = plan.replicas_by_dir(rows)
     staged = stage_groups(plan, rows, now, staging_prefix(job) + "groups")
     try:
-        committed = commit_job(job, staged, lock_timeout_s=lock_timeout_s)
+        committed = commit_job(job, staged, lock_timeout_s=lock_timeout_s, replicas=replicas)
     except BaseException:
         # refused before its journal was written: the staging goes; a journal written is settled by
         # the next writable open, which removes it with the commit
-        if not journal_path(target, job).exists():
-            collect_staging([Path(sp.partition_dir) for sp in staged], job_id=job)
+        if not any(journal_path(t, job).exists() for t in targets):
+            collect_staging([Path(sp.partition_dir) for sp in staged] +
+                            [Path(r) for rs in replicas.values() for r in rs], job_id=job)
         raise
     return plan.report(restored, skipped, rows, offsets_partitions(committed))
 
