@@ -578,7 +578,8 @@ def test_producer_state_equals_broker_snapshots(written: Written, tmp_path: Path
     replays = tmp_path / "replayed"
     # this module's topics and the broker's own: the shared broker also holds other modules' topics
     # (test_kafka_source_parity's, whose first segments retention deleted: seed 638685792 found klog's
-    # replay from the first segment's snapshot without a producer the broker's later snapshot kept; open)
+    # replay without a producer the broker's later snapshot kept, likely as no snapshot was at the first
+    # segment and this test removes the others Kafka would load; open)
     own = {*written.workload, written.keyed}
     for pd in sorted(p for p in written.dump_dir.iterdir() if p.is_dir() and not p.name.startswith("__cluster")
                      and (p.name.startswith("__") or p.name.rpartition("-")[0] in own)):
