@@ -54,7 +54,7 @@ def _foreign_append(table: Table) -> str:
 def _foreign_delete(table: Table) -> str:
     # the table's first offsets, wherever the workload's partitions start (a seed whose partitions all
     # start above offset 5 deleted nothing, and so changed nothing to refuse)
-    below = min(table.read().column("offset").to_pylist()) + 5
+    below = pc.min(table.read().column("offset")).as_py() + 5
     if table.format == "delta":
         _delta(table).delete(f"\"offset\" < {below}")
         return "deleted"

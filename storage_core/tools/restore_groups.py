@@ -338,10 +338,19 @@ class _Target:
     ranges: Mapping[TopicPartition, tuple[int, int]]
     topic_ids: Mapping[str, str]
 
+    @property
+    def where(self) -> str:
+        """The target's log dirs as the user gave them to a message: ``a`` or ``a,b,c``."""
+        return _joined(self.log_dirs)
+
+
+def _joined(log_dirs: Sequence[Path]) -> str:
+    return ",".join(map(str, log_dirs))
+
 
 def _target(log_dirs: Sequence[Path], wanted: set[TopicPartition],
             ranges: Mapping[TopicPartition, tuple[int, int]]) -> _Target:
-    log_dir = ",".join(map(str, log_dirs))
+    log_dir = _joined(log_dirs)
     for d in log_dirs:
         if not d.is_dir():
             raise GroupRestoreError(f"target {d} is not a directory; expected a stopped broker's log dir")
@@ -378,8 +387,8 @@ def _check_new_groups(targets: Sequence[Path], groups: set[str]) -> None:
     there = set(group_offsets(list(targets))) | set(group_protocols(list(targets)))
     clash = sorted(groups & there)
     if clash:
-        raise GroupRestoreError(f"target {','.join(map(str, targets))} already has group {clash[0]!r} ({len(clash)} of the groups to "
-                                "restore): delete it there first (kafka-consumer-groups.sh --delete --group), or "
+        raise GroupRestoreError(f"target {_joined(targets)} already has group {clash[0]!r} ({len(clash)} of the "
+                                "groups to restore): delete it there first (kafka-consumer-groups.sh --delete --group), or "
                                 "restore the others (only=..., klog restore --group G)")
 
 
@@ -471,8 +480,7 @@ class GroupsPlan:
         parts = {r.offsets_partition for r in restored}
         missing = sorted(parts - set(self.target.offsets_dirs))
         if missing:
-            dirs = ",".join(map(str, self.target.log_dirs))
-            raise GroupRestoreError(f"target {dirs} has no dir {GROUP_OFFSETS_TOPIC}-{missing[0]}, the "
+            raise GroupRestoreError(f"target {self.target.where} has no dir {GROUP_OFFSETS_TOPIC}-{missing[0]}, the "
                                     f"partition of {len(missing)} of the groups' coordinators; expected all "
                                     f"{self.target.num_partitions} partitions of {GROUP_OFFSETS_TOPIC} (a single "
                                     "broker's dir holds them all; a cluster's, every broker's dirs together)")
