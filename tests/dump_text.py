@@ -78,17 +78,24 @@ PAYLOAD_4_4 = "| payload: "
 MAX_FILES_ARG = 100_000
 
 
-def kafka_dump(files: list[Path], *options: str, release: str = NEWEST) -> tuple[str, str]:
-    """kafka-dump-log: ``DumpLogSegments`` of ``release``'s jars, one JVM per group of files whose
-    ``--files`` list fits one argument (the files' outputs are independent of each other); its stdout
-    as 4.4.0 prints it (:func:`dump_text.as_newest`, :func:`dump_text.keyless_payloads_as`)."""
+def file_groups(files: list[Path]) -> list[list[str]]:
+    """The files in groups whose ``--files`` list fits one argument (:data:`MAX_FILES_ARG`), in order:
+    kafka-dump-log runs one JVM per group, and klog one run per group as well, so that a file that
+    stops a run (4.4.0's escaping sanity check) stops the same files in both."""
     groups: list[list[str]] = [[]]
     for f in map(str, files):
         if groups[-1] and sum(len(x) + 1 for x in groups[-1]) + len(f) > MAX_FILES_ARG:
             groups.append([])
         groups[-1].append(f)
+    return groups
+
+
+def kafka_dump(files: list[Path], *options: str, release: str = NEWEST) -> tuple[str, str]:
+    """kafka-dump-log: ``DumpLogSegments`` of ``release``'s jars, one JVM per :func:`file_groups`
+    group (the files' outputs are independent of each other); its stdout as 4.4.0 prints it
+    (:func:`dump_text.as_newest`, :func:`dump_text.keyless_payloads_as`)."""
     out, err = [], []
-    for group in groups:
+    for group in file_groups(files):
         # C1 only: a short run spends most of its time starting, which the optimizing compiler only slows
         cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8",
                "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8", "-cp", classpath(version=release),
@@ -101,9 +108,13 @@ def kafka_dump(files: list[Path], *options: str, release: str = NEWEST) -> tuple
 
 
 def klog_dump(files: list[Path], *options: str, release: str = NEWEST) -> tuple[int, str, str]:
+    """``klog dump``, one run per :func:`file_groups` group as :func:`kafka_dump` runs the JVMs; the
+    highest exit code."""
     out, err = io.StringIO(), io.StringIO()
+    rc = 0
     with redirect_stdout(out), redirect_stderr(err):
-        rc = klog(["dump", "--quiet", *options, *(str(f) for f in files)])
+        for group in file_groups(files):
+            rc = max(rc, klog(["dump", "--quiet", *options, *group]))
     return rc, keyless_payloads_as(out.getvalue(), release, options), err.getvalue()
 
 
