@@ -13,12 +13,15 @@ import base64
 import gzip
 import json
 import logging
+import os
 import re
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from kafka_corpus import assert_same_rows, available_now_rows, rows_of
 from shared_fixtures import SHARED
 
@@ -225,6 +228,101 @@ def test_a_narrow_read_fetches_only_the_chunks_it_needs() -> None:
     print(f"narrow read of {len(got)} records: {FETCHED.log_bytes} .log bytes fetched (two chunks: {two_chunks}), "
           f"{FETCHED.index_bytes} index bytes, {FETCHED.manifest_bytes} manifest bytes, {FETCHED.requests} requests")
     assert 0 < FETCHED.log_bytes <= two_chunks, (FETCHED, two_chunks)
+
+
+#: Aiven's README: "4 MiB is the current recommended chunk size" (``rsm.config.chunk.size=4194304``);
+#: the fixture's C was written with 200,000
+RECOMMENDED_CHUNK_SIZE = 4 << 20
+
+
+def _chunk_sizes(sizes: list[int]) -> bytes:
+    """``ChunkSizesBinaryCodec.encode`` (manifest/index/serde/ChunkSizesBinaryCodec.java; layout in
+    :mod:`storage_core.log.aiven.manifest`), the narrowest width that holds every value."""
+    out = struct.pack(">i", len(sizes))
+    if len(sizes) == 1:
+        return out + struct.pack(">i", sizes[0])
+    base = min(sizes[:-1])
+    width = max(1, (max(v - base for v in sizes[:-1]).bit_length() + 7) // 8)
+    return (out + struct.pack(">ib", base, width) + b"".join((v - base).to_bytes(width, "big") for v in sizes[:-1])
+            + struct.pack(">i", sizes[-1]))
+
+
+def _rechunk(root: Path, seg: Any, keys: Any, chunk_size: int) -> list[int]:
+    """Rewrite one remote segment of a copy of C as the plugin writes it with ``chunk.size`` =
+    ``chunk_size``: the segment's bytes cut into chunks, each one zstd frame with its content size,
+    then AES-256-GCM with a fresh IV under the segment's own data key and AAD (``IV | ciphertext |
+    tag``), and a variable chunk index in the manifest. The truth stays the broker's rows: the
+    segment's bytes are the same. Returns the new transformed chunk sizes."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from storage_core.log.aiven.transform import _private_key, oaep_decrypt
+
+    remote = root / "C" / "remote"
+    manifest_path = remote / keys.manifest
+    doc = json.loads(manifest_path.read_text())
+    manifest = SegmentManifest.parse(manifest_path.read_bytes())
+    enc = manifest.encryption
+    assert enc is not None and manifest.compression
+    data_key = oaep_decrypt(_private_key(str(root / "C" / "keys" / f"{enc.key_pair_id}-private.pem")), enc.wrapped_key)
+    assert data_key is not None
+    gcm = AESGCM(data_key)
+    raw = (remote / keys.log).read_bytes()
+    index = manifest.chunk_index
+    original = b"".join(
+        zstandard.ZstdDecompressor().decompress(gcm.decrypt(raw[c.transformed_position:c.transformed_position + 12],
+                                                            raw[c.transformed_position + 12:c.transformed_end],
+                                                            enc.aad), max_output_size=c.original_size)
+        for c in index.chunks_for(0, index.original_file_size))
+    assert len(original) == index.original_file_size == seg.size_bytes
+    chunks = []
+    for at in range(0, len(original), chunk_size):
+        iv = os.urandom(12)
+        frame = zstandard.ZstdCompressor(write_content_size=True).compress(original[at:at + chunk_size])
+        chunks.append(iv + gcm.encrypt(iv, frame, enc.aad))
+    (remote / keys.log).write_bytes(b"".join(chunks))
+    sizes = [len(c) for c in chunks]
+    packed = zstandard.ZstdCompressor(write_content_size=True).compress(_chunk_sizes(sizes))
+    doc["chunkIndex"] = {"type": "variable", "originalChunkSize": chunk_size, "originalFileSize": len(original),
+                         "transformedChunks": base64.b64encode(packed).decode()}
+    manifest_path.write_text(json.dumps(doc))
+    return sizes
+
+
+def test_the_last_thousand_records_fetch_at_most_two_chunks(tmp_path: Path) -> None:
+    """The last 1,000 records of partition 0's remote history, read from C as written (200,000-byte
+    chunks) and from a copy whose segments are cut at the plugin's recommended 4 MiB: the rows are
+    the broker's, and the ``.log`` bytes fetched are those of the chunks the records' bytes lie in
+    and no more. At 4 MiB that is at most two chunks; at 200,000 bytes the same records span more
+    chunks (in C, all six of the last segment's, which holds 1,064 records), none of another segment."""
+    root = tmp_path / "fixture"
+    for part in ("logdir", "remote", "keys"):
+        shutil.copytree(FIXTURE / "C" / part, root / "C" / part)
+    segments = _segments(root)
+    end = max(s.end_offset for s, _ in segments) + 1
+    start = end - 1000
+    touched = [(s, k) for s, k in segments if s.end_offset >= start]
+    want = [r for r in truth("C", "read_uncommitted") if r["partition"] == 0 and start <= r["offset"] < end]
+    for chunk_size in (None, RECOMMENDED_CHUNK_SIZE):
+        if chunk_size is not None:
+            for s, k in touched:
+                _rechunk(root, s, k, chunk_size)
+        manifests = [SegmentManifest.parse((root / "C" / "remote" / k.manifest).read_bytes()) for _, k in touched]
+        CHUNKS.clear()
+        FETCHED.reset()
+        got = read("C", root / "C" / "logdir", remote=root / "C" / "remote", assign=json.dumps({"tiered-c": [0]}),
+                   startingOffsets=json.dumps({"tiered-c": {"0": start}}),
+                   endingOffsets=json.dumps({"tiered-c": {"0": end}}))
+        what = f"aiven C last 1,000 records, chunk size {chunk_size or 'as written'}"
+        assert_same_rows(got, want, what)
+        sizes = sorted(size for m in manifests for size in m.chunk_index.transformed_sizes)
+        print(f"{what}: {len(touched)} segment(s), {sum(m.chunk_index.count for m in manifests)} chunks in them, "
+              f"{FETCHED.log_bytes} .log bytes fetched in {FETCHED.requests} requests; the two largest chunks: "
+              f"{sum(sizes[-2:])} bytes; all chunks: {sum(sizes)}")
+        assert FETCHED.log_bytes > 0
+        if chunk_size == RECOMMENDED_CHUNK_SIZE:
+            assert FETCHED.log_bytes <= sum(sizes[-2:]), (what, FETCHED)
+        else:  # nothing of another segment (test_a_narrow_read_fetches_only_the_chunks_it_needs: within one)
+            assert FETCHED.log_bytes <= sum(sizes), (what, FETCHED)
 
 
 # --- errors ----------------------------------------------------------------------------------------
