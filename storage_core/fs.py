@@ -251,22 +251,28 @@ def _build(scheme: str, authority: str, options: StorageOptions) -> pafs.FileSys
                                f"{options.redact(str(exc))}") from None
 
 
-#: what an SDK's error code means for the user, and what to check
-_HINTS = (
+#: what an SDK's error code means for the user, and what to check: whole words of the SDK's own
+#: text, the network first (a refused connection is never a refused credential)
+_HINTS = tuple((re.compile(r"\b(?:" + "|".join(map(re.escape, needles)) + r")\b"), hint) for needles, hint in (
+    (("NETWORK_CONNECTION", "Could not connect", "Couldn't connect", "Could not resolve", "Connection refused"),
+     "the endpoint cannot be reached: check fs.endpoint_override/fs.scheme (or AWS_ENDPOINT_URL) and the network"),
     (("ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID", "AccessDenied", "403", "Unauthorized"),
      "the credentials were refused: check fs.access_key/fs.secret_key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
      "AWS_PROFILE) and that they may read this bucket"),
-    (("NETWORK_CONNECTION", "Could not connect", "Couldn't connect", "Could not resolve", "Connection refused"),
-     "the endpoint cannot be reached: check fs.endpoint_override/fs.scheme (or AWS_ENDPOINT_URL) and the network"),
     (("NoSuchBucket", "NO_SUCH_BUCKET", "Bucket does not exist"), "the bucket does not exist"),
     (("RESOURCE_NOT_FOUND", "NoSuchKey", "NO_SUCH_KEY"),
      "the object was deleted since it was listed (retention, or a newer klog snapshot): rerun to read what is there now"),
-)
+))
+#: a name the SDK quotes (``key 'logs' in bucket 't31403-20'``): the user's, never read as a code
+_QUOTED_NAME = re.compile(r"'[^'\s]*'")
 
 
 def _explained(message: str) -> str:
-    for needles, hint in _HINTS:
-        if any(n in message for n in needles):
+    """``message`` with the hint of the first SDK code in it (bucket and key names left out of the
+    match: a bucket named ``t31403-20`` is not an HTTP 403)."""
+    sdk = _QUOTED_NAME.sub("''", message)
+    for pattern, hint in _HINTS:
+        if pattern.search(sdk):
             return f"{hint} ({message})"
     return message
 

@@ -212,6 +212,26 @@ def test_missing_bucket_prefix_and_object_are_typed_errors(s3: S3Server, tmp_pat
     assert victim.log_path in str(gone.value)
 
 
+@pytest.mark.parametrize(("message", "hint"), [
+    # the SDK's text as Arrow gave it in a failing run (the bucket's name holds "403")
+    ("When getting information for key 'logs' in bucket 't31403-20-a42b9a': AWS Error NETWORK_CONNECTION during "
+     "HeadObject operation: curlCode: 7, Could not connect to server; Details: Failed to connect to 127.0.0.1:9 after "
+     "0 ms: Could not connect to server", "endpoint cannot be reached"),
+    ("When getting information for key 'AccessDenied/x' in bucket 'b': AWS Error NETWORK_CONNECTION during "
+     "HeadObject operation: curlCode: 7, Couldn't connect to server", "endpoint cannot be reached"),
+    ("When getting information for key 'logs' in bucket 'b-could-not-connect': AWS Error ACCESS_DENIED during "
+     "HeadObject operation: No response body.", "credentials were refused"),
+    ("When listing objects under key 'x' in bucket 'net-403': AWS Error NO_SUCH_BUCKET during ListObjectsV2 "
+     "operation: The specified bucket does not exist", "the bucket does not exist"),
+    ("When reading 'b/k-403': something else failed", None),
+])
+def test_sdk_codes_are_read_from_the_sdk_not_from_the_names(message: str, hint: str | None) -> None:
+    from storage_core.fs import _explained
+
+    got = _explained(message)
+    assert got.endswith(f"({message})") and hint in got if hint else got == message, got
+
+
 def test_wrong_keys_and_unreachable_endpoint_name_the_uri_not_the_secret(s3: S3Server, tmp_path: Path) -> None:
     local = _local_log(tmp_path, records=50)
     uri = s3.bucket() + "/logs"
@@ -226,6 +246,10 @@ def test_wrong_keys_and_unreachable_endpoint_name_the_uri_not_the_secret(s3: S3S
         read_arrow(uri, **away)
     assert uri in str(exc2.value)
     _no_secret(str(exc2.value))
+    # the bucket's and the key's names are the user's: one holding "403" or an SDK code is not one
+    # (a random bucket named t31403-20-... once made a refused connection read as refused credentials)
+    with pytest.raises(ObjectStoreError, match="endpoint cannot be reached"):
+        read_arrow(uri.replace("/logs", "/AccessDenied-403/logs"), **away)
     with pytest.raises(KlogError, match="unknown option fs.endpoint for s3:// log dirs; the filesystem takes .*"
                                         "fs.endpoint_override"):
         read_arrow(uri, **{"fs.endpoint": "x"})
