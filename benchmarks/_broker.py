@@ -1,5 +1,5 @@
 """What the benchmarks that run Kafka's broker beside Spark's Kafka connector share: the tests'
-broker fixture (``tests/broker_fixture.py``) and connector jars (``tests/spark_kafka.py``)."""
+broker fixture (``tests/oracles/broker_fixture.py``) and connector jars (``tests/oracles/spark_kafka.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+TESTS = Path(__file__).resolve().parent.parent / "tests" / "oracles"
 
 
 def broker_and_connector(name: str) -> tuple[Any, list[str]] | None:

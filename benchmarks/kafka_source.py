@@ -1,7 +1,7 @@
 """klog against Spark's own Kafka source and sink, in one run, on one broker's data.
 
-A single-node Apache Kafka broker (``tests/broker_fixture.py``) runs on 127.0.0.1; Spark's Kafka
-connector (``tests/spark_kafka.py``) is on the session's ``spark.jars``. On one topic of 4
+A single-node Apache Kafka broker (``tests/oracles/broker_fixture.py``) runs on 127.0.0.1; Spark's Kafka
+connector (``tests/oracles/spark_kafka.py``) is on the session's ``spark.jars``. On one topic of 4
 partitions, lz4, 100-byte values (4M records by default):
 
 (1) batch write: ``df.write.format("kafka")`` into the broker (the peer) and

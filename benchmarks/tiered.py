@@ -1,6 +1,6 @@
 """A Spark full scan of a tiered topic's whole history against the same data as a plain log dir.
 
-A single-node Apache Kafka broker (``tests/broker_fixture.py``) with tiered storage on (Kafka's
+A single-node Apache Kafka broker (``tests/oracles/broker_fixture.py``) with tiered storage on (Kafka's
 ``LocalTieredStorage``, ``local.retention.bytes=1``) takes about ``--mb`` MB (default 1 GB) of
 100-byte values, lz4, into one topic of 4 partitions (32 MB segments), plus up to a segment per
 partition for the local tail, written by Spark's own Kafka sink. Once every closed segment is

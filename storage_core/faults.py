@@ -9,7 +9,7 @@ SIGKILL would end it (``os._exit(137)``), or with a real SIGKILL sent to itself 
 ``"signal": "KILL"`` (the exit status is then -9). With ``"nth": N`` it fires the N-th time the
 point is reached with matching context (1-based), not the first.
 
-Points (see ``tests/crash_matrix.md`` for what each kill leaves and how reopening settles it):
+Points (see ``tests/log/crash_matrix.md`` for what each kill leaves and how reopening settles it):
 ``log-batch-written``, ``log-roll-old-closed``, ``log-roll-new-segment``, ``log-roll-snapshot``,
 ``segment-flush-log-synced``, ``log-flushed``, ``checkpoint-tmp-written``, ``checkpoint-replaced``,
 ``retention-file-renamed``, ``retention-segment-gone``, ``retention-snapshots-removed``, and the

@@ -8,7 +8,10 @@ from pathlib import Path
 # Spark's Python workers must start with this interpreter (and so with klog installed).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the shared helpers by their module names: this folder (fixtures, doc blocks), the oracles (Kafka's
+# broker and cluster, the Java harnesses and their runners) and the generators of inputs
+for _helpers in ("generators", "oracles", ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _helpers))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/
 
 import pytest  # noqa: E402
@@ -38,7 +41,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     """One local[2] SparkSession per test process (about 10 s to start), with Spark's Kafka connector
-    on its ``spark.jars`` where it can be had (``tests/spark_kafka.py``)."""
+    on its ``spark.jars`` where it can be had (``tests/oracles/spark_kafka.py``)."""
     pyspark = pytest.importorskip("pyspark")
     import spark_kafka
     from pyspark.sql import SparkSession
@@ -68,7 +71,7 @@ def skip_unless_runs(reason: str | None) -> None:
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):  # type: ignore[no-untyped-def]
-    """One Apache Kafka broker per test process (``tests/broker_fixture.py``), a few seconds to
+    """One Apache Kafka broker per test process (``tests/oracles/broker_fixture.py``), a few seconds to
     start; tests make fresh topics. Skips with the reason where the broker cannot run, fails
     instead under ``KLOG_REQUIRE_BROKER=1`` (CI)."""
     import broker_fixture
@@ -82,7 +85,7 @@ def broker(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):  # type: ignore[no-untyped-def]
-    """One Kafka 4.4.0 KRaft cluster per test process (``tests/cluster_fixture.py``): a controller and
+    """One Kafka 4.4.0 KRaft cluster per test process (``tests/oracles/cluster_fixture.py``): a controller and
     three brokers, each its own JVM, about 20 s to start. Tests make fresh topics; a test that leaves
     a broker down (the messy scenario does) leaves it so for the next: call ``cluster.start()`` (it
     starts every broker not running) where all three are needed. Skips or fails as ``broker`` does."""

@@ -2,7 +2,7 @@
 klog, and every read path must return exactly the undamaged records with a warning naming the
 lost offsets, or fail naming them; never fewer records in silence.
 
-Damages (tests/damage_gen.py): truncation anywhere or at a batch boundary, zeroed ranges, flipped
+Damages (tests/generators/damage_gen.py): truncation anywhere or at a batch boundary, zeroed ranges, flipped
 bits, length fields set to 0, 13, huge or negative values, a deleted ``.log`` or ``.index``, an
 emptied ``.log``; and segments out of their place (issue 53): a segment's end overlapping the next
 segment, a middle segment deleted with its indexes, another partition's segment in a segment's

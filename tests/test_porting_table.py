@@ -3,7 +3,7 @@ says of each what klog's option parser does with it: the same, ignored, or refus
 
 Which options Spark's Kafka source and sink have comes from the connector itself: the option keys
 are string constants of ``KafkaSourceProvider$`` in the very
-``spark-sql-kafka-0-10_2.13`` jar the parity tests run (``tests/spark_kafka.py``), read from the
+``spark-sql-kafka-0-10_2.13`` jar the parity tests run (``tests/oracles/spark_kafka.py``), read from the
 class files' constant pools. A Spark release that adds an option fails this test until the table
 (and the parser) say what klog does with it.
 """

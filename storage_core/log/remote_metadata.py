@@ -22,7 +22,7 @@ offsets (``RemoteLogLeaderEpochState``). :func:`replay` is that store, event for
 
 :meth:`RemotePartition.segment_for` is ``remoteLogSegmentMetadata(leaderEpoch, offset)``, the read
 path's lookup. Tests compare all of it with Kafka's own store on random histories
-(``tests/oracle/RemoteLogMetadataGen.java``).
+(``tests/oracles/java/RemoteLogMetadataGen.java``).
 """
 
 from __future__ import annotations

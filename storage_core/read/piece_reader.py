@@ -201,7 +201,7 @@ def _bulk(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[
 
 def per_batch(piece: Piece, dec: ArrowDecoder, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     """read_committed batch by batch through :func:`filter_read_committed`: the reference the bulk
-    path is tested against (tests/test_read_paths_corpus.py), not used by readers."""
+    path is tested against (tests/read/test_read_paths_corpus.py), not used by readers."""
     assert piece.aborted is not None
     for batch in filter_read_committed(batches_of(piece, fail_on_data_loss), list(piece.aborted),
                                        where=piece.log_path):

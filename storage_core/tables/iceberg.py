@@ -73,8 +73,8 @@ def _keep_null_lists() -> None:
     every batch it writes to Parquet (and reads back), rebuilds such a list (map) from its offsets
     alone, so a null one becomes empty (apache/iceberg-python#3833, open in 0.12): a record without
     headers, whose ``headers`` is null in ``format("klog")`` and in Spark's Kafka source, was stored
-    as ``[]`` (found by Iceberg's Java reader, ``tests/test_sync_oracles.py``), and a tombstone's
-    Protobuf ``map<K, Message>`` field as ``{}`` (``tests/test_schema_registry_protobuf.py``). The
+    as ``[]`` (found by Iceberg's Java reader, ``tests/tables/test_sync_oracles.py``), and a tombstone's
+    Protobuf ``map<K, Message>`` field as ``{}`` (``tests/read/test_schema_registry_protobuf.py``). The
     rebuilt array gets the original's validity back; a ``pyiceberg`` that keeps the nulls itself is
     left as it is."""
     from pyiceberg.io import pyarrow as pyiceberg_arrow

@@ -2,7 +2,7 @@
 protocol's subscription and assignment (inside ``GroupMetadataValue`` members when the group's
 protocolType is ``consumer``) and the KRaft control records (values of control batches of
 ``__cluster_metadata`` and KRaft snapshots). kafka-clients ships these classes, so the tests
-check this table against Kafka's own serializers (``tests/oracle/KafkaMessages.java``).
+check this table against Kafka's own serializers (``tests/oracles/java/KafkaMessages.java``).
 """
 
 from __future__ import annotations

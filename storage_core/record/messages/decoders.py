@@ -192,7 +192,7 @@ TRANSACTION_STATE_NAMES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "Pre
 def _name_transaction_status(value: Json) -> None:
     """``transactionStatus`` as ``DumpLogSegments.TransactionLogMessageParser`` (Kafka 4.4) writes it:
     the state's name, or the id as a string when ``TransactionState.fromId`` knows none. (4.1.1's
-    tool printed the number; tests/test_broker_tools.py names that difference.)"""
+    tool printed the number; tests/tools/test_broker_tools.py names that difference.)"""
     status = value.get("transactionStatus")
     if isinstance(status, int):
         value["transactionStatus"] = TRANSACTION_STATE_NAMES.get(status, str(status))

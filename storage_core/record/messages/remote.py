@@ -2,7 +2,7 @@
 
 Written from Kafka's definitions in apache/kafka ``storage/src/main/resources/message/`` (each
 table names its file). Every record is flexible from version 0, the only version up to Kafka 4.4.0
-(the generated classes of 4.1.1 and 4.4.0 agree: ``tests/test_message_schemas.py``). On disk a
+(the generated classes of 4.1.1 and 4.4.0 agree: ``tests/record/test_message_schemas.py``). On disk a
 record has a null key and a value framed as KRaft metadata records are
 (``RemoteLogMetadataSerde``, an ``AbstractApiMessageSerde``): an unsigned varint frame version
 (1), an unsigned varint apiKey (the table below), an unsigned varint version, then the record.
