@@ -714,8 +714,9 @@ def _assert_epochs_recorded(dirs: Sequence[Path], topic: str, seed: int, only: I
     def batches_of(pdir: Path) -> list[Any]:
         return [b for seg in sorted(pdir.glob("*.log")) for b in FileRecords(seg).batches()]
 
+    wanted = None if only is None else set(only)
     names = sorted(p.name for p in Path(dirs[0]).glob(f"{topic}-*")
-                   if only is None or int(p.name.rpartition("-")[2]) in set(only))
+                   if wanted is None or int(p.name.rpartition("-")[2]) in wanted)
     assert names, f"seed={seed}: no partition of {topic} in {dirs[0]}"
     copies = {name: [bytes(b.buffer) for b in batches_of(Path(dirs[0]) / name)] for name in names}
     for d in dirs:

@@ -34,11 +34,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kafka_oracle import OracleError, _classes, _locked
+from kafka_oracle import JAVA, OracleError, _classes, _locked
 
 HERE = Path(__file__).resolve().parent
-#: the Java harnesses, one source file each, compiled against the jars of a Kafka release (:func:`classpath`)
-JAVA = HERE / "java"
 POM = HERE / "broker" / "pom.xml"
 CLIENT_SOURCE = JAVA / "BrokerClient.java"
 STARTED = "Kafka Server started"

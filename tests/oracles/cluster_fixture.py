@@ -96,7 +96,7 @@ from broker_fixture import (
 )
 
 HERE = Path(__file__).resolve().parent
-CLUSTER_SOURCE = HERE / "java" / "ClusterClient.java"
+CLUSTER_SOURCE = broker_fixture.JAVA / "ClusterClient.java"
 #: The release the cluster runs unless told otherwise.
 CLUSTER_VERSION = "4.4.0"
 #: The controller's node.id (brokers are 1..N).

@@ -18,9 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from kafka_oracle import OracleError, java_classpath, oracle_available
+from kafka_oracle import JAVA, OracleError, java_classpath, oracle_available
 
-SOURCE = Path(__file__).resolve().parent / "java" / "ConfluentAvro.java"
+SOURCE = JAVA / "ConfluentAvro.java"
 JARS = "libs-confluent"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -95,7 +95,7 @@ class ConfluentAvro(_Jvm):
         return base64.b64decode(b), int(sid), int(version), base64.b64decode(text).decode()
 
 
-PROTOBUF_SOURCE = Path(__file__).resolve().parent / "java" / "ConfluentProtobuf.java"
+PROTOBUF_SOURCE = JAVA / "ConfluentProtobuf.java"
 PROTOBUF_JARS = "libs-confluent-protobuf"
 PROTOBUF_POM = Path(__file__).resolve().parent / "confluent_protobuf" / "pom.xml"
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
-ORACLE = Path(__file__).resolve().parent / "java" / "GroupRestore.java"
+from kafka_oracle import JAVA
+
+ORACLE = JAVA / "GroupRestore.java"
 
 
 def classpath() -> str:

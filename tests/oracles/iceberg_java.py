@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker_fixture import BrokerError, compiled_classpath, maven_cache, maven_jars, pom_property, skip_reason
+from broker_fixture import JAVA, BrokerError, compiled_classpath, maven_cache, maven_jars, pom_property, skip_reason
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "iceberg_java" / "pom.xml"
-SOURCE = HERE / "java" / "IcebergRead.java"
+SOURCE = JAVA / "IcebergRead.java"
 
 _classpath: str | None = None
 _failure: str | None = None

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import kafka_oracle
 import pyarrow as pa
 
-SOURCE = Path(__file__).resolve().parent / "java" / "KafkaCorpus.java"
+SOURCE = kafka_oracle.JAVA / "KafkaCorpus.java"
 MAIN_CLASS = "KafkaCorpus"
 #: C1 only and the serial collector: the generator runs a few seconds, too short for C2 to pay off
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss4m", "-Dslf4j.internal.verbosity=ERROR")

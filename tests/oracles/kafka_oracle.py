@@ -55,7 +55,10 @@ CONFLUENT_PROTOBUF_JAR_PATTERNS = (*CONFLUENT_JAR_PATTERNS, "kafka-protobuf-seri
                                    "error_prone_annotations-*.jar", "proto-google-common-protos-*.jar")
 JAR_SETS = {"libs": JAR_PATTERNS, "libs-confluent": CONFLUENT_JAR_PATTERNS,
             "libs-confluent-protobuf": CONFLUENT_PROTOBUF_JAR_PATTERNS}
-SOURCE = Path(__file__).resolve().parent / "java" / "KafkaDump.java"
+#: the Java harnesses, one source file each (every oracle's, compiled by :func:`java_classpath` or
+#: ``broker_fixture.classpath`` against a Kafka release's jars)
+JAVA = Path(__file__).resolve().parent / "java"
+SOURCE = JAVA / "KafkaDump.java"
 MAIN_CLASS = "KafkaDump"
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import broker_fixture
 
-SOURCE = Path(__file__).resolve().parent / "java" / "RemoteLogMetadataGen.java"
+SOURCE = broker_fixture.JAVA / "RemoteLogMetadataGen.java"
 MAIN_CLASS = "RemoteLogMetadataGen"
 #: C1 only and the serial collector: the generator runs under a second
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dslf4j.internal.verbosity=ERROR",

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import group_oracle
 import pytest
-from broker_fixture import JAVA
 
 from storage_core.errors import GroupRestoreError, InvalidTopicError, LogDirLockedError
 from storage_core.log.config import LogConfig
@@ -49,28 +49,12 @@ from storage_core.tools.restore_groups import (
 
 SEED = int(os.environ.get("KLOG_GROUPS_SEED") or random.SystemRandom().randrange(1, 1 << 31))
 CTX = f"KLOG_GROUPS_SEED={SEED}"
-ORACLE = JAVA / "GroupRestore.java"
 #: A string whose Java hashCode is Integer.MIN_VALUE (Utils.abs maps it to 0).
 MIN_VALUE_HASH = "polygenelubricants"
 
 
-def _classpath() -> str:
-    import broker_fixture
-    from conftest import skip_unless_runs
-
-    skip_unless_runs(broker_fixture.skip_reason(lambda: broker_fixture.classpath(ORACLE)))
-    return broker_fixture.classpath(ORACLE)
-
-
 def _java(*args: str, stdin: str = "", timeout: float = 180) -> str:
-    from broker_fixture import java_env
-
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=WARN",
-           "-cp", _classpath(), "GroupRestore", *args]
-    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=java_env(), check=False,
-                          timeout=timeout)
-    assert proc.returncode == 0, f"{CTX} GroupRestore {args[0]} failed: {proc.stderr[-3000:]}"
-    return proc.stdout
+    return group_oracle.java(*args, stdin=stdin, timeout=timeout, context=CTX)
 
 
 def _hex16(s: str | None) -> str:
